@@ -1,0 +1,5 @@
+import sys
+
+from gpurag.cli import main
+
+sys.exit(main())

@@ -1,0 +1,141 @@
+"""The public face: ``Index.build``, ``Index.open``, ``index.query``, ``index.query_batch``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpurag.config import IndexConfig, QueryConfig, apply_overrides
+from gpurag.device import COMPONENTS, resolve_device
+from gpurag.embed import load_embedder
+from gpurag.errors import ConfigError
+from gpurag.query.results import Passage, QueryResult
+from gpurag.store import open_index_dir
+from gpurag.vectors import load_index
+
+MODES = ("dense", "graph")
+
+
+class Index:
+    """An opened gpurag index. Build one with :meth:`build`, open one with :meth:`open`."""
+
+    def __init__(self, path: Path, verify: bool = False) -> None:
+        self.dir = open_index_dir(path, verify=verify)
+        self.path = self.dir.path
+        self.manifest = self.dir.manifest
+        self.config = IndexConfig(**{
+            k: v for k, v in self.manifest.config.items()
+            if k in {f.name for f in dataclasses.fields(IndexConfig)}
+        })
+        self.device = resolve_device()
+        self.chunks: pd.DataFrame = self.dir.table("tables/chunks.parquet")
+        self.passage_index = load_index(self.path / "vectors/passages.faiss")
+        self._embedder = None
+        self._graph = None
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def build(cls, source: str | os.PathLike, out: str | os.PathLike,
+              config: IndexConfig | None = None, show_progress: bool = True,
+              **overrides: Any) -> Index:
+        """Index the documents under ``source`` into the directory ``out`` and open it."""
+        from gpurag.pipeline.build import build
+
+        cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
+        return cls(build(source, out, cfg, show_progress=show_progress))
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, verify: bool = False) -> Index:
+        """Open an index directory (``verify`` also checks every file's sha256)."""
+        return cls(Path(path), verify=verify)
+
+    # -- parts --------------------------------------------------------------------------
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            self._embedder = load_embedder(self.config.embedder, device=self.device)
+        return self._embedder
+
+    @property
+    def graph(self):
+        """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
+        if self._graph is None and self.dir.has("tables/entities.parquet"):
+            from gpurag.query.graph import GraphRetriever
+
+            self._graph = GraphRetriever(self.dir, self.chunks)
+        return self._graph
+
+    def info(self) -> dict[str, Any]:
+        """Manifest facts plus the implementations in use now."""
+        m = self.manifest
+        return {
+            "path": str(self.path),
+            "format_version": m.format_version,
+            "gpurag_version": m.gpurag_version,
+            "created": m.created,
+            "counts": m.counts,
+            "built_with": m.components,
+            "config": m.config,
+            "extra": m.extra,
+        }
+
+    # -- queries ------------------------------------------------------------------------
+    def query(self, question: str, k: int = 5, mode: str | None = None,
+              **options: Any) -> QueryResult:
+        """Answer one question: a batch of one."""
+        return self.query_batch([question], k=k, mode=mode, **options)[0]
+
+    def query_batch(self, questions: list[str], k: int = 5, mode: str | None = None,
+                    **options: Any) -> list[QueryResult]:
+        """Retrieve the top-``k`` passages for each question, batched end to end."""
+        qcfg = apply_overrides(QueryConfig(), {"k": k, **options}, "query")
+        mode = mode or ("graph" if self.graph is not None else "dense")
+        if mode not in MODES:
+            raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
+        if mode == "graph" and self.graph is None:
+            raise ConfigError(f"index {self.path} has no knowledge graph: use --mode dense "
+                              "or rebuild it with the graph stage on")
+        questions = [str(q) for q in questions]
+        if not questions:
+            return []
+        t0 = time.perf_counter()
+        qvecs = self.embedder.encode(questions, batch_size=64)
+        embed_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+        t0 = time.perf_counter()
+        if mode == "dense":
+            from gpurag.query.dense import dense_scores
+
+            scores, rows = dense_scores(self.passage_index, qvecs, k)
+            extras = [{} for _ in questions]
+        else:
+            scores, rows, extras = self.graph.retrieve(questions, qvecs, qcfg,
+                                                       self.passage_index)
+        search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+        COMPONENTS.record("query", mode)
+        results = []
+        for i, question in enumerate(questions):
+            passages = self._passages(rows[i], scores[i])
+            results.append(QueryResult(
+                question=question, mode=mode, passages=passages,
+                seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
+                timings_ms={"embed": embed_ms, "retrieve": search_ms},
+            ))
+        return results
+
+    def _passages(self, rows: np.ndarray, scores: np.ndarray) -> list[Passage]:
+        keep = rows >= 0
+        rows, scores = rows[keep], scores[keep]
+        sub = self.chunks.iloc[rows]
+        return [
+            Passage(rank=r + 1, chunk_id=c, doc_id=d, title=t, text=x, char_start=int(s),
+                    char_end=int(e), score=float(sc))
+            for r, (c, d, t, x, s, e, sc) in enumerate(zip(
+                sub["chunk_id"], sub["doc_id"], sub["title"], sub["text"], sub["char_start"],
+                sub["char_end"], scores))
+        ]

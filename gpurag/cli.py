@@ -1,0 +1,181 @@
+"""The ``gpurag`` command line: index, query, info, demo, eval, llm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from gpurag.device import DeviceError
+from gpurag.errors import GpuragError
+
+
+def _add_index_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML file with [index] and [query] tables")
+    p.add_argument("--embedder", help="embedder spec: minilm | onnx:PATH | st:PATH")
+    p.add_argument("--extractor", help="entity extractor: fast | ner | llm | none")
+    p.add_argument("--triples", help="precomputed triples.jsonl to import instead of extracting")
+    p.add_argument("--chunk-tokens", type=int, help="tokens per chunk window")
+    p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
+
+
+def _index_config(args: argparse.Namespace):
+    from gpurag.config import apply_overrides, load_config
+
+    cfg, _ = load_config(args.config)
+    overrides = {k: v for k, v in {
+        "embedder": args.embedder, "extractor": args.extractor, "triples": args.triples,
+        "chunk_tokens": args.chunk_tokens}.items() if v is not None}
+    if args.triples:
+        overrides["extractor"] = "triples"
+    if args.no_graph:
+        overrides["graph"] = False
+    return apply_overrides(cfg, overrides, "command line")
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from gpurag import Index
+
+    index = Index.build(args.source, args.out, config=_index_config(args),
+                        show_progress=not args.quiet)
+    info = index.info()
+    ingest = info["extra"].get("ingest", {})
+    print(f"index written to {index.path}")
+    print(f"  documents: {ingest.get('documents')}  chunks: {info['counts'].get('chunks')}"
+          + "".join(f"  {k}: {v}" for k, v in info["counts"].items()
+                    if k not in ("documents", "chunks")))
+    skipped = ingest.get("skipped", {})
+    if any(skipped.values()):
+        print("  skipped: " + ", ".join(f"{n} {r}" for r, n in skipped.items() if n))
+        for problem in ingest.get("problems", [])[:10]:
+            print(f"    {problem}")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from gpurag import Index
+
+    index = Index.open(args.index)
+    questions = [args.question] if args.question else []
+    if args.questions_file:
+        questions += [q.strip() for q in Path(args.questions_file).read_text(
+            encoding="utf-8").splitlines() if q.strip()]
+    if not questions:
+        raise GpuragError("give a question or --questions-file")
+    results = index.query_batch(questions, k=args.k, mode=args.mode)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
+        return 0
+    for result in results:
+        print(f"Q: {result.question}   [{result.mode}]")
+        if result.seeds:
+            print("   seeds: " + ", ".join(s.name for s in result.seeds[:8]))
+        for p in result.passages:
+            text = " ".join(p.text.split())
+            print(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
+                  f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
+        for path in result.paths[:3]:
+            print(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        print()
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from gpurag.info import environment_info, index_info
+
+    report = {"environment": environment_info()}
+    if args.index:
+        report["index"] = index_info(args.index, verify=args.verify)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        from gpurag.info import format_info
+
+        print(format_info(report))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gpurag.demo import run_demo
+
+    return run_demo(out=args.out, k=args.k, rebuild=args.rebuild)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gpurag import __version__
+
+    parser = argparse.ArgumentParser(prog="gpurag", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"gpurag {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", help="index a folder or file of documents")
+    p.add_argument("source", help="folder of .txt/.md/.jsonl/.parquet, or one such file")
+    p.add_argument("-o", "--out", required=True, help="index directory to write")
+    _add_index_options(p)
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("query", help="retrieve passages for a question")
+    p.add_argument("index", help="index directory")
+    p.add_argument("question", nargs="?", help="the question")
+    p.add_argument("--questions-file", help="one question per line (answered as a batch)")
+    p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
+    p.add_argument("--mode", choices=["dense", "graph"], help="retrieval mode (default graph)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("info", help="environment, backends and (optionally) an index")
+    p.add_argument("index", nargs="?", help="index directory")
+    p.add_argument("--verify", action="store_true", help="check every file's sha256")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions")
+    p.add_argument("--out", help="where to keep the demo index (default: a temporary folder)")
+    p.add_argument("-k", "--k", type=int, default=5)
+    p.add_argument("--rebuild", action="store_true", help="rebuild even if --out holds an index")
+    p.set_defaults(func=cmd_demo)
+
+    for register in _optional_commands():
+        register(sub)
+    return parser
+
+
+def _optional_commands():
+    """Sub-command registrars of modules that may be absent while they are being built."""
+    registrars = []
+    for module, attr in (("gpurag.eval.cli", "add_eval_commands"),
+                         ("gpurag.llm.cli", "add_llm_commands"),
+                         ("gpurag.score.cli", "add_score_commands")):
+        try:
+            mod = __import__(module, fromlist=[attr])
+        except ImportError:
+            continue
+        registrars.append(getattr(mod, attr))
+    return registrars
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if args.quiet:
+        import os
+
+        os.environ["GPURAG_PROGRESS"] = "0"
+    try:
+        return int(args.func(args) or 0)
+    except (GpuragError, DeviceError) as exc:
+        print(f"gpurag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpurag: interrupted (a rerun of the same index command resumes)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

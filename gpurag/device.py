@@ -1,0 +1,90 @@
+"""Device selection and the record of which implementation each component uses.
+
+``cuda`` when a GPU is usable, else ``cpu``; ``GPURAG_DEVICE=cpu|cuda`` overrides, and asking
+for ``cuda`` without a usable GPU is an error. Imports nothing of gpurag's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+from functools import lru_cache
+
+VALID_DEVICES = ("cpu", "cuda")
+
+
+class DeviceError(RuntimeError):
+    """The requested device cannot be used."""
+
+
+@lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """True when CuPy or torch can see at least one CUDA device."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return True
+    except Exception:  # noqa: BLE001 - any failure means "not usable"
+        pass
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def resolve_device(requested: str | None = None) -> str:
+    """The device to run on: ``requested``, else ``$GPURAG_DEVICE``, else auto-detected."""
+    choice = (requested or os.environ.get("GPURAG_DEVICE") or "auto").strip().lower()
+    if choice == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if choice not in VALID_DEVICES:
+        raise DeviceError(f"GPURAG_DEVICE must be one of cpu, cuda or auto, not {choice!r}")
+    if choice == "cuda" and not cuda_available():
+        raise DeviceError(
+            "GPURAG_DEVICE=cuda but no usable CUDA GPU was found (neither CuPy nor torch sees "
+            "one); install the 'gpu' extra on a machine with a GPU, or use GPURAG_DEVICE=cpu"
+        )
+    return choice
+
+
+def has_module(name: str) -> bool:
+    """True when ``name`` imports."""
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def package_version(dist: str) -> str | None:
+    """Installed version of a distribution, or None."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def with_version(label: str, dist: str) -> str:
+    """``"label VERSION"`` for reports such as ``gpurag info``."""
+    version = package_version(dist)
+    return f"{label} {version}" if version else label
+
+
+class ComponentRegistry:
+    """Records which implementation each component (embed, vectors, ppr, leiden, ...) used."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, str] = {}
+
+    def record(self, component: str, implementation: str) -> None:
+        self._used[component] = implementation
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self._used)
+
+
+COMPONENTS = ComponentRegistry()

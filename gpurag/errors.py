@@ -1,0 +1,17 @@
+"""Exceptions with messages meant for users."""
+
+
+class GpuragError(Exception):
+    """Base class of gpurag's own errors."""
+
+
+class ConfigError(GpuragError):
+    """A setting, path or requested backend is not usable."""
+
+
+class IndexFormatError(GpuragError):
+    """An index directory is missing, corrupt, or of another format version."""
+
+
+class InputError(GpuragError):
+    """Input documents could not be read at all."""

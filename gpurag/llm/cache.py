@@ -1,0 +1,102 @@
+"""Content-addressed on-disk cache of LLM responses: sha256(model + messages + params) -> JSON.
+
+One SQLite file in WAL mode. Every ``put`` is its own committed transaction, so a run killed at
+any moment keeps every response it had received and a rerun pays only for the rest. Several
+processes may share one cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Self
+
+CACHE_FORMAT = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created REAL NOT NULL
+) WITHOUT ROWID
+"""
+
+
+def cache_key(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    """Hex sha256 of the canonical JSON of everything that determines a response."""
+    payload = {"v": CACHE_FORMAT, "model": model, "messages": messages, "params": params}
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Key -> JSON value store on SQLite (WAL); thread-safe; atomic per entry."""
+
+    def __init__(self, directory: str | Path, filename: str = "responses.sqlite") -> None:
+        self.directory = Path(directory).expanduser()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / filename
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
+                                     isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(_SCHEMA)
+
+    def get(self, key: str) -> Any | None:
+        """The cached value, or ``None``."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The cached values of those keys that are present."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, Any] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._conn.execute(
+                    f"SELECT key, value FROM responses WHERE key IN ({marks})", part
+                ).fetchall()
+                found.update((k, json.loads(v)) for k, v in rows)
+        return found
+
+    def put(self, key: str, value: Any) -> None:
+        """Store one value (committed before returning)."""
+        blob = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)",
+                (key, blob, time.time()),
+            )
+
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()
+        return row is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        with self._lock:
+            self._conn.execute("DELETE FROM responses")
+
+    def close(self) -> None:
+        """Close the connection (the data stays on disk)."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,135 @@
+"""Settings for talking to an OpenAI-compatible LLM server (vLLM, llama.cpp, any other)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
+
+
+def default_cache_dir() -> str:
+    """``$GPURAG_CACHE_DIR/llm``, else ``$XDG_CACHE_HOME/gpurag/llm`` (``~/.cache`` default)."""
+    root = os.environ.get("GPURAG_CACHE_DIR")
+    if root:
+        return str(Path(root) / "llm")
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(xdg) / "gpurag" / "llm")
+
+
+def normalize_url(url: str) -> str:
+    """Base URL ending in ``/v1`` (``http://host:8000`` and ``http://host:8000/v1/`` both work)."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        url = "http://" + url
+    if not url.endswith("/v1"):
+        url += "/v1"
+    return url
+
+
+@dataclass
+class LLMConfig:
+    """How to reach the server and how to call it.
+
+    ``model`` may be left empty: the client then asks ``/v1/models`` and takes the first.
+    ``structured`` chooses how a JSON Schema is sent: ``json_schema`` (OpenAI / vLLM
+    ``response_format``), ``json_object`` (``{"type": "json_object", "schema": ...}``, as
+    llama-cpp-python wants), ``auto`` (try the first, fall back to the second once the server
+    rejects it) or ``off`` (prompt only, parse tolerantly).
+    ``cache_dir`` ``None`` turns the response cache off.
+    """
+
+    url: str = "http://127.0.0.1:8000/v1"
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = 256
+    timeout_s: float = 300.0
+    connect_timeout_s: float = 10.0
+    max_retries: int = 4
+    backoff_s: float = 0.5
+    backoff_max_s: float = 30.0
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    seed: int | None = 0
+    structured: str = "auto"
+    cache_dir: str | None = field(default_factory=default_cache_dir)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.url = normalize_url(self.url)
+        if self.structured not in STRUCTURED_MODES:
+            raise ValueError(
+                f"structured must be one of {STRUCTURED_MODES}, got {self.structured!r}")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key, read from the environment variable named by ``api_key_env``."""
+        return os.environ.get(self.api_key_env) or None
+
+    def replace(self, **changes: Any) -> LLMConfig:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def fingerprint(self) -> str:
+        """Short hash of the settings that change answers (model and sampling), for names."""
+        keyed = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "extra_body": self.extra_body,
+        }
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
+
+    @classmethod
+    def from_env(cls, prefix: str = "GPURAG_LLM_", **overrides: Any) -> LLMConfig:
+        """Defaults, then ``GPURAG_LLM_*`` variables, then ``overrides`` (``None`` ignored).
+
+        Variables: ``URL``, ``MODEL``, ``API_KEY_ENV``, ``CONCURRENCY``, ``TIMEOUT_S``,
+        ``CONNECT_TIMEOUT_S``, ``MAX_RETRIES``, ``BACKOFF_S``, ``BACKOFF_MAX_S``, ``TEMPERATURE``,
+        ``MAX_TOKENS``, ``SEED`` (``none`` for no seed), ``STRUCTURED``, ``CACHE_DIR`` (``none``
+        turns the cache off), ``EXTRA_BODY`` (a JSON object).
+        """
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = os.environ.get(prefix + f.name.upper())
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse_field(f.name, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @staticmethod
+    def configured(prefix: str = "GPURAG_LLM_") -> bool:
+        """True when the environment names a server (``GPURAG_LLM_URL`` is set)."""
+        return bool(os.environ.get(prefix + "URL"))
+
+
+_INTS = {"concurrency", "max_retries", "max_tokens", "seed"}
+_FLOATS = {"timeout_s", "connect_timeout_s", "backoff_s", "backoff_max_s", "temperature"}
+
+
+def _parse_field(name: str, raw: str) -> Any:
+    if name in ("seed", "cache_dir") and raw.strip().lower() in ("none", "null", "off"):
+        return None
+    if name in _INTS:
+        return int(raw)
+    if name in _FLOATS:
+        return float(raw)
+    if name == "extra_body":
+        value = json.loads(raw)
+        if not isinstance(value, dict):
+            raise ValueError(f"GPURAG_LLM_EXTRA_BODY must be a JSON object, got {raw!r}")
+        return value
+    return raw

@@ -1,0 +1,77 @@
+"""The index build: chunk + embed, then the knowledge graph, then commit atomically."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+from gpurag.config import IndexConfig
+from gpurag.device import COMPONENTS, resolve_device
+from gpurag.embed import load_embedder
+from gpurag.ingest.readers import source_fingerprint
+from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.workdir import WorkDir
+from gpurag.store import IndexWriter
+from gpurag.vectors import build_index, save_index
+
+log = logging.getLogger(__name__)
+
+
+def _build_key(source: str | Path, cfg: IndexConfig) -> str:
+    payload = json.dumps({"source": source_fingerprint(source), "config": dataclasses.asdict(cfg)},
+                         sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
+          show_progress: bool = True) -> Path:
+    """Build an index of ``source`` at ``out``; a killed build resumes where it stopped."""
+    cfg = cfg or IndexConfig()
+    device = resolve_device()
+    COMPONENTS.record("device", device)
+    out = Path(out).resolve()
+    work = WorkDir(out, _build_key(source, cfg))
+    if work.resumed:
+        log.info("resuming the build in %s", work.root)
+    timings: dict[str, float] = {}
+    embedder = load_embedder(cfg.embedder, device=device)
+    COMPONENTS.record("embed", embedder.name)
+
+    t0 = time.perf_counter()
+    chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show_progress)
+    timings["chunk_embed_s"] = time.perf_counter() - t0
+    if len(chunks) == 0:
+        from gpurag.errors import InputError
+
+        raise InputError(f"no usable text under {source}: {report.summary()}")
+
+    writer = IndexWriter(out)
+    try:
+        writer.write_table("tables/chunks.parquet", chunks)
+        writer.write_array("arrays/passage_emb.npy", vectors)
+        t0 = time.perf_counter()
+        save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
+                   writer.path("vectors/passages.faiss"))
+        timings["passage_index_s"] = time.perf_counter() - t0
+        counts = {"documents": report.documents, "chunks": len(chunks)}
+        if cfg.graph:
+            from gpurag.pipeline.graph_stage import run_graph_stage
+
+            counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
+                                          show_progress))
+        writer.commit(
+            config=dataclasses.asdict(cfg),
+            counts=counts,
+            components=COMPONENTS.as_dict(),
+            extra={"ingest": report.as_dict(), "timings_s": timings, "source": str(source)},
+        )
+    except BaseException:
+        writer.abort()
+        raise
+    work.remove()
+    log.info("indexed %s", report.summary())
+    return out

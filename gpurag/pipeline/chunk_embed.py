@@ -1,0 +1,125 @@
+"""Stage 1: stream documents, cut token windows, drop duplicate chunks, embed, checkpoint."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpurag.config import IndexConfig
+from gpurag.embed.base import Embedder
+from gpurag.ingest import IngestReport, chunk_id, iter_documents, window_spans
+from gpurag.ingest.readers import Document
+from gpurag.pipeline.progress import progress_bar
+from gpurag.pipeline.workdir import WorkDir
+
+log = logging.getLogger(__name__)
+
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "title", "text", "char_start", "char_end", "n_tokens"]
+
+
+def embed_text(title: str, text: str) -> str:
+    """The string embedded for a chunk: its title line, then its text."""
+    return f"{title}\n{text}" if title else text
+
+
+def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for doc in docs:
+        batch.append(doc)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def chunk_documents(
+    docs: list[Document], embedder: Embedder, cfg: IndexConfig, seen: set[str]
+) -> tuple[pd.DataFrame, int]:
+    """Token-window chunks of ``docs`` not in ``seen`` (updated); returns (chunks, duplicates)."""
+    offsets = embedder.token_offsets_batch([d.text for d in docs])
+    rows: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
+    duplicates = 0
+    for doc, offs in zip(docs, offsets):
+        for start, end, n_tokens in window_spans(offs, cfg.chunk_tokens, cfg.chunk_overlap).tolist():
+            text = doc.text[start:end]
+            cid = chunk_id(text)
+            if cid in seen:
+                duplicates += 1
+                continue
+            seen.add(cid)
+            for column, value in zip(CHUNK_COLUMNS, (cid, doc.doc_id, doc.title, text, start,
+                                                     end, n_tokens)):
+                rows[column].append(value)
+    frame = pd.DataFrame(rows)
+    return frame.astype({"char_start": "int64", "char_end": "int64", "n_tokens": "int32"}), duplicates
+
+
+def run_chunk_embed(
+    source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir, show_progress: bool
+) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
+    """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints."""
+    stage = work.state.setdefault("chunk_embed", {"parts": 0, "docs": 0, "duplicates": 0,
+                                                   "report": None, "done": False})
+    report = IngestReport()
+    seen: set[str] = set()
+    for i in range(stage["parts"]):
+        seen.update(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet"),
+                                  columns=["chunk_id"]).column(0).to_pylist())
+    if not stage["done"]:
+        docs = iter_documents(source, report)
+        skip = stage["docs"]
+        if skip:
+            log.info("resuming: %d documents already chunked and embedded", skip)
+            for _ in range(skip):
+                next(docs, None)
+        bar = progress_bar(total=None, desc="chunk+embed", unit="doc", disable=not show_progress)
+        bar.update(skip)
+        n_chunks = len(seen)
+        for batch in _batches(docs, max(1, cfg.ingest_batch_chunks // 2)):
+            chunks, dups = chunk_documents(batch, embedder, cfg, seen)
+            vectors = embedder.encode(
+                [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"])],
+                batch_size=cfg.embed_batch_size,
+            )
+            part = stage["parts"]
+            np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
+            pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
+                           work.path(f"chunks/part-{part:05d}.parquet"))
+            stage["parts"] += 1
+            stage["docs"] += len(batch)
+            stage["duplicates"] += dups
+            work.save()
+            n_chunks += len(chunks)
+            bar.update(len(batch))
+            bar.set_postfix(chunks=n_chunks)
+        bar.close()
+        stage["done"] = True
+        stage["report"] = report.as_dict()
+        work.save()
+    chunks = _read_parts(work, stage["parts"])
+    vectors = (
+        np.concatenate([np.load(work.path(f"emb/part-{i:05d}.npy")) for i in range(stage["parts"])])
+        if stage["parts"] else np.zeros((0, embedder.dim), dtype=np.float32)
+    )
+    saved = stage["report"] or {}
+    report.files = saved.get("files", report.files)
+    report.documents = saved.get("documents", report.documents)
+    report.skipped.update({k: v for k, v in saved.get("skipped", {}).items()
+                           if k not in report.skipped})
+    report.problems = report.problems or saved.get("problems", [])
+    report.skipped["duplicate chunks"] = stage["duplicates"]
+    return chunks, vectors, report
+
+
+def _read_parts(work: WorkDir, n_parts: int) -> pd.DataFrame:
+    if not n_parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in CHUNK_COLUMNS})
+    tables = [pq.read_table(work.path(f"chunks/part-{i:05d}.parquet")) for i in range(n_parts)]
+    return pa.concat_tables(tables).to_pandas()

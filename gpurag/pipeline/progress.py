@@ -1,0 +1,15 @@
+"""Progress bars (tqdm) that stay quiet when output is not a terminal or when disabled."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tqdm.auto import tqdm
+
+
+def progress_bar(total: int | None, desc: str, unit: str = "it", disable: bool = False) -> tqdm:
+    """A tqdm bar on stderr; ``GPURAG_PROGRESS=0`` turns every bar off."""
+    off = disable or os.environ.get("GPURAG_PROGRESS", "1") == "0"
+    return tqdm(total=total, desc=desc, unit=unit, disable=off, file=sys.stderr,
+                dynamic_ncols=True, smoothing=0.1)

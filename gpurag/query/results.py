@@ -1,0 +1,63 @@
+"""Result types of a query: ranked passages with provenance, seeds and entity paths."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Passage:
+    """One retrieved chunk with its provenance."""
+
+    rank: int
+    chunk_id: str
+    doc_id: str
+    title: str
+    text: str
+    char_start: int
+    char_end: int
+    score: float
+
+
+@dataclass
+class SeedEntity:
+    """An entity the question matched, with how it matched."""
+
+    entity_id: int
+    name: str
+    score: float
+    via: str  # "entity", "fact" or "passage"
+
+
+@dataclass
+class EntityPath:
+    """A chain of entities linking a seed entity to a retrieved passage."""
+
+    chunk_id: str
+    entities: list[str]
+    relations: list[str]
+
+
+@dataclass
+class QueryResult:
+    """What ``Index.query`` returns; stable across retrieval modes."""
+
+    question: str
+    mode: str
+    passages: list[Passage]
+    seeds: list[SeedEntity] = field(default_factory=list)
+    paths: list[EntityPath] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    answer: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        return [p.chunk_id for p in self.passages]
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return [p.doc_id for p in self.passages]

@@ -1,0 +1,88 @@
+"""FAISS vector indexes: exact inner product for small collections, IVF above a threshold.
+
+Vectors are unit-norm float32, so inner product is cosine similarity. FAISS-GPU is used when
+the installed faiss has GPU support and the device is ``cuda``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from gpurag.device import COMPONENTS, package_version
+from gpurag.errors import IndexFormatError
+
+_CONFIGURED = False
+
+
+def _faiss():
+    """Import faiss once and make small query batches use BLAS (its default threshold of 20
+    sends 1-19 queries down a slow scalar path)."""
+    global _CONFIGURED
+    import faiss
+
+    if not _CONFIGURED:
+        faiss.cvar.distance_compute_blas_threshold = 1
+        threads = int(os.environ.get("GPURAG_THREADS", "0"))
+        if threads > 0:
+            faiss.omp_set_num_threads(threads)
+        _CONFIGURED = True
+    return faiss
+
+
+def faiss_has_gpu() -> bool:
+    """True when the installed faiss can place indexes on a GPU."""
+    faiss = _faiss()
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42):
+    """A FAISS index over ``vectors`` (n, d): flat IP below ``ivf_threshold`` rows, else IVF."""
+    faiss = _faiss()
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    n, dim = vectors.shape
+    if n < ivf_threshold:
+        index = faiss.IndexFlatIP(dim)
+    else:
+        nlist = int(4 * np.sqrt(n))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        rng = np.random.default_rng(seed)
+        sample = vectors[rng.choice(n, size=min(n, nlist * 64), replace=False)]
+        index.train(sample)
+        index.nprobe = max(8, nlist // 32)
+    index.add(vectors)
+    COMPONENTS.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+    return index
+
+
+def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (scores, ids) per query row; ids are -1 where fewer than k exist."""
+    queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+    k = max(1, min(k, index.ntotal)) if index.ntotal else 1
+    if index.ntotal == 0:
+        empty = np.full((len(queries), k), -1, dtype=np.int64)
+        return np.zeros((len(queries), k), dtype=np.float32), empty
+    return index.search(queries, k)
+
+
+def save_index(index, path: Path) -> None:
+    """Write a FAISS index file (FAISS's own binary format, no pickle)."""
+    _faiss().write_index(index, str(path))
+
+
+def load_index(path: Path):
+    """Read a FAISS index file, naming the file when it is unreadable."""
+    faiss = _faiss()
+    try:
+        index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    except RuntimeError:
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as exc:
+            raise IndexFormatError(f"corrupt FAISS index file {path}: {exc}") from exc
+    if hasattr(index, "nprobe"):
+        index.nprobe = max(8, index.nlist // 32)
+    return index

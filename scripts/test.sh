@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install gpurag with its test extras into ./.venv (CPU torch, never a CUDA build) and run pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${VIRTUAL_ENV:-}" ]; then
+  [ -d .venv ] || python3 -m venv .venv
+  . .venv/bin/activate
+fi
+export GPURAG_PROGRESS=0 PIP_DISABLE_PIP_VERSION_CHECK=1
+python -m pip install -q --upgrade pip
+# torch is pinned to the CPU build first so that torch-geometric cannot pull a CUDA build.
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[dev,gnn]"
+# Optional: a real local OpenAI-compatible LLM server for tests/llm (skipped when absent).
+bash scripts/install_llm_test_server.sh || echo "LLM test server not installed: tests/llm will skip"
+set +e
+python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"
