@@ -3,9 +3,9 @@ GPU or on the CPU."""
 
 __version__ = "0.1.0"
 
-from gpurag.api import Index  # noqa: E402
-from gpurag.config import IndexConfig, QueryConfig  # noqa: E402
-from gpurag.errors import ConfigError, GpuragError, IndexFormatError, InputError  # noqa: E402
+from gpurag.api import Index
+from gpurag.config import IndexConfig, QueryConfig
+from gpurag.errors import ConfigError, GpuragError, IndexFormatError, InputError
 
 __all__ = [
     "ConfigError",

@@ -94,6 +94,8 @@ class Index:
     def query_batch(self, questions: list[str], k: int = 5, mode: str | None = None,
                     **options: Any) -> list[QueryResult]:
         """Retrieve the top-``k`` passages for each question, batched end to end."""
+        if k < 1:
+            raise ConfigError(f"k must be at least 1, not {k}")
         qcfg = apply_overrides(QueryConfig(), {"k": k, **options}, "query")
         mode = mode or ("graph" if self.graph is not None else "dense")
         if mode not in MODES:
@@ -137,5 +139,5 @@ class Index:
                     char_end=int(e), score=float(sc))
             for r, (c, d, t, x, s, e, sc) in enumerate(zip(
                 sub["chunk_id"], sub["doc_id"], sub["title"], sub["text"], sub["char_start"],
-                sub["char_end"], scores))
+                sub["char_end"], scores, strict=False))
         ]

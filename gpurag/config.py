@@ -24,7 +24,7 @@ class IndexConfig:
     extractor: str = "fast"
     triples: str | None = None
     ivf_threshold: int = 200_000
-    graph: bool = False
+    graph: bool = True
     merge_threshold: float = 0.9
     synonym_threshold: float = 0.8
     max_community_size: int = 64
@@ -63,7 +63,10 @@ def apply_overrides(obj: Any, values: dict[str, Any], source: str) -> Any:
     for key, value in values.items():
         if key not in known:
             raise ConfigError(f"{source}: unknown setting {key!r} (known: {', '.join(known)})")
-        updates[key] = _coerce(value, known[key].type) if isinstance(value, str) else value
+        try:
+            updates[key] = _coerce(value, known[key].type) if isinstance(value, str) else value
+        except ValueError:
+            raise ConfigError(f"{source}: setting {key!r} has an invalid value {value!r}") from None
     return dataclasses.replace(obj, **updates)
 
 

@@ -49,7 +49,7 @@ def environment_info() -> dict[str, Any]:
     try:
         device = resolve_device()
         device_error = None
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
+    except Exception as exc:
         device, device_error = "cpu", str(exc)
     from gpurag import __version__
 

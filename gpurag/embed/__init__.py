@@ -15,10 +15,13 @@ from gpurag.errors import ConfigError
 DEFAULT_EMBEDDER = "minilm"
 
 
-@lru_cache(maxsize=4)
 def load_embedder(spec: str | None = None, device: str = "cpu") -> Embedder:
     """Load (once per process) the embedder named by ``spec``; nothing is ever downloaded."""
-    spec = spec or DEFAULT_EMBEDDER
+    return _load(spec or DEFAULT_EMBEDDER, device if spec and spec.startswith("st:") else "cpu")
+
+
+@lru_cache(maxsize=4)
+def _load(spec: str, device: str) -> Embedder:
     if spec == "minilm":
         from gpurag.embed.onnx_minilm import OnnxMiniLMEmbedder
 

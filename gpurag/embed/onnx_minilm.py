@@ -36,7 +36,7 @@ class OnnxMiniLMEmbedder:
         self,
         model_path: str | os.PathLike | None = None,
         tokenizer_path: str | os.PathLike | None = None,
-        max_tokens: int = 256,
+        max_tokens: int = 512,
         threads: int | None = None,
     ) -> None:
         import onnxruntime as ort

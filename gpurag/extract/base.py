@@ -8,7 +8,13 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
-MENTION_COLUMNS = {"chunk": "int32", "name": "string", "label": "string", "start": "int32", "end": "int32"}
+MENTION_COLUMNS = {
+    "chunk": "int32",
+    "name": "string",
+    "label": "string",
+    "start": "int32",
+    "end": "int32",
+}
 RELATION_COLUMNS = {
     "chunk": "int32",
     "head": "string",

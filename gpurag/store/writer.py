@@ -62,7 +62,7 @@ class IndexWriter:
                 files[rel] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         manifest = Manifest(
             gpurag_version=_gpurag_version(),
-            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             config=config,
             counts=counts,
             components=components,
@@ -120,7 +120,7 @@ class IndexDir:
     def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
         try:
             return pq.read_table(self.path / rel, columns=columns).to_pandas()
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types
+        except Exception as exc:
             raise IndexFormatError(f"corrupt table {self.path / rel}: {exc}") from exc
 
     def array(self, rel: str, mmap: bool = True) -> np.ndarray:

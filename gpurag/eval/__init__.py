@@ -1,0 +1,1 @@
+"""Retrieval evaluation on multi-hop datasets (corpus.jsonl + questions.jsonl)."""

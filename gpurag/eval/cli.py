@@ -1,0 +1,42 @@
+"""``gpurag eval``: retrieval quality of each mode on a dataset, baselines in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from gpurag.eval.datasets import load_dataset
+    from gpurag.eval.runner import evaluate, format_table, open_or_build_index
+
+    ds = load_dataset(args.dataset)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    overrides = {}
+    if args.extractor:
+        overrides["extractor"] = args.extractor
+    index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
+                                              show_progress=not args.quiet, **overrides)
+    try:
+        result = evaluate(ds, index, modes, index_time_s=index_s)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print(format_table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
+        print(f"\nfull results: {args.json}")
+    return 0
+
+
+def add_eval_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="retrieval quality on a multi-hop dataset")
+    p.add_argument("dataset", help="folder with corpus.jsonl and questions.jsonl")
+    p.add_argument("--modes", default="bm25,dense,graph",
+                   help="comma-separated: bm25, dense, graph, graph+gat")
+    p.add_argument("--triples", help="precomputed triples.jsonl to build the graph from")
+    p.add_argument("--extractor", help="entity extractor for the graph (fast | ner | llm)")
+    p.add_argument("--index", help="index folder to reuse (built there if absent)")
+    p.add_argument("--json", help="write the full results (per question ranks) here")
+    p.set_defaults(func=cmd_eval)

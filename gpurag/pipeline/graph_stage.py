@@ -1,0 +1,206 @@
+"""Stage 2: extract -> resolve aliases -> graph CSR -> Leiden communities -> entity/fact vectors.
+
+Graph nodes are canonical entities ``[0, E)`` followed by passages (chunks) ``[E, E + P)``.
+Edges: relations between entities (weighted by count), mentions (entity-passage), and synonym
+edges between near-duplicate entities below the merge threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from gpurag.config import IndexConfig
+from gpurag.device import COMPONENTS
+from gpurag.embed.base import Embedder
+from gpurag.extract.base import Extraction, Extractor
+from gpurag.pipeline.progress import progress_bar
+from gpurag.pipeline.workdir import WorkDir
+from gpurag.store.writer import IndexWriter
+from gpurag.vectors import build_index, save_index
+
+log = logging.getLogger(__name__)
+
+COOCCURS = "co-occurs"
+EXTRACT_BATCH = 512
+
+
+def make_stage_extractor(cfg: IndexConfig) -> Extractor:
+    """The extractor named by the config (``triples`` reads ``cfg.triples``)."""
+    from gpurag.extract import make_extractor
+
+    if cfg.triples:
+        return make_extractor("triples", path=cfg.triples)
+    return make_extractor(cfg.extractor)
+
+
+def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
+                   show_progress: bool) -> Extraction:
+    """Extract in batches, each batch checkpointed so a killed run resumes after it."""
+    stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {}})
+    bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
+                       disable=not show_progress)
+    bar.update(stage["done_rows"])
+    while stage["done_rows"] < len(chunks):
+        start = stage["done_rows"]
+        batch = chunks.iloc[start : start + EXTRACT_BATCH]
+        part = extractor.extract(batch.reset_index(drop=True), offset=start)
+        i = stage["parts"]
+        pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
+        pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
+        for key, value in part.stats.items():
+            stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
+        stage["parts"] += 1
+        stage["done_rows"] = start + len(batch)
+        work.save()
+        bar.update(len(batch))
+    bar.close()
+    parts = stage["parts"]
+    from collections import Counter
+
+    if not parts:
+        return Extraction(stats=Counter(stage["stats"]))
+    return Extraction(
+        mentions=pd.concat([pq.read_table(work.path(f"extract/mentions-{i:05d}.parquet"))
+                            .to_pandas() for i in range(parts)], ignore_index=True),
+        relations=pd.concat([pq.read_table(work.path(f"extract/relations-{i:05d}.parquet"))
+                             .to_pandas() for i in range(parts)], ignore_index=True),
+        stats=Counter(stage["stats"]),
+    )
+
+
+def _to_arrow(frame: pd.DataFrame):
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
+    """Resolve every surface name to a canonical entity; returns mentions/relations with ids."""
+    from gpurag.resolve import resolve_aliases
+
+    names = pd.concat([ex.mentions["name"], ex.relations["head"], ex.relations["tail"]],
+                      ignore_index=True).astype(str)
+    counts = names.value_counts()
+    labels = (ex.mentions.groupby("name")["label"].agg(lambda s: s.mode().iat[0] if len(s)
+                                                        else "")
+              if len(ex.mentions) else pd.Series(dtype=str))
+    unique = counts.index.to_numpy(dtype=object)
+    resolution = resolve_aliases(
+        list(unique), embedder, merge_threshold=cfg.merge_threshold,
+        synonym_threshold=cfg.synonym_threshold,
+        counts=counts.to_numpy(), labels=[labels.get(n, "") for n in unique],
+    )
+    name_to_entity = pd.Series(resolution.entity_of_name, index=pd.Index(unique, dtype=object))
+    return resolution, name_to_entity
+
+
+def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
+                    writer: IndexWriter, timings: dict[str, float],
+                    show_progress: bool) -> dict[str, int]:
+    """Build and write every graph artifact; returns counts for the manifest."""
+    from gpurag.graph import build_csr, hierarchical_leiden
+    from gpurag.graph import csr as csr_mod
+
+    t0 = time.perf_counter()
+    extractor = make_stage_extractor(cfg)
+    COMPONENTS.record("extract", extractor.name)
+    ex = run_extraction(chunks, extractor, work, show_progress)
+    timings["extract_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    resolution, name_to_entity = _entity_tables(ex, embedder, cfg)
+    entities = resolution.entities.copy()
+    n_ent, n_psg = len(entities), len(chunks)
+    mentions = ex.mentions.copy()
+    mentions["entity"] = name_to_entity.reindex(mentions["name"].astype(str)).to_numpy(np.int64)
+    rel = ex.relations.copy()
+    rel["head_entity"] = name_to_entity.reindex(rel["head"].astype(str)).to_numpy(np.int64)
+    rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
+    rel = rel[rel["head_entity"] != rel["tail_entity"]]
+    timings["resolve_s"] = time.perf_counter() - t0
+
+    # Passages per entity (specificity) and mention counts.
+    ment_pairs = mentions.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
+    entities["n_passages"] = np.bincount(ment_pairs["entity"].to_numpy(),
+                                         minlength=n_ent).astype(np.int32)
+    entities["n_mentions"] = np.bincount(mentions["entity"].to_numpy(),
+                                         minlength=n_ent).astype(np.int32)
+
+    # Facts: unique (head, relation, tail) entity triples with labelled relations.
+    t0 = time.perf_counter()
+    labelled = rel[rel["relation"] != COOCCURS]
+    facts = (labelled.groupby(["head_entity", "relation", "tail_entity"], sort=False)
+             .agg(weight=("weight", "sum"), chunk=("chunk", "min"), head=("head", "first"),
+                  tail=("tail", "first")).reset_index())
+    facts["text"] = facts["head"] + " " + facts["relation"] + " " + facts["tail"]
+
+    # Edges.
+    pair = rel.groupby(["head_entity", "tail_entity"], sort=False)["weight"].sum().reset_index()
+    syn = resolution.synonym_pairs
+    src = np.concatenate([pair["head_entity"].to_numpy(np.int64),
+                          ment_pairs["entity"].to_numpy(np.int64),
+                          syn["a"].to_numpy(np.int64)])
+    dst = np.concatenate([pair["tail_entity"].to_numpy(np.int64),
+                          ment_pairs["chunk"].to_numpy(np.int64) + n_ent,
+                          syn["b"].to_numpy(np.int64)])
+    w = np.concatenate([pair["weight"].to_numpy(np.float32),
+                        np.ones(len(ment_pairs), np.float32),
+                        syn["score"].to_numpy(np.float32)])
+    graph = build_csr(src, dst, w, n_nodes=n_ent + n_psg, symmetric=True)
+    csr_mod.save(graph, writer.path("graph"))
+    timings["graph_s"] = time.perf_counter() - t0
+
+    # Communities over the entity-entity part of the graph.
+    t0 = time.perf_counter()
+    ent_mask = (src < n_ent) & (dst < n_ent)
+    ent_graph = build_csr(src[ent_mask], dst[ent_mask], w[ent_mask], n_nodes=n_ent,
+                          symmetric=True)
+    communities = hierarchical_leiden(ent_graph, max_cluster_size=cfg.max_community_size,
+                                      seed=cfg.seed)
+    COMPONENTS.record("leiden", getattr(communities, "attrs", {}).get("implementation",
+                                                                      "graspologic-native"))
+    timings["leiden_s"] = time.perf_counter() - t0
+
+    # Vectors over entities and facts.
+    t0 = time.perf_counter()
+    ent_vecs = embedder.encode(entities["name"].astype(str).tolist(),
+                               batch_size=cfg.embed_batch_size)
+    fact_vecs = (embedder.encode(facts["text"].tolist(), batch_size=cfg.embed_batch_size)
+                 if len(facts) else np.zeros((0, embedder.dim), np.float32))
+    writer.write_array("arrays/entity_emb.npy", ent_vecs)
+    writer.write_array("arrays/fact_emb.npy", fact_vecs)
+    save_index(build_index(ent_vecs, cfg.ivf_threshold, cfg.seed),
+               writer.path("vectors/entities.faiss"))
+    save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed),
+               writer.path("vectors/facts.faiss"))
+    timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+
+    writer.write_table("tables/entities.parquet", entities)
+    writer.write_table("tables/aliases.parquet", resolution.aliases)
+    writer.write_table("tables/mentions.parquet",
+                       mentions[["entity", "chunk", "name", "label", "start", "end"]])
+    writer.write_table("tables/relations.parquet",
+                       rel[["head_entity", "relation", "tail_entity", "chunk", "weight", "head",
+                            "tail"]])
+    writer.write_table("tables/facts.parquet",
+                       facts[["head_entity", "relation", "tail_entity", "weight", "chunk",
+                              "text"]])
+    writer.write_table("tables/communities.parquet", communities)
+    stats = {f"extract_{k}": int(v) for k, v in ex.stats.items()}
+    return {
+        "entities": n_ent,
+        "aliases": len(resolution.aliases),
+        "merged_names": int(resolution.stats.get("merged", 0)),
+        "mentions": len(mentions),
+        "relations": len(rel),
+        "facts": len(facts),
+        "graph_nodes": graph.n_nodes,
+        "graph_edges": graph.n_edges,
+        "community_levels": int(communities["level"].max()) + 1 if len(communities) else 0,
+        **stats,
+    }

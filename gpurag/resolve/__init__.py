@@ -1,0 +1,14 @@
+"""Alias resolution: surface names -> canonical entities, plus near-synonym pairs."""
+
+from __future__ import annotations
+
+from gpurag.resolve.aliases import AliasResolution, knn_pairs, resolve_aliases
+from gpurag.resolve.normalize import normalize_name, number_signature
+
+__all__ = [
+    "AliasResolution",
+    "knn_pairs",
+    "normalize_name",
+    "number_signature",
+    "resolve_aliases",
+]

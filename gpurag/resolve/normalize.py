@@ -1,0 +1,106 @@
+"""Canonical lookup keys for entity surface names.
+
+``normalize_name`` maps names that surely denote the same thing to one key: Unicode NFKC,
+accents stripped, lower case, ``&`` -> ``and``, possessives and punctuation dropped, initials
+joined (``J. R. R. Tolkien`` -> ``jrr tolkien``), leading articles and company suffixes
+removed, ordinal digits and trailing Roman numerals turned into numbers (``World War II`` ->
+``world war 2``), whitespace collapsed. A name that would normalize to nothing keeps its
+lower-cased form.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from collections.abc import Sequence
+from functools import cache
+
+__all__ = ["FUNCTION_WORDS", "normalize_name", "number_signature", "roman_to_int"]
+
+_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'", "´": "'", "ʼ": "'"})
+_POSSESSIVE = re.compile(r"(?<=\w)'s\b|(?<=s)'(?=\s|$)")
+_INITIAL_DOT = re.compile(r"(?<![^\W\d_])([^\W\d_])\.")  # "j." -> "j " (single letter + dot)
+_TIGHT_AMPERSAND = re.compile(r"(?<=\w)&(?=\w)")  # AT&T -> att
+_PUNCT = re.compile(r"[^\w\s]|_")
+_INITIAL_RUN = re.compile(r"(?<!\S)[^\W\d_](?:\s+[^\W\d_](?!\S))+")  # "j r r" -> "jrr"
+_ORDINAL = re.compile(r"\b(\d+)(?:st|nd|rd|th)\b")
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+(?=\S)")
+_SUFFIX = re.compile(
+    r"(?:\s+(?:and\s+)?(?:co|ltd|limited|inc|incorporated|corp|corporation|llc|plc|gmbh|ag|sa|"
+    r"lp|llp|pty|bv|nv|srl|oy|ab|kk|sarl))+$"
+)
+_ROMAN_TAIL = re.compile(r"(?<=\S)\s+((?=[ivxl])(?:xl|l?x{0,3})(?:ix|iv|v?i{0,3}))$")
+_SPACES = re.compile(r"\s+")
+_DIGITS = re.compile(r"\d+")
+
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50}
+
+FUNCTION_WORDS = frozenset(
+    (
+        "of", "the", "and", "a", "an", "de", "la", "le", "du", "des", "di", "da", "del",
+        "della", "von", "van", "der", "den", "y", "for", "in", "on", "at", "to",
+    )
+)
+
+
+@cache
+def _strip_marks() -> dict[int, None]:
+    """Translation table deleting combining marks (accents after NFKD)."""
+    return {c: None for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Mn"}
+
+
+def roman_to_int(numeral: str) -> int:
+    """Value of a lower-case Roman numeral made of i, v, x, l."""
+    total = 0
+    prev = 0
+    for ch in reversed(numeral):
+        value = _ROMAN_VALUES[ch]
+        total += -value if value < prev else value
+        prev = max(prev, value)
+    return total
+
+
+def _roman_tail(match: re.Match[str]) -> str:
+    numeral = match.group(1)
+    if not numeral or (len(numeral) == 1 and numeral != "i"):  # "malcolm x" stays
+        return match.group(0)
+    return f" {roman_to_int(numeral)}"
+
+
+def _normalize_one(name: str) -> str:
+    if name.isascii():
+        s = name.lower().replace("`", "'")
+    else:
+        s = unicodedata.normalize("NFKC", name)
+        s = unicodedata.normalize("NFKD", s).translate(_strip_marks())
+        s = s.lower().translate(_APOSTROPHES)
+    s = _POSSESSIVE.sub("", s)
+    s = _TIGHT_AMPERSAND.sub("", s).replace("&", " and ").replace("'", "")
+    s = _INITIAL_DOT.sub(r"\1 ", s)
+    s = _SPACES.sub(" ", _PUNCT.sub(" ", s)).strip()
+    s = _INITIAL_RUN.sub(lambda m: m.group(0).replace(" ", ""), s)
+    s = _ORDINAL.sub(r"\1", s)
+    s = _ARTICLE.sub("", s)
+    stripped = _SUFFIX.sub("", s)
+    if stripped and stripped not in FUNCTION_WORDS:
+        s = stripped
+    s = _ROMAN_TAIL.sub(_roman_tail, s)
+    return s or " ".join(name.lower().split())
+
+
+def normalize_name(names: Sequence[str]) -> list[str]:
+    """Normalized lookup key of each name (see the module docstring)."""
+    cache: dict[str, str] = {}
+    out = []
+    for name in names:
+        key = cache.get(name)
+        if key is None:
+            key = cache[name] = _normalize_one(str(name))
+        out.append(key)
+    return out
+
+
+def number_signature(normalized: Sequence[str]) -> list[str]:
+    """The sorted digit runs of each normalized name ("apollo 11" -> "11"; none -> "")."""
+    return [" ".join(sorted(_DIGITS.findall(s))) for s in normalized]

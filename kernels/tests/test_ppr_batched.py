@@ -1,0 +1,194 @@
+"""Batched torch PPR against the NumPy float64 reference and the CPU backend's power iteration."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+torch = pytest.importorskip("torch")
+
+from gpurag.graph.csr import CSRGraph, build_csr  # noqa: E402
+from gpurag.graph.ppr import ppr_power  # noqa: E402
+from kernels.ppr_batched import build_operator, ppr_batched  # noqa: E402
+from kernels.ppr_reference import ppr_reference  # noqa: E402
+from kernels.tests import device_params  # noqa: E402
+
+DEVICES = device_params()
+
+
+def random_graph(rng: np.random.Generator, n: int, m: int, symmetric: bool) -> CSRGraph:
+    """Power-law-ish weighted graph; the last 2 nodes are isolated, and directed graphs have
+    dangling sinks (nodes 0..2 get no out-edges)."""
+    p = 1.0 / np.arange(1, n - 1) ** 0.8
+    p /= p.sum()
+    src = rng.choice(n - 2, size=m, p=p)
+    dst = rng.choice(n - 2, size=m, p=p[::-1])
+    if not symmetric:
+        src = np.where(src < 3, 3 + src, src)
+    return build_csr(src, dst, rng.random(m) * 2 + 0.05, n, symmetric=symmetric)
+
+
+def random_reset(rng: np.random.Generator, n: int, q: int) -> np.ndarray:
+    r = np.zeros((q, n))
+    for i in range(q):
+        seeds = rng.choice(n, size=1 + rng.integers(0, 5), replace=False)
+        r[i, seeds] = rng.random(seeds.size) + 0.1
+    r[0, :] = 0
+    r[0, n - 1] = 3.0  # an isolated seed: its PPR is the seed itself
+    return r
+
+
+def l1_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).sum(axis=1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("damping", [0.5, 0.85])
+def test_matches_reference_float32(device, symmetric, damping):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=int(rng.integers(60, 300)), m=900, symmetric=symmetric)
+    r = random_reset(rng, g.n_nodes, q=9)
+    ref = ppr_reference(g.indptr, g.indices, g.weights, r, damping)
+    x = ppr_batched(build_operator(g.indptr, g.indices, g.weights, device), r, damping=damping,
+                    max_iter=300)
+    assert x.shape == r.shape and x.dtype == torch.float32 and x.device.type == device
+    x = x.cpu().numpy()
+    assert (l1_rows(x, ref) < 1e-5).all()
+    np.testing.assert_allclose(x.sum(axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(x[0], np.eye(g.n_nodes)[-1], atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matches_reference_float64_tightly(device):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=150, m=600, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=5)
+    op = build_operator(g.indptr, g.indices, g.weights, device, dtype=torch.float64)
+    x = ppr_batched(op, r, damping=0.7, tol=1e-14, max_iter=1000).cpu().numpy()
+    assert (l1_rows(x, ppr_reference(g.indptr, g.indices, g.weights, r, 0.7)) < 1e-11).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matches_cpu_ppr_power(device):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=3000, m=20000, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=33)
+    cpu = ppr_power(g, r, damping=0.5, dtype=np.float64)  # (float32 output)
+    x = ppr_batched(g, r, damping=0.5, device=device).cpu().numpy()
+    assert (l1_rows(x, cpu) < 1e-5).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batching_chunking_and_check_interval_do_not_change_results(device):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=400, m=2500, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=10)
+    op = build_operator(g.indptr, g.indices, g.weights, device)
+    full = ppr_batched(op, r).cpu().numpy()
+    singles = np.stack([ppr_batched(op, r[i]).cpu().numpy()[0] for i in range(len(r))])
+    chunked = ppr_batched(op, r, batch_size=3, check_every=1).cpu().numpy()
+    late = ppr_batched(op, r, check_every=7).cpu().numpy()
+    for other in (singles, chunked, late):
+        assert (l1_rows(full, other) < 2e-6).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reset_input_forms_agree(device):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=120, m=500, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=4)
+    op = build_operator(g.indptr, g.indices, g.weights, device)
+    base = ppr_batched(op, r).cpu().numpy()
+    forms = [
+        sp.csr_array(r),
+        sp.coo_matrix(r * 5.0),  # scaling is normalized away
+        torch.as_tensor(r, device=device),
+        torch.as_tensor(r).to_sparse(),
+    ]
+    for form in forms:
+        np.testing.assert_allclose(ppr_batched(op, form).cpu().numpy(), base, atol=1e-6)
+    one = ppr_batched(op, r[2]).cpu().numpy()
+    assert one.shape == (1, g.n_nodes)
+    np.testing.assert_allclose(one[0], base[2], atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_topk_output(device):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=500, m=3000, symmetric=True)
+    r = random_reset(rng, g.n_nodes, q=6)
+    op = build_operator(g.indptr, g.indices, g.weights, device)
+    dense = ppr_batched(op, r).cpu().numpy()
+    vals, ids = ppr_batched(op, r, k=10, batch_size=4)
+    vals, ids = vals.cpu().numpy(), ids.cpu().numpy()
+    assert vals.shape == ids.shape == (6, 10)
+    np.testing.assert_allclose(vals, np.take_along_axis(dense, ids, axis=1), atol=1e-7)
+    np.testing.assert_allclose(vals, -np.sort(-dense, axis=1)[:, :10], atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_operator_is_column_stochastic_with_dangling_columns_empty(device):
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=200, m=800, symmetric=False)
+    op = build_operator(g.indptr, g.indices, g.weights, device)
+    pt = op.pt.to_dense().cpu().numpy().astype(np.float64)
+    col = pt.sum(axis=0)
+    dangling = op.dangling.cpu().numpy()
+    expected_dangling = np.flatnonzero(np.diff(g.indptr) == 0)
+    np.testing.assert_array_equal(np.sort(dangling), expected_dangling)
+    np.testing.assert_allclose(np.delete(col, dangling), 1.0, atol=1e-6)
+    assert np.all(col[dangling] == 0)
+    assert op.pt.crow_indices().dtype == torch.int32
+    assert op.nbytes() == (g.n_nodes + 1) * 4 + g.n_edges * 8
+
+
+def test_rejects_bad_input():
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=30, m=80, symmetric=True)
+    op = build_operator(g.indptr, g.indices, g.weights)
+    r = random_reset(rng, g.n_nodes, q=2)
+    with pytest.raises(ValueError, match="damping"):
+        ppr_batched(op, r, damping=1.0)
+    with pytest.raises(ValueError, match="columns"):
+        ppr_batched(op, r[:, :-1])
+    bad = r.copy()
+    bad[1, 0] = -1.0
+    with pytest.raises(ValueError, match="nonnegative"):
+        ppr_batched(op, bad)
+    bad = r.copy()
+    bad[1] = 0.0
+    with pytest.raises(ValueError, match="row 1"):
+        ppr_batched(op, bad)
+
+
+def test_warns_when_not_converged():
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=100, m=500, symmetric=True)
+    r = random_reset(rng, g.n_nodes, q=2)
+    with pytest.warns(RuntimeWarning, match="did not converge"):
+        x = ppr_batched(g, r, max_iter=2)
+    np.testing.assert_allclose(x.sum(dim=1).numpy(), 1.0, atol=1e-6)
+
+
+def test_empty_batch_and_graph_without_edges():
+    g = build_csr(np.zeros(0, np.int64), np.zeros(0, np.int64), None, 5)
+    r = np.eye(5)[[1, 3]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = ppr_batched(g, r).numpy()
+    np.testing.assert_allclose(x, r, atol=1e-7)  # every node dangling: PPR is the reset
+    assert ppr_batched(g, np.zeros((0, 5))).shape == (0, 5)
+
+
+def test_reference_solvers_agree():
+    rng = np.random.default_rng()
+    g = random_graph(rng, n=80, m=300, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=4)
+    a = ppr_reference(g.indptr, g.indices, g.weights, r, 0.6, method="solve")
+    b = ppr_reference(g.indptr, g.indices, g.weights, r, 0.6, method="power")
+    assert (l1_rows(a, b) < 1e-11).all()
+    np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-12)

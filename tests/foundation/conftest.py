@@ -1,0 +1,93 @@
+"""Shared fixtures of the foundation tests: the sample corpus, one dense sample index, helpers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_DIR = REPO / "examples" / "sample"
+SAMPLE_CORPUS = SAMPLE_DIR / "corpus.jsonl"
+SAMPLE_QUESTIONS = SAMPLE_DIR / "questions.jsonl"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def write_jsonl(path: Path, records: list, gz: bool = False) -> Path:
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if gz:
+        with gzip.open(path, "wb") as fh:
+            fh.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def copy_index(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.fixture(autouse=True)
+def _quiet_env(monkeypatch):
+    """No progress bars, and no stray user settings leaking into the tests."""
+    monkeypatch.setenv("GPURAG_PROGRESS", "0")
+    for name in list(os.environ):
+        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name == "GPURAG_CONFIG":
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def sample_records() -> list[dict]:
+    return read_jsonl(SAMPLE_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def sample_by_id(sample_records) -> dict[str, dict]:
+    return {r["id"]: r for r in sample_records}
+
+
+@pytest.fixture(scope="session")
+def sample_questions() -> list[dict]:
+    return read_jsonl(SAMPLE_QUESTIONS)
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from gpurag.device import resolve_device
+    from gpurag.embed import load_embedder
+
+    # The same call (and so the same cached instance) as the build pipeline's.
+    return load_embedder("minilm", device=resolve_device())
+
+
+@pytest.fixture(scope="session")
+def sample_index_path(tmp_path_factory) -> Path:
+    """The sample corpus indexed once (dense only) for every read-only test."""
+    from gpurag import Index
+
+    out = tmp_path_factory.mktemp("sample") / "index"
+    Index.build(SAMPLE_CORPUS, out, graph=False, show_progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_index_path):
+    from gpurag import Index
+
+    return Index.open(sample_index_path)
+
+
+@pytest.fixture
+def index_copy(sample_index_path, tmp_path) -> Path:
+    """A private copy of the sample index, free to corrupt."""
+    return copy_index(sample_index_path, tmp_path / "index")

@@ -1,0 +1,184 @@
+"""Atomic commit (an interrupted build keeps the old index) and resume (no re-embedding)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import gpurag.pipeline.build as build_mod
+from gpurag import Index, IndexConfig
+from gpurag.device import resolve_device
+from gpurag.embed import load_embedder
+
+from .conftest import write_jsonl
+
+
+class BoomError(RuntimeError):
+    pass
+
+
+def _build_embedder():
+    """The cached instance the build pipeline will use."""
+    return load_embedder(IndexConfig().embedder, device=resolve_device())
+
+
+def _count_encodes(monkeypatch, fail_after: int | None = None) -> list[int]:
+    """Wrap the pipeline's embedder.encode: count calls, optionally raise after N calls."""
+    emb = _build_embedder()
+    real = type(emb).encode
+    calls: list[int] = []
+
+    def encode(texts, batch_size=64):
+        if fail_after is not None and len(calls) >= fail_after:
+            raise BoomError("simulated crash while embedding")
+        calls.append(len(texts))
+        return real(emb, texts, batch_size=batch_size)
+
+    monkeypatch.setattr(emb, "encode", encode)
+    return calls
+
+
+def _leftovers(out) -> set[str]:
+    return {p.name for p in out.parent.iterdir() if p.name != out.name}
+
+
+@pytest.fixture
+def corpora(tmp_path, sample_records):
+    a = write_jsonl(tmp_path / "a" / "docs.jsonl", sample_records[:6])
+    b = write_jsonl(tmp_path / "b" / "docs.jsonl", sample_records[6:16])
+    return a, b
+
+
+@pytest.mark.parametrize("where", ["save_index", "encode"])
+def test_interrupted_build_keeps_previous_index(tmp_path, corpora, monkeypatch, where):
+    src_a, src_b = corpora
+    out = tmp_path / "out" / "index"
+    first = Index.build(src_a, out, graph=False, show_progress=False)
+    a_ids = sorted(first.chunks["chunk_id"])
+
+    with monkeypatch.context() as m:
+        if where == "save_index":
+            def fail(*args, **kwargs):
+                raise BoomError("simulated crash while writing")
+            m.setattr(build_mod, "save_index", fail)
+        else:
+            _count_encodes(m, fail_after=1)
+        with pytest.raises(BoomError):
+            Index.build(src_b, out, graph=False, show_progress=False, ingest_batch_chunks=8)
+
+    still = Index.open(out, verify=True)
+    assert still.manifest.counts["chunks"] == len(a_ids)
+    assert sorted(still.chunks["chunk_id"]) == a_ids
+    assert set(still.chunks["doc_id"]) <= {r for r in first.chunks["doc_id"]}
+    assert not (out.parent / ".index.tmp").exists()
+    assert ".index.tmp" not in _leftovers(out)
+
+    # After the failure, the same build succeeds and replaces A by B.
+    second = Index.build(src_b, out, graph=False, show_progress=False, ingest_batch_chunks=8)
+    assert second.manifest.counts["documents"] == 10
+    assert not set(second.chunks["chunk_id"]) & set(a_ids)
+    assert _leftovers(out) == set(), "no .tmp, .old or .work folder after a successful build"
+
+
+def test_crash_between_renames_is_recovered(tmp_path, corpora):
+    src_a, _ = corpora
+    out = tmp_path / "index"
+    stale = tmp_path / ".index.tmp"  # left by a build killed with SIGKILL
+    stale.mkdir()
+    (stale / "junk.npy").write_bytes(b"junk")
+    built = Index.build(src_a, out, graph=False, show_progress=False)
+    assert not stale.exists(), "a stale temporary folder is cleaned by the next build"
+    assert "junk.npy" not in built.manifest.files
+    n = len(built.chunks)
+    os.rename(out, tmp_path / ".index.old")  # the state after the first rename of a commit
+    reopened = Index.open(out)
+    assert len(reopened.chunks) == n
+    assert out.is_dir() and not (tmp_path / ".index.old").exists()
+
+
+def test_build_refuses_to_replace_a_foreign_directory(tmp_path, corpora):
+    from gpurag.errors import IndexFormatError
+
+    src_a, _ = corpora
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("do not delete", encoding="utf-8")
+    with pytest.raises(IndexFormatError, match="not a gpurag index"):
+        Index.build(src_a, out, graph=False, show_progress=False)
+    assert (out / "thesis.tex").read_text(encoding="utf-8") == "do not delete"
+    assert not (tmp_path / ".precious.tmp").exists()
+
+
+def test_resume_does_not_re_embed_finished_parts(tmp_path, sample_records, monkeypatch):
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", sample_records[:14])
+    opts = dict(graph=False, show_progress=False, ingest_batch_chunks=6)  # 3 docs a part
+
+    # Reference: an uninterrupted build of the same input and settings elsewhere.
+    with monkeypatch.context() as m:
+        full_calls = _count_encodes(m)
+        ref = Index.build(src, tmp_path / "ref" / "index", **opts)
+    assert len(full_calls) > 2, "the build must embed in several parts for this test"
+
+    out = tmp_path / "out" / "index"
+    done_before_crash = 2
+    with monkeypatch.context() as m:
+        crashed_calls = _count_encodes(m, fail_after=done_before_crash)
+        with pytest.raises(BoomError):
+            Index.build(src, out, **opts)
+    assert len(crashed_calls) == done_before_crash
+    assert not out.exists()
+    assert (out.parent / ".index.work").is_dir(), "the finished parts are kept for a resume"
+
+    with monkeypatch.context() as m:
+        resumed_calls = _count_encodes(m)
+        index = Index.build(src, out, **opts)
+    assert len(resumed_calls) == len(full_calls) - done_before_crash
+    assert resumed_calls == full_calls[done_before_crash:]
+    assert sum(resumed_calls) + sum(crashed_calls) == len(ref.chunks)
+
+    assert index.chunks["chunk_id"].tolist() == ref.chunks["chunk_id"].tolist()
+    assert index.manifest.counts == ref.manifest.counts
+    np.testing.assert_allclose(index.dir.array("arrays/passage_emb.npy"),
+                               ref.dir.array("arrays/passage_emb.npy"), atol=1e-6)
+    assert index.manifest.extra["ingest"]["documents"] == 14
+    assert _leftovers(out) == set()
+
+
+def test_changed_input_discards_old_work(tmp_path, sample_records, monkeypatch):
+    """A resume only reuses parts of the same input and settings."""
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", sample_records[:9])
+    out = tmp_path / "out" / "index"
+    opts = dict(graph=False, show_progress=False, ingest_batch_chunks=6)
+    with monkeypatch.context() as m:
+        _count_encodes(m, fail_after=1)
+        with pytest.raises(BoomError):
+            Index.build(src, out, **opts)
+    write_jsonl(src, sample_records[20:29])  # other documents, other size
+    with monkeypatch.context() as m:
+        calls = _count_encodes(m)
+        index = Index.build(src, out, **opts)
+    assert sum(calls) == len(index.chunks), "every chunk of the new input embedded afresh"
+    assert set(index.chunks["doc_id"]) == {r["id"] for r in sample_records[20:29]}
+
+
+def test_rebuild_with_index_inside_source_folder(tmp_path, sample_records):
+    src = tmp_path / "docs"
+    write_jsonl(src / "a.jsonl", sample_records[:4])
+    out = src / "index"
+    first = Index.build(src, out, graph=False, show_progress=False)
+    second = Index.build(src, out, graph=False, show_progress=False)
+    assert second.manifest.extra["ingest"]["files"] == first.manifest.extra["ingest"]["files"]
+    assert second.manifest.counts == first.manifest.counts
+
+
+def test_build_onto_a_regular_file_is_refused_cleanly(tmp_path, sample_records):
+    from gpurag.errors import IndexFormatError
+
+    src = write_jsonl(tmp_path / "src.jsonl", sample_records[:2])
+    out = tmp_path / "out"
+    out.write_text("not an index", encoding="utf-8")
+    with pytest.raises(IndexFormatError):
+        Index.build(src, out, graph=False, show_progress=False)
+    assert out.read_text(encoding="utf-8") == "not an index"

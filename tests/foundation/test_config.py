@@ -1,0 +1,119 @@
+"""Settings: defaults, TOML file, GPURAG_INDEX_* / GPURAG_QUERY_* environment, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpurag.config import IndexConfig, QueryConfig, apply_overrides, load_config
+from gpurag.errors import ConfigError
+
+
+def _toml(tmp_path, text: str):
+    p = tmp_path / "gpurag.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_defaults():
+    icfg, qcfg = load_config()
+    assert icfg == IndexConfig() and qcfg == QueryConfig()
+
+
+def test_toml_overrides(tmp_path):
+    p = _toml(tmp_path, """
+[index]
+chunk_tokens = 128
+chunk_overlap = 8
+graph = true
+merge_threshold = 0.75
+
+[query]
+k = 7
+mode = "dense"
+""")
+    icfg, qcfg = load_config(p)
+    assert (icfg.chunk_tokens, icfg.chunk_overlap, icfg.graph) == (128, 8, True)
+    assert icfg.merge_threshold == 0.75
+    assert (qcfg.k, qcfg.mode) == (7, "dense")
+    untouched = {f.name for f in dataclasses.fields(IndexConfig)} - {
+        "chunk_tokens", "chunk_overlap", "graph", "merge_threshold"}
+    for name in untouched:
+        assert getattr(icfg, name) == getattr(IndexConfig(), name)
+
+
+def test_config_path_from_environment(tmp_path, monkeypatch):
+    p = _toml(tmp_path, "[index]\nchunk_tokens = 99\n")
+    monkeypatch.setenv("GPURAG_CONFIG", str(p))
+    assert load_config()[0].chunk_tokens == 99
+
+
+def test_environment_beats_file_and_is_typed(tmp_path, monkeypatch):
+    p = _toml(tmp_path, "[index]\nchunk_tokens = 128\ngraph = true\n[query]\nk = 7\n")
+    monkeypatch.setenv("GPURAG_INDEX_CHUNK_TOKENS", "64")
+    monkeypatch.setenv("GPURAG_INDEX_GRAPH", "0")
+    monkeypatch.setenv("GPURAG_INDEX_MERGE_THRESHOLD", "0.5")
+    monkeypatch.setenv("GPURAG_INDEX_EMBEDDER", "onnx:/x/model.onnx")
+    monkeypatch.setenv("GPURAG_QUERY_K", "3")
+    icfg, qcfg = load_config(p)
+    assert icfg.chunk_tokens == 64 and isinstance(icfg.chunk_tokens, int)
+    assert icfg.graph is False
+    assert icfg.merge_threshold == 0.5
+    assert icfg.embedder == "onnx:/x/model.onnx"
+    assert qcfg.k == 3
+
+
+@pytest.mark.parametrize("value,expected", [("1", True), ("true", True), ("YES", True),
+                                            ("on", True), ("0", False), ("false", False),
+                                            ("no", False)])
+def test_bool_env_values(monkeypatch, value, expected):
+    monkeypatch.setenv("GPURAG_INDEX_GRAPH", value)
+    assert load_config()[0].graph is expected
+
+
+def test_unknown_key_in_file_names_file_and_key(tmp_path):
+    p = _toml(tmp_path, "[index]\nchunk_tokenz = 128\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    assert str(p) in str(info.value) and "chunk_tokenz" in str(info.value)
+
+
+def test_unknown_query_key_in_file(tmp_path):
+    p = _toml(tmp_path, "[query]\ntop_k = 3\n")
+    with pytest.raises(ConfigError, match="top_k") as info:
+        load_config(p)
+    assert str(p) in str(info.value)
+
+
+def test_broken_toml_names_file(tmp_path):
+    p = _toml(tmp_path, "[index\nchunk_tokens = \n")
+    with pytest.raises(ConfigError, match="cannot read config file") as info:
+        load_config(p)
+    assert str(p) in str(info.value)
+
+
+def test_missing_config_file(tmp_path):
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as info:
+        load_config(missing)
+    assert str(missing) in str(info.value)
+
+
+def test_unknown_override_in_build(tmp_path):
+    from gpurag import Index
+
+    with pytest.raises(ConfigError, match=r"Index\.build: unknown setting 'chunk_size'"):
+        Index.build(tmp_path, tmp_path / "out", chunk_size=10)
+
+
+def test_apply_overrides_returns_copy():
+    base = IndexConfig()
+    new = apply_overrides(base, {"chunk_tokens": "32"}, "test")
+    assert new.chunk_tokens == 32 and base.chunk_tokens == IndexConfig().chunk_tokens
+
+
+def test_non_numeric_env_value_is_config_error(monkeypatch):
+    monkeypatch.setenv("GPURAG_INDEX_CHUNK_TOKENS", "abc")
+    with pytest.raises(ConfigError, match="chunk_tokens"):
+        load_config()
