@@ -10,6 +10,9 @@ from pathlib import Path
 
 from gpurag.device import DeviceError
 from gpurag.errors import GpuragError
+from gpurag.eval.cli import add_eval_commands
+from gpurag.llm.cli import add_llm_commands, add_llm_options
+from gpurag.score.cli import add_score_commands
 
 
 def _add_index_options(p: argparse.ArgumentParser) -> None:
@@ -35,9 +38,31 @@ def _index_config(args: argparse.Namespace):
     return apply_overrides(cfg, overrides, "command line")
 
 
+def _llm_client(args: argparse.Namespace):
+    """An LLM client from ``--llm-*`` options and ``GPURAG_LLM_*`` variables."""
+    from gpurag.llm.cli import config_from_args
+    from gpurag.llm.client import LLMClient
+
+    return LLMClient(config_from_args(args))
+
+
+def _export_llm_options(args: argparse.Namespace) -> None:
+    """``--llm-*`` options reach the LLM extractor as the equivalent GPURAG_LLM_* variables."""
+    import os
+
+    for option, var in (("llm_url", "URL"), ("llm_model", "MODEL"),
+                        ("llm_concurrency", "CONCURRENCY"), ("llm_timeout", "TIMEOUT_S"),
+                        ("llm_max_tokens", "MAX_TOKENS"), ("llm_cache_dir", "CACHE_DIR"),
+                        ("llm_structured", "STRUCTURED")):
+        value = getattr(args, option, None)
+        if value is not None:
+            os.environ[f"GPURAG_LLM_{var}"] = str(value)
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
+    _export_llm_options(args)
     index = Index.build(args.source, args.out, config=_index_config(args),
                         show_progress=not args.quiet)
     info = index.info()
@@ -64,12 +89,27 @@ def cmd_query(args: argparse.Namespace) -> int:
             encoding="utf-8").splitlines() if q.strip()]
     if not questions:
         raise GpuragError("give a question or --questions-file")
-    results = index.query_batch(questions, k=args.k, mode=args.mode)
+    client = _llm_client(args) if (args.answer or args.mode == "global") else None
+    if args.mode == "global":
+        from gpurag.query.generate import global_answers
+
+        results = global_answers(index, questions, client, level=args.level)
+    else:
+        options = {"rerank": args.rerank} if args.rerank else {}
+        results = index.query_batch(questions, k=args.k, mode=args.mode, **options)
+        if args.answer:
+            from gpurag.query.generate import answer_results
+
+            answer_results(index, results, client)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
         return 0
     for result in results:
         print(f"Q: {result.question}   [{result.mode}]")
+        if result.answer is not None or result.error:
+            cites = f"  (cites {', '.join(result.citations)})" if result.citations else ""
+            print(f"A: {result.answer if result.answer is not None else '—'}{cites}"
+                  + (f"  [error: {result.error}]" if result.error else ""))
         if result.seeds:
             print("   seeds: " + ", ".join(s.name for s in result.seeds[:8]))
         for p in result.passages:
@@ -116,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", help="folder of .txt/.md/.jsonl/.parquet, or one such file")
     p.add_argument("-o", "--out", required=True, help="index directory to write")
     _add_index_options(p)
+    add_llm_options(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("query", help="retrieve passages for a question")
@@ -123,8 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question", nargs="?", help="the question")
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
     p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
-    p.add_argument("--mode", choices=["dense", "graph"], help="retrieval mode (default graph)")
+    p.add_argument("--mode", choices=["dense", "graph", "global"],
+                   help="dense | graph (default) | global (map-reduce over community reports)")
+    p.add_argument("--answer", action="store_true", help="answer with the LLM, citing passages")
+    p.add_argument("--level", type=int, default=0, help="community level for --mode global")
+    p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_llm_options(p)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("info", help="environment, backends and (optionally) an index")
@@ -139,23 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild", action="store_true", help="rebuild even if --out holds an index")
     p.set_defaults(func=cmd_demo)
 
-    for register in _optional_commands():
-        register(sub)
+    add_eval_commands(sub)
+    add_llm_commands(sub)
+    add_score_commands(sub)
     return parser
-
-
-def _optional_commands():
-    """Sub-command registrars of modules that may be absent while they are being built."""
-    registrars = []
-    for module, attr in (("gpurag.eval.cli", "add_eval_commands"),
-                         ("gpurag.llm.cli", "add_llm_commands"),
-                         ("gpurag.score.cli", "add_score_commands")):
-        try:
-            mod = __import__(module, fromlist=[attr])
-        except ImportError:
-            continue
-        registrars.append(getattr(mod, attr))
-    return registrars
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
                                               show_progress=not args.quiet, **overrides)
     try:
-        result = evaluate(ds, index, modes, index_time_s=index_s)
+        client = None
+        if args.answer:
+            from gpurag.llm.cli import config_from_args
+            from gpurag.llm.client import LLMClient
+
+            client = LLMClient(config_from_args(args))
+        result = evaluate(ds, index, modes, index_time_s=index_s, answer_client=client)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -39,4 +45,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--extractor", help="entity extractor for the graph (fast | ner | llm)")
     p.add_argument("--index", help="index folder to reuse (built there if absent)")
     p.add_argument("--json", help="write the full results (per question ranks) here")
+    p.add_argument("--answer", action="store_true",
+                   help="also answer with the LLM and report exact match and F1")
+    from gpurag.llm.cli import add_llm_options
+
+    add_llm_options(p)
     p.set_defaults(func=cmd_eval)

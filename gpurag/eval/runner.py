@@ -95,8 +95,23 @@ def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]
     return f"unknown mode {mode!r}"
 
 
+def answer_quality(index, questions: list[Question], mode: str, client, k: int = 5) -> dict:
+    """Exact match and token F1 of LLM answers over the top-``k`` passages of ``mode``."""
+    from gpurag.llm.metrics import answer_scores
+    from gpurag.query.generate import answer_results
+
+    base, _, rerank = mode.partition("+")
+    options = {"rerank": rerank} if rerank else {}
+    results = index.query_batch([q.question for q in questions], k=k, mode=base, **options)
+    answer_results(index, results, client)
+    golds = [[q.answer, *q.answer_aliases] for q in questions]
+    scores = answer_scores([r.answer or "" for r in results], golds)
+    return {"answer_em": scores["em"], "answer_f1": scores["f1"],
+            "answer_errors": sum(r.error is not None for r in results)}
+
+
 def evaluate(ds: Dataset, index, modes: list[str], index_time_s: float = 0.0,
-             latency_sample: int | None = None) -> dict[str, Any]:
+             latency_sample: int | None = None, answer_client=None) -> dict[str, Any]:
     """Score each mode; latency is measured one question at a time (the interactive case)."""
     questions = ds.questions
     texts = [q.question for q in questions]
@@ -135,6 +150,8 @@ def evaluate(ds: Dataset, index, modes: list[str], index_time_s: float = 0.0,
             "by_type": _breakdown(questions, ranks, lambda q: q.type),
             "by_hops": _breakdown(questions, ranks, lambda q: str(q.hops)),
         })
+        if answer_client is not None and mode != "bm25":
+            row.update(answer_quality(index, questions, mode, answer_client))
         out["modes"][mode] = row
         for entry, r in zip(per_q, ranks, strict=False):
             entry["ranks"][mode] = r
@@ -161,6 +178,11 @@ def format_table(result: dict[str, Any]) -> str:
             f"{row[c]:>15.3f}" if "latency" not in c else f"{row[c]:>15.1f}" for c in cols))
     for mode, why in result["unavailable"].items():
         lines.append(f"{mode:<14}  unavailable: {why}")
+    answered = {m: r for m, r in result["modes"].items() if "answer_em" in r}
+    if answered:
+        lines.append("")
+        lines.append("LLM answers (top-5 passages): " + "; ".join(
+            f"{m}: EM {r['answer_em']:.3f} F1 {r['answer_f1']:.3f}" for m, r in answered.items()))
     types = sorted({t for row in result["modes"].values() for t in row["by_type"]})
     if len(types) > 1:
         lines.append("")

@@ -28,6 +28,7 @@ torch, CuPy, pylibcugraph and faiss are imported only when a backend that needs 
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -93,9 +94,12 @@ class DeviceGraph:
         self.device = torch.device(device)
         self.n_nodes = g.n_nodes
         self.n_edges = g.n_edges
-        self.indptr = torch.from_numpy(np.ascontiguousarray(g.indptr)).to(self.device)
-        self.indices = torch.from_numpy(np.ascontiguousarray(g.indices)).to(self.device)
-        self.weights = torch.from_numpy(np.ascontiguousarray(g.weights)).to(self.device)
+        with warnings.catch_warnings():  # read-only (memory-mapped) arrays: never written
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            self.indptr, self.indices, self.weights = (
+                torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+                for a in (g.indptr, g.indices, g.weights)
+            )
         self._derived: dict[str, Any] = {}
 
     @classmethod

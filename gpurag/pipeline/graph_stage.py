@@ -45,13 +45,18 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
                        disable=not show_progress)
     bar.update(stage["done_rows"])
+    batch_size = int(getattr(extractor, "batch_size", EXTRACT_BATCH))
     while stage["done_rows"] < len(chunks):
         start = stage["done_rows"]
-        batch = chunks.iloc[start : start + EXTRACT_BATCH]
+        batch = chunks.iloc[start : start + batch_size]
         part = extractor.extract(batch.reset_index(drop=True), offset=start)
         i = stage["parts"]
         pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
         pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
+        descriptions = getattr(part, "descriptions", None)
+        if descriptions is not None and len(descriptions):
+            pq.write_table(_to_arrow(descriptions),
+                           work.path(f"extract/descriptions-{i:05d}.parquet"))
         for key, value in part.stats.items():
             stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
         stage["parts"] += 1
@@ -64,13 +69,17 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
 
     if not parts:
         return Extraction(stats=Counter(stage["stats"]))
-    return Extraction(
+    ex = Extraction(
         mentions=pd.concat([pq.read_table(work.path(f"extract/mentions-{i:05d}.parquet"))
                             .to_pandas() for i in range(parts)], ignore_index=True),
         relations=pd.concat([pq.read_table(work.path(f"extract/relations-{i:05d}.parquet"))
                              .to_pandas() for i in range(parts)], ignore_index=True),
         stats=Counter(stage["stats"]),
     )
+    desc_parts = sorted(work.root.glob("extract/descriptions-*.parquet"))
+    ex.descriptions = (pd.concat([pq.read_table(p).to_pandas() for p in desc_parts],
+                                 ignore_index=True) if desc_parts else None)
+    return ex
 
 
 def _to_arrow(frame: pd.DataFrame):
@@ -90,13 +99,19 @@ def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
                                                         else "")
               if len(ex.mentions) else pd.Series(dtype=str))
     unique = counts.index.to_numpy(dtype=object)
+    name_vecs = embedder.encode(list(unique), batch_size=cfg.embed_batch_size)
     resolution = resolve_aliases(
         list(unique), embedder, merge_threshold=cfg.merge_threshold,
-        synonym_threshold=cfg.synonym_threshold,
+        synonym_threshold=cfg.synonym_threshold, embeddings=name_vecs,
         counts=counts.to_numpy(), labels=[labels.get(n, "") for n in unique],
     )
     name_to_entity = pd.Series(resolution.entity_of_name, index=pd.Index(unique, dtype=object))
-    return resolution, name_to_entity
+    # An entity's vector: the count-weighted mean of its surface names' vectors.
+    entity_vecs = np.zeros((len(resolution.entities), name_vecs.shape[1]), np.float32)
+    np.add.at(entity_vecs, resolution.entity_of_name,
+              name_vecs * counts.to_numpy(np.float32)[:, None])
+    entity_vecs /= np.maximum(np.linalg.norm(entity_vecs, axis=1, keepdims=True), 1e-12)
+    return resolution, name_to_entity, entity_vecs
 
 
 def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
@@ -113,7 +128,7 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
     timings["extract_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    resolution, name_to_entity = _entity_tables(ex, embedder, cfg)
+    resolution, name_to_entity, ent_vecs = _entity_tables(ex, embedder, cfg)
     entities = resolution.entities.copy()
     n_ent, n_psg = len(entities), len(chunks)
     mentions = ex.mentions.copy()
@@ -168,8 +183,6 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
 
     # Vectors over entities and facts.
     t0 = time.perf_counter()
-    ent_vecs = embedder.encode(entities["name"].astype(str).tolist(),
-                               batch_size=cfg.embed_batch_size)
     fact_vecs = (embedder.encode(facts["text"].tolist(), batch_size=cfg.embed_batch_size)
                  if len(facts) else np.zeros((0, embedder.dim), np.float32))
     writer.write_array("arrays/entity_emb.npy", ent_vecs)
@@ -191,6 +204,12 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
                        facts[["head_entity", "relation", "tail_entity", "weight", "chunk",
                               "text"]])
     writer.write_table("tables/communities.parquet", communities)
+    descriptions = getattr(ex, "descriptions", None)
+    if descriptions is not None and len(descriptions):
+        descriptions = descriptions.assign(
+            entity=name_to_entity.reindex(descriptions["name"].astype(str)).to_numpy())
+        descriptions = descriptions[descriptions["entity"].notna()].astype({"entity": "int64"})
+        writer.write_table("tables/descriptions.parquet", descriptions)
     stats = {f"extract_{k}": int(v) for k, v in ex.stats.items()}
     return {
         "entities": n_ent,

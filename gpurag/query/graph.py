@@ -126,6 +126,8 @@ class GraphRetriever:
             ok = di.ravel() >= 0
             dense_full[rows[ok], di.ravel()[ok]] = _minmax(ds).ravel()[ok]
             psg = psg + blend * dense_full
+        if cfg.rerank not in ("", "none"):
+            psg = self._rerank(cfg, qvecs, psg, scores, dense)
         k = min(cfg.k, self.n_psg)
         top = np.argpartition(-psg, k - 1, axis=1)[:, :k]
         order = np.argsort(-np.take_along_axis(psg, top, axis=1), axis=1, kind="stable")
@@ -134,6 +136,23 @@ class GraphRetriever:
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top[i])} for i, s in enumerate(seeds)]
         return top_scores, top, extras
+
+    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, psg: np.ndarray, ppr_scores,
+                dense: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Rescore the top candidates with a reranker (``cfg.rerank``, e.g. ``"gat"``).
+
+        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
+        reranked ones so the reranker decides the head of the list.
+        """
+        from gpurag.score import get_reranker
+
+        reranker = get_reranker(cfg.rerank, self)
+        n_cand = min(int(cfg.extra.get("rerank_candidates", 30)), self.n_psg)
+        cand = np.argpartition(-psg, n_cand - 1, axis=1)[:, :n_cand]
+        new = reranker.score(qvecs, cand, np.asarray(ppr_scores), dense)  # (q, n_cand)
+        out = psg - psg.max() - 1.0 - np.abs(new).max()
+        np.put_along_axis(out, cand, new, axis=1)
+        return out
 
     # -- provenance ---------------------------------------------------------------------
     def _matrices(self) -> tuple[sp.csr_array, sp.csr_array]:

@@ -50,6 +50,8 @@ class QueryResult:
     paths: list[EntityPath] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     answer: str | None = None
+    citations: list[str] = field(default_factory=list)
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

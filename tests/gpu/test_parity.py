@@ -7,7 +7,7 @@ others check the selection and the device-agnostic wiring on CPU.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import subprocess
 import sys
@@ -23,7 +23,17 @@ from gpurag.graph.csr import CSRGraph, build_csr
 
 CUDA = cuda_available()
 gpu = [pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")]
-HOST_LEIDEN = host_leiden._gn is not None or importlib.util.find_spec("igraph") is not None
+
+
+def _imports(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+HOST_LEIDEN = host_leiden._gn is not None or _imports("igraph")
 
 
 def power_law_graph(seed: int, n: int, m: int, dangling: int = 0) -> CSRGraph:

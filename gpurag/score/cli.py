@@ -1,0 +1,5 @@
+"""Placeholder until the scorer CLI lands."""
+
+
+def add_score_commands(sub) -> None:
+    return None
