@@ -125,19 +125,19 @@ def main() -> None:
     info["unique_names"] = len(names)
     info["mentions_resolved"] = int(names["count"].sum())
 
-    embedder = None
-    if args.embed == "hash":
-        embedder = HashEmbedder()
-    elif args.embed == "model" or args.embed_sample:
+    embedder = HashEmbedder() if args.embed == "hash" else None
+    if args.embed == "model" or args.embed_sample:
         from gpurag.embed import load_embedder
 
         model = load_embedder()
-        sample = normalize_name(names["name"].head(args.embed_sample).tolist())
-        t = time.perf_counter()
-        model.encode(sample, batch_size=256)
-        rate = len(sample) / (time.perf_counter() - t)
-        info["model_embed_names_per_s"] = round(rate, 1)
-        info["model_embed_s_estimate_all"] = round(len(names) / rate, 1)
+        if args.embed_sample:
+            sample = normalize_name(names["name"].sample(
+                min(args.embed_sample, len(names)), random_state=0).tolist())
+            t = time.perf_counter()
+            model.encode(sample, batch_size=256)
+            rate = len(sample) / (time.perf_counter() - t)
+            info["model_embed_names_per_s"] = round(rate, 1)
+            info["model_embed_s_estimate_all"] = round(len(names) / rate, 1)
         if args.embed == "model":
             embedder = model
 

@@ -37,11 +37,25 @@ class QueryConfig:
 
     mode: str = "graph"
     k: int = 5
-    damping: float = 0.5
+    # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
+    damping: float = 0.8
+    ppr_tol: float = 1e-6
+    # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = 10
     seed_facts: int = 10
     seed_passages: int = 20
+    sim_power: float = 4.0
+    entity_margin: float = 0.1
+    fact_margin: float = 0.2
+    entity_weight: float = 1.0
+    fact_weight: float = 1.0
+    passage_weight: float = 0.05
+    # Ranking: the first `dense_head` ranks keep the dense order; `dense_blend` mixes the
+    # dense score into the PPR score for the rest.
+    dense_head: int = 1
+    dense_blend: float = 0.0
     rerank: str = "none"
+    rerank_candidates: int = 30
     extra: dict[str, Any] = field(default_factory=dict)
 
 

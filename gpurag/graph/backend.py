@@ -179,8 +179,9 @@ def make_kernels_ppr(device: str) -> PPRFn:
 
         _check_output(output)
         op = DeviceGraph.of(g, device).transition_operator()
-        x = ppr_batched(op, reset, damping=damping, tol=tol, max_iter=max_iter,
-                        batch_size=batch_size)
+        x = ppr_batched(
+            op, reset, damping=damping, tol=tol, max_iter=max_iter, batch_size=batch_size
+        )
         return _ppr_output(x, output)
 
     return ppr_kernels
@@ -256,9 +257,7 @@ def make_capped_leiden(labels_fn: Callable[..., np.ndarray], name: str) -> Leide
     return capped
 
 
-def select_leiden_backend(
-    device: str | None = None, record: bool = True
-) -> tuple[str, LeidenFn]:
+def select_leiden_backend(device: str | None = None, record: bool = True) -> tuple[str, LeidenFn]:
     """``(name, fn)``: cuGraph Leiden (flat, hierarchy by re-running) on cuda when importable,
     else the host :func:`~gpurag.graph.leiden.hierarchical_leiden`."""
     dev = resolve_device(device)

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover
 
 Implementation = Literal["auto", "graspologic-native", "igraph"]
 # (indptr int64, indices int32, data float64, n, resolution, randomness, seed) -> labels (n,)
-_LeidenFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int, float, float, int], np.ndarray]
+LabelsFn = Callable[[np.ndarray, np.ndarray, np.ndarray, int, float, float, int], np.ndarray]
 
 COLUMNS = ("node", "level", "community", "parent", "is_final")
 
@@ -102,7 +102,7 @@ def _leiden_igraph(
     return np.asarray(part.membership, dtype=np.int64)
 
 
-def _backend(implementation: Implementation) -> tuple[str, _LeidenFn]:
+def _backend(implementation: Implementation) -> tuple[str, LabelsFn]:
     if implementation == "auto":
         implementation = "graspologic-native" if _gn is not None else "igraph"
     if implementation == "graspologic-native":
@@ -115,11 +115,14 @@ def _backend(implementation: Implementation) -> tuple[str, _LeidenFn]:
 
 
 def _undirected(g: CSRGraph) -> sp.csr_array:
-    """Adjacency as float64 CSR; an asymmetric graph is symmetrized as ``A + A^T``."""
+    """Adjacency as float64 CSR without self loops; asymmetric input becomes ``A + A^T``."""
     a = sp.csr_array(
         (g.weights.astype(np.float64), np.asarray(g.indices), np.asarray(g.indptr)),
         shape=(g.n_nodes, g.n_nodes),
     )
+    if a.diagonal().any():  # only a hand-made CSRGraph can have them; leiden_csr rejects them
+        a = sp.csr_array(a - sp.diags_array(a.diagonal()))
+        a.eliminate_zeros()
     if (a != a.T).nnz:
         a = sp.csr_array(a + a.T)
     a.sum_duplicates()
@@ -140,7 +143,7 @@ def _split_blocks(
     resolution: float,
     randomness: float,
     seed: int,
-    leiden: _LeidenFn,
+    leiden: LabelsFn,
 ) -> np.ndarray:
     """Cluster each block (``nodes`` labelled ``block`` in ``0..n_blocks-1``) on its own.
 
@@ -181,6 +184,7 @@ def hierarchical_leiden(
     resolution_boosts: int = 4,
     max_levels: int = 64,
     implementation: Implementation = "auto",
+    labels_fn: LabelsFn | None = None,
 ) -> pd.DataFrame:
     """Hierarchical Leiden clustering of an undirected graph, all levels kept.
 
@@ -188,15 +192,22 @@ def hierarchical_leiden(
     (int32, unique across levels), ``parent`` (int32: the node's community at ``level - 1``,
     -1 at level 0) and ``is_final`` (bool: the node's deepest level). Level 0 covers every
     node (isolated nodes are singleton communities); level ``L + 1`` covers the nodes of the
-    level-``L`` communities larger than ``max_cluster_size``. ``resolution_boosts=0`` stops at
+    level-``L`` communities larger than ``max_cluster_size`` (default 10, GraphRAG's default).
+    ``resolution_boosts=0`` stops at
     communities Leiden will not split, as graspologic does. ``attrs["implementation"]`` names
-    the backend. Deterministic for a given ``seed`` and backend.
+    the backend. Deterministic for a given ``seed`` and backend. ``labels_fn`` substitutes
+    another flat Leiden (e.g. cuGraph's) with the signature ``(indptr int64, indices int32,
+    data float64, n, resolution, randomness, seed) -> labels (n,)``; it must optimise
+    modularity on the undirected graph given, and ``implementation`` then only names it.
     """
     if max_cluster_size < 1:
         raise ValueError("max_cluster_size must be at least 1")
     if resolution <= 0:
         raise ValueError("resolution must be positive")
-    name, leiden = _backend(implementation)
+    if labels_fn is None:
+        name, leiden = _backend(implementation)
+    else:
+        name, leiden = str(implementation), labels_fn
     n = g.n_nodes
     a = _undirected(g)
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(a.indptr))
@@ -279,7 +290,8 @@ def modularity(g: CSRGraph, membership: np.ndarray, resolution: float = 1.0) -> 
     """Newman modularity of ``membership`` (one label per node) on the undirected graph.
 
     ``Q = 1/(2m) * sum_ij (A_ij - resolution * k_i k_j / (2m)) * [c_i == c_j]``, with
-    weighted degrees ``k`` and ``2m`` the total of the symmetric weights (as igraph).
+    weighted degrees ``k`` and ``2m`` the total of the symmetric weights (as igraph). Self
+    loops are ignored (as in :func:`hierarchical_leiden`); asymmetric input becomes ``A + A^T``.
     """
     membership = np.asarray(membership)
     if membership.shape != (g.n_nodes,):

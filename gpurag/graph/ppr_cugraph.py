@@ -163,8 +163,9 @@ def leiden_labels(
             do_expensive_check=False,
         )
     except TypeError:  # releases before 23.06 take neither random_state nor theta
-        vertices, clusters, _modularity = plc.leiden(g.handle, g.graph, 100, float(resolution),
-                                                     False)
+        vertices, clusters, _modularity = plc.leiden(
+            g.handle, g.graph, 100, float(resolution), False
+        )
     labels[cupy.asnumpy(vertices).astype(np.int64)] = cupy.asnumpy(clusters).astype(np.int64)
     missing = labels < 0
     labels[missing] = labels.max(initial=-1) + 1 + np.arange(int(missing.sum()))

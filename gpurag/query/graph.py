@@ -59,35 +59,34 @@ class GraphRetriever:
         n = self.n_ent + self.n_psg
         rows, cols, vals = [], [], []
         seeds: list[list[SeedEntity]] = [[] for _ in range(q)]
-        x = cfg.extra
         if self.n_ent and cfg.seed_entities:
             es, ei = search(self.entity_index, qvecs, cfg.seed_entities)
-            keep = (ei >= 0) & (es >= es[:, :1] - x.get("entity_margin", 0.2))
-            w = np.where(keep, np.clip(es, 0, None) ** x.get("sim_power", 2.0), 0.0)
+            keep = (ei >= 0) & (es >= es[:, :1] - cfg.entity_margin)
+            w = np.where(keep, np.clip(es, 0, None) ** cfg.sim_power, 0.0)
             w = w * self.specificity[np.maximum(ei, 0)]
             r, c = np.nonzero(w > 0)
             rows.append(r)
             cols.append(ei[r, c])
-            vals.append(w[r, c] * x.get("entity_weight", 1.0))
+            vals.append(w[r, c] * cfg.entity_weight)
             for qi, col in zip(r.tolist(), c.tolist(), strict=False):
                 e = int(ei[qi, col])
                 seeds[qi].append(SeedEntity(e, str(self.entity_names[e]), float(es[qi, col]),
                                             "entity"))
         if self.fact_index.ntotal and cfg.seed_facts:
             fs, fi = search(self.fact_index, qvecs, cfg.seed_facts)
-            keep = (fi >= 0) & (fs >= fs[:, :1] - x.get("fact_margin", 0.2))
-            w = np.where(keep, np.clip(fs, 0, None) ** x.get("sim_power", 2.0), 0.0)
+            keep = (fi >= 0) & (fs >= fs[:, :1] - cfg.fact_margin)
+            w = np.where(keep, np.clip(fs, 0, None) ** cfg.sim_power, 0.0)
             r, c = np.nonzero(w > 0)
             f = fi[r, c]
             for ends in (self.fact_head[f], self.fact_tail[f]):
                 rows.append(r)
                 cols.append(ends)
-                vals.append(w[r, c] * self.specificity[ends] * x.get("fact_weight", 1.0))
+                vals.append(w[r, c] * self.specificity[ends] * cfg.fact_weight)
         ds, di = dense
         if cfg.seed_passages:
             take = min(cfg.seed_passages, di.shape[1])
             ps, pi = ds[:, :take], di[:, :take]
-            w = np.where(pi >= 0, _minmax(ps), 0.0) * x.get("passage_weight", 0.05)
+            w = np.where(pi >= 0, _minmax(ps), 0.0) * cfg.passage_weight
             r, c = np.nonzero(w > 0)
             rows.append(r)
             cols.append(pi[r, c] + self.n_ent)
@@ -114,11 +113,11 @@ class GraphRetriever:
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
         reset, seeds = self.reset_matrix(qvecs, cfg, dense)
-        scores = ppr(self.graph, reset, damping=cfg.damping, output="dense")
+        scores = ppr(self.graph, reset, damping=cfg.damping, tol=cfg.ppr_tol, output="dense")
         COMPONENTS.record("ppr", "scipy")
         psg = np.asarray(scores[:, self.n_ent:], dtype=np.float64)
         psg = psg / np.maximum(psg.max(axis=1, keepdims=True), 1e-30)
-        blend = cfg.extra.get("dense_blend", 0.5)
+        blend = cfg.dense_blend
         if blend:
             ds, di = dense
             dense_full = np.zeros_like(psg)
@@ -126,6 +125,14 @@ class GraphRetriever:
             ok = di.ravel() >= 0
             dense_full[rows[ok], di.ravel()[ok]] = _minmax(ds).ravel()[ok]
             psg = psg + blend * dense_full
+        head = cfg.dense_head
+        if head:  # the first ``head`` ranks keep the dense order; PPR ranks the rest
+            ds, di = dense
+            top_dense = di[:, :head]
+            lift = psg.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(top_dense.shape[1]))
+            rows_q = np.repeat(np.arange(len(qvecs))[:, None], top_dense.shape[1], axis=1)
+            ok = top_dense >= 0
+            psg[rows_q[ok], top_dense[ok]] = np.broadcast_to(lift, top_dense.shape)[ok]
         if cfg.rerank not in ("", "none"):
             psg = self._rerank(cfg, qvecs, psg, scores, dense)
         k = min(cfg.k, self.n_psg)
@@ -147,7 +154,7 @@ class GraphRetriever:
         from gpurag.score import get_reranker
 
         reranker = get_reranker(cfg.rerank, self)
-        n_cand = min(int(cfg.extra.get("rerank_candidates", 30)), self.n_psg)
+        n_cand = min(cfg.rerank_candidates, self.n_psg)
         cand = np.argpartition(-psg, n_cand - 1, axis=1)[:, :n_cand]
         new = reranker.score(qvecs, cand, np.asarray(ppr_scores), dense)  # (q, n_cand)
         out = psg - psg.max() - 1.0 - np.abs(new).max()

@@ -5,7 +5,8 @@ Stages, each an array operation over all names or all candidate pairs:
 1. **exact** -- names with the same :func:`~gpurag.resolve.normalize.normalize_name` key are
    one entity ("The Beatles" = "Beatles", "J. R. R. Tolkien" = "JRR Tolkien").
 2. **kNN** -- the keys are embedded and each finds its ``k`` nearest keys (FAISS inner product:
-   exact ``IndexFlatIP`` up to ``exact_limit`` keys, ``IndexHNSWFlat`` beyond). A pair merges
+   exact ``IndexFlatIP`` up to ``exact_limit`` keys, HNSW over PCA-reduced vectors beyond, with
+   exact rescoring; see :func:`knn_pairs`). A pair merges
    when its cosine is ``>= merge_threshold`` and it passes the guards:
 
    * same numbers ("Apollo 11" / "Apollo 12", "1990" / "1991" never merge, nor become synonyms);
@@ -15,8 +16,11 @@ Stages, each an array operation over all names or all candidate pairs:
      have a token the other lacks merge only when that is a single spelling variant
      (character similarity ``>= token_similarity``, "centered" ~ "centred"), so "John Smith"
      and "John Smythe" stay apart;
-   * no chaining through a short name: a name contained in several different longer names
-     ("Obama" in "Barack Obama" and "Michelle Obama") merges with none of them.
+   * a name contained in a longer one merges only if its words come in the same order there
+     and -- no chaining -- all its longer candidates are one entity ("Obama" in "Barack Obama"
+     and "Michelle Obama" merges with neither; a one-word name also needs every key containing
+     that word to be one entity); contained names of several words ("University of London" in
+     "University College London") need cosine ``>= nested_threshold``.
 3. **rules** (unambiguous only) -- an all-caps acronym merges into the single entity whose
    content-word initials spell it ("NBA" -> "National Basketball Association"); with labels, a
    one-word name merges into the single multi-word PERSON entity ending in it ("Tolkien" ->
@@ -71,7 +75,9 @@ class AliasResolution:
     to the longest), ``n_aliases``, ``count`` (summed name counts), ``label`` (most frequent
     non-empty label, "" if none). ``aliases``: ``name``, ``entity_id`` for every input name.
     ``synonym_pairs``: ``a`` < ``b`` entity ids with ``score`` (cosine) for near-synonyms that
-    were not merged. ``stats``: counters and stage timings.
+    were not merged. ``stats``: counters and stage timings. ``vectors``: per entity, the unit
+    mean of its names' vectors (reuse them for entity search instead of embedding again), or
+    None when no vectors were used.
     """
 
     entity_of_name: np.ndarray
@@ -79,6 +85,7 @@ class AliasResolution:
     aliases: pd.DataFrame
     synonym_pairs: pd.DataFrame
     stats: dict = field(default_factory=dict)
+    vectors: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,16 +98,18 @@ def knn_pairs(
     k: int,
     threshold: float,
     batch_size: int = 8192,
-    exact_limit: int = 10_000,
+    exact_limit: int = 5_000,
     hnsw_m: int = 16,
+    search_dim: int | None = 128,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs ``(i, j, score)`` with ``i < j``, ``j`` among the ``k`` nearest neighbours of ``i``
     (or vice versa) by inner product and ``score >= threshold``; each pair once.
 
-    Up to ``exact_limit`` vectors the search is exact (``IndexFlatIP``, quadratic); beyond,
-    an HNSW graph (``IndexHNSWFlat``, ``M = hnsw_m``) keeps it near-linear -- an exact search
-    over 200k names is ~3e13 flops, HNSW a few hundred times less, at ~97% recall of the
-    neighbours above 0.8.
+    Up to ``exact_limit`` vectors the search is exact (``IndexFlatIP``, quadratic). Beyond, an
+    HNSW graph (``IndexHNSWFlat``, ``M = hnsw_m``) over the vectors PCA-reduced to
+    ``search_dim`` dimensions finds the neighbours near-linearly, and their scores are then
+    computed exactly at full dimension. On MiniLM name vectors this keeps >99% of the exact
+    top-k pairs above 0.8, where an exact search over 300k names would be ~7e13 flops.
     """
     import faiss
 
@@ -108,27 +117,37 @@ def knn_pairs(
     n, dim = x.shape
     if n < 2 or k < 1:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    kk = min(k + 1, n)
     if n <= exact_limit:
         index = faiss.IndexFlatIP(dim)
+        search = x
     else:
-        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        search = x
+        if search_dim and search_dim < dim:
+            pca = faiss.PCAMatrix(dim, search_dim)
+            sample = np.random.default_rng(0).choice(n, size=min(n, 50_000), replace=False)
+            pca.train(x[np.sort(sample)])
+            search = pca.apply(x)
+            search /= np.maximum(np.linalg.norm(search, axis=1, keepdims=True), 1e-12)
+        index = faiss.IndexHNSWFlat(search.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = 40
-        index.hnsw.efSearch = max(32, 2 * (k + 1))
-    index.add(x)
-    kk = min(k + 1, n)
+        index.hnsw.efSearch = max(32, 2 * kk)
+    index.add(search)
     rows, cols, vals = [], [], []
     for start in range(0, n, batch_size):
-        scores, nbrs = index.search(x[start : start + batch_size], kk)
+        _, nbrs = index.search(search[start : start + batch_size], kk)
         q = np.repeat(np.arange(start, start + len(nbrs)), kk)
-        nb, sc = nbrs.ravel(), scores.ravel()
-        ok = (nb >= 0) & (nb != q) & (sc >= threshold)
-        rows.append(q[ok])
-        cols.append(nb[ok])
-        vals.append(sc[ok])
+        nb = nbrs.ravel()
+        ok = (nb >= 0) & (nb != q)
+        q, nb = q[ok], nb[ok]
+        sc = np.einsum("ij,ij->i", x[q], x[nb])  # exact scores at full dimension
+        keep = sc >= threshold
+        rows.append(q[keep])
+        cols.append(nb[keep])
+        vals.append(sc[keep])
     i, j, s = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
     a, b = np.minimum(i, j), np.maximum(i, j)
-    frame = pd.DataFrame({"a": a, "b": b, "s": s}).sort_values("s", ascending=False)
-    frame = frame.drop_duplicates(["a", "b"])
+    frame = pd.DataFrame({"a": a, "b": b, "s": s}).drop_duplicates(["a", "b"])
     return (
         frame["a"].to_numpy(np.int64),
         frame["b"].to_numpy(np.int64),
@@ -171,16 +190,21 @@ def _binary_matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -
 
 @dataclass
 class _Tokens:
-    """Per normalized key: content-token sets as sparse rows, plus helpers for pair tests."""
+    """Per normalized key: content-token sets as sparse rows, plus vectorized pair tests.
 
-    full: sp.csr_matrix  # tokens of 2+ characters
-    initials: sp.csr_matrix  # single-letter tokens, by letter
-    letters: sp.csr_matrix  # first letters of all content tokens
-    vocab: np.ndarray  # token strings (columns of ``full``)
+    Words (``full``) are tokens of 2+ characters or digits; single letters are initials, which
+    match an identical initial or a word with that first letter on the other side.
+    """
+
+    full: sp.csr_matrix  # key x word, 1 where the key has the word
+    position: sp.csr_matrix  # key x word, 1-based position of the word among the key's words
+    initials: sp.csr_matrix  # key x letter, single-letter tokens
+    first_letter: sp.csr_matrix  # word x letter
+    vocab: np.ndarray  # word strings (columns of ``full``)
     n_full: np.ndarray
     n_init: np.ndarray
     last: np.ndarray  # last content token ("" if none)
-    acronym: np.ndarray  # initials of content tokens when 2+ of them, else ""
+    acronym: np.ndarray  # first letters of the content tokens when 2+ of them, else ""
 
     @classmethod
     def build(cls, keys: Sequence[str]) -> _Tokens:
@@ -190,25 +214,37 @@ class _Tokens:
         owner = toks.index.to_numpy(np.int64)
         words = toks.to_numpy(dtype=object)
         first = toks.str[:1].to_numpy(dtype=object)
-        single = (toks.str.len() == 1).to_numpy(dtype=bool)
+        single = ((toks.str.len() == 1) & toks.str.isalpha()).to_numpy(dtype=bool)
         wid, vocab = pd.factorize(words)
         lid, alphabet = pd.factorize(first)
-        full = _binary_matrix(owner[~single], wid[~single], (n, len(vocab)))
+        frame = pd.DataFrame({"owner": owner, "word": words, "first": first, "wid": wid})
+        whole = frame[~single].drop_duplicates(["owner", "wid"])
+        pos = whole.groupby("owner").cumcount().to_numpy() + 1
+        shape = (n, len(vocab))
+        full = _binary_matrix(whole["owner"].to_numpy(), whole["wid"].to_numpy(), shape)
+        position = sp.csr_matrix(
+            (pos.astype(np.float32), (whole["owner"].to_numpy(), whole["wid"].to_numpy())),
+            shape=shape,
+        )
         initials = _binary_matrix(owner[single], lid[single], (n, len(alphabet)))
-        letters = _binary_matrix(owner, lid, (n, len(alphabet)))
-        frame = pd.DataFrame({"owner": owner, "word": words, "first": first})
+        word_letter = pd.DataFrame({"w": wid, "l": lid}).drop_duplicates("w")
+        first_letter = _binary_matrix(
+            word_letter["w"].to_numpy(), word_letter["l"].to_numpy(), (len(vocab), len(alphabet))
+        )
         grouped = frame.groupby("owner", sort=True)
         last = np.full(n, "", dtype=object)
         acronym = np.full(n, "", dtype=object)
         if len(frame):
-            last[grouped["word"].last().index.to_numpy()] = grouped["word"].last().to_numpy()
+            tail = grouped["word"].last()
+            last[tail.index.to_numpy()] = tail.to_numpy()
             initials_str = grouped["first"].agg("".join)
             multi = grouped.size().to_numpy() >= 2
             acronym[initials_str.index.to_numpy()[multi]] = initials_str.to_numpy()[multi]
         return cls(
             full=full,
+            position=position,
             initials=initials,
-            letters=letters,
+            first_letter=first_letter,
             vocab=np.asarray(vocab, dtype=object),
             n_full=_rowsum(full).astype(np.int64),
             n_init=_rowsum(initials).astype(np.int64),
@@ -219,36 +255,59 @@ class _Tokens:
     def relation(
         self, i: np.ndarray, j: np.ndarray, token_similarity: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For pairs ``(i, j)``: ``i_in_j`` (all of i's tokens found in j), ``j_in_i``, and
+        """For pairs ``(i, j)``: ``i_in_j`` (every token of i is matched in j), ``j_in_i``, and
         ``variant`` (each side has exactly one unmatched word and they are spelling variants).
         """
         fi, fj = self.full[i], self.full[j]
-        common = fi.multiply(fj)
+        common = fi.multiply(fj).tocsr()
         inter = _rowsum(common).astype(np.int64)
-        init_i_hit = _rowsum(self.initials[i].multiply(self.letters[j])).astype(np.int64)
-        init_j_hit = _rowsum(self.initials[j].multiply(self.letters[i])).astype(np.int64)
-        free_i = self.n_full[i] - inter  # i's words not in j
-        free_j = self.n_full[j] - inter
-        # a word of one side may be covered by an initial of the other
-        miss_i = np.maximum(free_i - init_j_hit, 0) + (self.n_init[i] - init_i_hit)
-        miss_j = np.maximum(free_j - init_i_hit, 0) + (self.n_init[j] - init_j_hit)
+        free_i, free_j = self.n_full[i] - inter, self.n_full[j] - inter  # unmatched words
+        ii, ij = self.initials[i], self.initials[j]
+        # first letters of each side's unmatched words
+        free_letters_i = ((fi - common) @ self.first_letter).astype(bool).astype(np.float32)
+        free_letters_j = ((fj - common) @ self.first_letter).astype(bool).astype(np.float32)
+        # words of one side covered by initials of the other ("fitzgerald" by "f")
+        cover_i = _rowsum(ij.multiply(free_letters_i)).astype(np.int64)
+        cover_j = _rowsum(ii.multiply(free_letters_j)).astype(np.int64)
+        # initials matched by an identical initial or an unmatched word of the other side
+        hit_i = _rowsum(ii.multiply((ij + free_letters_j).astype(bool))).astype(np.int64)
+        hit_j = _rowsum(ij.multiply((ii + free_letters_i).astype(bool))).astype(np.int64)
+        miss_i = np.maximum(free_i - cover_i, 0) + (self.n_init[i] - hit_i)
+        miss_j = np.maximum(free_j - cover_j, 0) + (self.n_init[j] - hit_j)
         variant = np.zeros(len(i), dtype=bool)
-        cand = np.flatnonzero(
-            (free_i == 1) & (free_j == 1) & (miss_i == 1) & (miss_j == 1)
-        )
+        cand = np.flatnonzero((free_i == 1) & (free_j == 1) & (miss_i == 1) & (miss_j == 1))
         if len(cand):
             di = (fi[cand] - common[cand]).tocsr()
             dj = (fj[cand] - common[cand]).tocsr()
             di.eliminate_zeros()
             dj.eliminate_zeros()
+            di.sort_indices()
+            dj.sort_indices()
             wi = self.vocab[di.indices]  # exactly one per row
             wj = self.vocab[dj.indices]
-            long_enough = (pd.Series(wi).str.len() >= 5).to_numpy() & (
-                pd.Series(wj).str.len() >= 5
+            si, sj = pd.Series(wi, dtype=object), pd.Series(wj, dtype=object)
+            # long alphabetic words only: "apobec3a" / "apobec3b" are different genes
+            long_enough = ((si.str.len() >= 6) & si.str.isalpha()).to_numpy() & (
+                (sj.str.len() >= 6) & sj.str.isalpha()
             ).to_numpy()
             sim = _string_similarity(wi.tolist(), wj.tolist())
             variant[cand] = long_enough & (sim >= token_similarity)
         return miss_i == 0, miss_j == 0, variant
+
+    def same_order(self, short: np.ndarray, long: np.ndarray) -> np.ndarray:
+        """Whether the words ``short`` shares with ``long`` come in the same order in both
+        ("university of pennsylvania" is not inside "pennsylvania state university")."""
+        shared = self.full[short].multiply(self.full[long]).tocsr()
+        pos_s = shared.multiply(self.position[short]).tocsr()
+        pos_l = shared.multiply(self.position[long]).tocsr()
+        for m in (pos_s, pos_l):
+            m.sort_indices()
+        row = np.repeat(np.arange(len(short)), np.diff(pos_s.indptr))
+        order = np.lexsort((pos_s.data, row))
+        ranked_l, ranked_row = pos_l.data[order], row[order]
+        backwards = (np.diff(ranked_l) <= 0) & (ranked_row[1:] == ranked_row[:-1])
+        bad = np.bincount(ranked_row[1:][backwards], minlength=len(short))
+        return bad == 0
 
 
 def _label_classes(labels: Sequence[str] | None, n: int) -> tuple[np.ndarray, int]:
@@ -309,9 +368,11 @@ def resolve_aliases(
     labels: Sequence[str] | None = None,
     embeddings: np.ndarray | None = None,
     batch_size: int = 256,
-    exact_limit: int = 10_000,
+    exact_limit: int = 5_000,
+    nested_threshold: float = 0.95,
     token_similarity: float = 0.85,
     acronyms: bool = True,
+    acronym_similarity: float = 0.5,
     surnames: bool = True,
 ) -> AliasResolution:
     """Group unique surface ``names`` into entities (see the module docstring).
@@ -321,6 +382,13 @@ def resolve_aliases(
     only the exact and rule stages run. ``counts`` (mentions per name) pick display names and
     weigh labels; ``labels`` (entity type per name, e.g. spaCy's) enable the type guard and
     the surname rule.
+
+    Thresholds are cosines of the name embeddings: ``merge_threshold`` for merging,
+    ``nested_threshold`` for merging a several-word name into a longer one containing it,
+    ``synonym_threshold`` for synonym pairs, ``acronym_similarity`` as the floor for acronym
+    merges; ``token_similarity`` is the character (Indel) similarity that makes two differing
+    words spelling variants; ``k`` neighbours per key; ``exact_limit`` keys switch the search
+    from exact to HNSW.
     """
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -390,11 +458,18 @@ def resolve_aliases(
     # name merges only when every longer candidate near it (cosine >= the lower threshold) and,
     # for one-word names, every key containing that word, is one entity
     contained = (ps >= low) & num_ok & label_ok & has_tokens & (i_in_j ^ j_in_i) & ~variant
-    nested = contained & strong
+    ordered = np.zeros(len(pi), dtype=bool)
+    idx = np.flatnonzero(contained)
+    ordered[idx] = tokens.same_order(np.where(i_in_j, pi, pj)[idx], np.where(i_in_j, pj, pi)[idx])
+    contained &= ordered
+    # several shared words inside a longer name often name a part or a sibling ("University
+    # of London" / "University College London"): those need the stricter nested_threshold
+    short_words = tokens.n_full[np.where(i_in_j, pi, pj)] + tokens.n_init[np.where(i_in_j, pi, pj)]
+    nested = contained & strong & ((short_words <= 1) | (ps >= nested_threshold))
     comp = _components(u, pi[same], pj[same])
     short = np.where(i_in_j, pi, pj)[contained]
     long_ = np.where(i_in_j, pj, pi)[contained]
-    accept = _unique_target(short, long_, comp) & strong[contained]
+    accept = _unique_target(short, long_, comp) & nested[contained]
     one_word = (tokens.n_full[short] == 1) & (tokens.n_init[short] == 0)
     word = tokens.full.indices[tokens.full.indptr[short[one_word]]]
     accept[np.flatnonzero(one_word)[_word_entity_counts(tokens.full, comp)[word] > 2]] = False
@@ -421,6 +496,8 @@ def resolve_aliases(
         src, dst = _rule_candidates(uniq_arr, acr_group, tokens.acronym, n_words >= 2)
         ok = _unique_target(src, dst, comp)
         ok &= (lclass[src] < 0) | (lclass[dst] < 0) | (lclass[src] == lclass[dst])
+        if vectors is not None:  # "TV" is not "Teen Vogue": the meaning must agree a little
+            ok &= (vectors[src] * vectors[dst]).sum(axis=1) >= acronym_similarity
         src, dst = src[ok], dst[ok]
         n_acr = len(src)
         edges_a.append(src)
@@ -473,7 +550,8 @@ def resolve_aliases(
     aliases = pd.DataFrame({"name": names, "entity_id": entity_of_name})
 
     ea, eb = entity_of_key[pi], entity_of_key[pj]
-    syn = (ea != eb) & (ps >= synonym_threshold) & num_ok & label_ok
+    compatible = (i_in_j & j_in_i) | variant | contained
+    syn = (ea != eb) & (ps >= synonym_threshold) & num_ok & label_ok & compatible
     synonyms = pd.DataFrame(
         {"a": np.minimum(ea, eb)[syn], "b": np.maximum(ea, eb)[syn], "score": ps[syn]}
     )
@@ -505,8 +583,13 @@ def resolve_aliases(
         "synonym_pairs": len(synonyms),
         **{key: round(val, 3) for key, val in timings.items()},
     }
+    entity_vectors = None
+    if vectors is not None:
+        entity_vectors = np.zeros((n_entities, vectors.shape[1]), dtype=np.float32)
+        np.add.at(entity_vectors, entity_of_key, vectors)
+        entity_vectors /= np.maximum(np.linalg.norm(entity_vectors, axis=1, keepdims=True), 1e-12)
     log.info("alias resolution: %s", stats)
-    return AliasResolution(entity_of_name, entities, aliases, synonyms, stats)
+    return AliasResolution(entity_of_name, entities, aliases, synonyms, stats, entity_vectors)
 
 
 def _rule_candidates(

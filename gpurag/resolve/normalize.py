@@ -32,7 +32,13 @@ _SUFFIX = re.compile(
 )
 _ROMAN_TAIL = re.compile(r"(?<=\S)\s+((?=[ivxl])(?:xl|l?x{0,3})(?:ix|iv|v?i{0,3}))$")
 _SPACES = re.compile(r"\s+")
-_DIGITS = re.compile(r"\d+")
+_MONTHS = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+)
+_MONTH_TAG = {m: f"m{i}" for i, m in enumerate(_MONTHS, start=1)}
+_MONTH_TAG.update({m[:3]: tag for m, tag in _MONTH_TAG.items()} | {"sept": "m9"})
+_NUMBERS = re.compile(r"\d+|\b(?:" + "|".join(sorted(_MONTH_TAG, key=len, reverse=True)) + r")\b")
 
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50}
 
@@ -102,5 +108,7 @@ def normalize_name(names: Sequence[str]) -> list[str]:
 
 
 def number_signature(normalized: Sequence[str]) -> list[str]:
-    """The sorted digit runs of each normalized name ("apollo 11" -> "11"; none -> "")."""
-    return [" ".join(sorted(_DIGITS.findall(s))) for s in normalized]
+    """The sorted numbers and month names of each normalized name: names whose signatures
+    differ are different things ("apollo 11" / "apollo 12", "3 march 2018" / "3 may 2018")."""
+    tag = _MONTH_TAG.get
+    return [" ".join(sorted(tag(x, x) for x in _NUMBERS.findall(s))) for s in normalized]

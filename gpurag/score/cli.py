@@ -1,5 +1,171 @@
-"""Placeholder until the scorer CLI lands."""
+"""``gpurag train-scorer``: train the GAT reranker on eval-format datasets and write a checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
 
 
-def add_score_commands(sub) -> None:
-    return None
+def _fmt(row: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.3f}" for k, v in row.items() if isinstance(v, float))
+
+
+def cmd_train_scorer(args: argparse.Namespace) -> int:
+    from gpurag.errors import ConfigError
+    from gpurag.eval.datasets import load_dataset
+    from gpurag.eval.runner import open_or_build_index
+    from gpurag.score import _require_gnn
+
+    _require_gnn()
+    from gpurag.score.train import TrainConfig, evaluate_model, prepare, split, train
+
+    indexes = list(args.index or [])
+    if indexes and len(indexes) != len(args.datasets):
+        raise ConfigError("give one --index per dataset (or none)")
+    cfg = TrainConfig(seed=args.seed, epochs=args.epochs, patience=args.patience,
+                      lr=args.lr, val_frac=args.val_frac, test_frac=args.test_frac,
+                      candidates=args.candidates, hidden=args.hidden, layers=args.layers,
+                      heads=args.heads, conv=args.conv,
+                      fanout=tuple(int(f) for f in args.fanout.split(",")),
+                      max_nodes=args.max_nodes)
+    quiet = args.quiet
+    data, train_sets, val_sets, test_sets, keep = [], [], [], [], []
+    for i, root in enumerate(args.datasets):
+        ds = load_dataset(root)
+        index, tmp, _ = open_or_build_index(ds, indexes[i] if indexes else None, None,
+                                            show_progress=not quiet)
+        keep.append((index, tmp, ds))
+        t0 = time.perf_counter()
+        qs = prepare(index, ds, cfg.candidates)
+        tr, va, te = split(len(qs), cfg.val_frac, cfg.test_frac, cfg.seed)
+        train_sets.append(qs.take(tr))
+        if len(va):
+            val_sets.append(qs.take(va))
+        if len(te):
+            test_sets.append((index, ds, qs.take(te)))
+        data.append({"dataset": ds.name, "path": str(Path(root).resolve()),
+                     "passages": int(index.manifest.counts.get("documents", 0)),
+                     "questions": len(qs), "train": len(tr), "val": len(va), "test": len(te),
+                     "test_ids": [qs.ids[j] for j in te], "val_ids": [qs.ids[j] for j in va]})
+        if not quiet:
+            print(f"{ds.name}: {len(tr)} train / {len(va)} val / {len(te)} test questions "
+                  f"(candidates recorded in {time.perf_counter() - t0:.1f}s)")
+    model, info = train(train_sets, val_sets, cfg, progress=not quiet)
+    metrics: dict[str, Any] = {"best_epoch": info["best_epoch"], "seconds": info["seconds"]}
+    for name, sets in (("val", val_sets), ("test", [t[2] for t in test_sets])):
+        for qs in sets:
+            metrics[f"{name}/{qs.name}"] = evaluate_model(model, qs, cfg)
+            if not quiet:
+                print(f"{name} {qs.name}: {_fmt(metrics[f'{name}/{qs.name}'])}")
+    if args.eval:
+        metrics["eval"] = _eval_heldout(model, cfg, test_sets, args.eval_sets or [],
+                                        args.eval_index or [], quiet)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_checkpoint(out, model, cfg, data, metrics, info)
+    print(f"checkpoint written to {out} (model card {out.with_suffix('.json')})")
+    for _, tmp, _ in keep:
+        if tmp is not None:
+            tmp.cleanup()
+    return 0
+
+
+def _eval_heldout(model, cfg, test_sets, extra_sets: list[str], extra_index: list[str],
+                  quiet: bool) -> dict[str, Any]:
+    """``gpurag eval`` numbers (graph with and without the GAT) on test splits and other sets."""
+    from gpurag.eval.datasets import load_dataset
+    from gpurag.eval.runner import evaluate, open_or_build_index
+    from gpurag.score import GATReranker, set_reranker
+    from gpurag.score.features import GraphArrays
+    from gpurag.score.model import ScorerSettings
+
+    settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
+    jobs = []
+    for index, ds, qs in test_sets:
+        wanted = set(qs.ids)
+        ds.questions = [q for q in ds.questions if q.id in wanted]
+        jobs.append((f"{ds.name}[test split]", index, ds))
+    for i, root in enumerate(extra_sets):
+        ds = load_dataset(root)
+        index, _, _ = open_or_build_index(ds, extra_index[i] if i < len(extra_index) else None,
+                                          None, show_progress=not quiet)
+        jobs.append((ds.name, index, ds))
+    out = {}
+    for label, index, ds in jobs:
+        rr = GATReranker(GraphArrays.from_retriever(index.graph), model, settings)
+        set_reranker(index.graph, "gat", rr)
+        res = evaluate(ds, index, ["dense", "graph", "graph+gat"], latency_sample=5)
+        set_reranker(index.graph, "gat", None)
+        keys = ("recall@2", "recall@5", "all_gold@8", "mrr")
+        out[label] = {m: {k: round(float(r[k]), 4) for k in keys}
+                      for m, r in res["modes"].items()}
+        out[label]["n_questions"] = res["n_questions"]
+        if not quiet:
+            for m, r in out[label].items():
+                if isinstance(r, dict):
+                    print(f"eval {label} {m}: {_fmt({k: float(v) for k, v in r.items()})}")
+    return out
+
+
+def write_checkpoint(out: Path, model, cfg, data: list[dict], metrics: dict,
+                     info: dict) -> None:
+    """The safetensors weights and their model card (``.json`` beside them)."""
+    import torch
+    import torch_geometric
+
+    from gpurag import __version__
+    from gpurag.score.model import ScorerSettings, save_checkpoint
+
+    settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
+    save_checkpoint(out, model, settings)
+    blob = out.read_bytes()
+    card = {
+        "name": out.stem, "format": "gpurag-gat/1", "gpurag_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seed": cfg.seed,
+        "task": "rerank the graph retriever's top candidate passages per question",
+        "data": data, "train_config": info["config"], "model_config": model.cfg.to_dict(),
+        "settings": settings.to_dict(),
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "metrics": metrics,
+        "history": info["history"],
+        "file": {"name": out.name, "bytes": len(blob),
+                 "sha256": hashlib.sha256(blob).hexdigest()},
+        "software": {"python": platform.python_version(), "torch": torch.__version__,
+                     "torch_geometric": torch_geometric.__version__},
+    }
+    out.with_suffix(".json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+
+
+def add_score_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``train-scorer``."""
+    p = sub.add_parser("train-scorer", help="train the GAT reranker on eval-format datasets")
+    p.add_argument("datasets", nargs="+", metavar="DATASET_DIR",
+                   help="folders with corpus.jsonl and questions.jsonl")
+    p.add_argument("--index", action="append",
+                   help="index folder per dataset, in order (reused, or built there)")
+    p.add_argument("-o", "--out", default="gat.safetensors", help="checkpoint to write")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=80)
+    p.add_argument("--patience", type=int, default=12, help="early-stopping patience (epochs)")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--val-frac", type=float, default=0.2, help="questions for validation")
+    p.add_argument("--test-frac", type=float, default=0.2, help="questions held out")
+    p.add_argument("--candidates", type=int, default=30, help="candidates per question")
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--conv", choices=["gatv2", "gat"], default="gatv2")
+    p.add_argument("--fanout", default="6,3", help="neighbours kept per node at each hop")
+    p.add_argument("--max-nodes", type=int, default=24, help="nodes per candidate subgraph")
+    p.add_argument("--eval", action="store_true",
+                   help="run gpurag eval (graph vs graph+gat) on the test split and --eval-sets")
+    p.add_argument("--eval-sets", nargs="*", metavar="DATASET_DIR",
+                   help="more datasets to evaluate on (not used for training)")
+    p.add_argument("--eval-index", action="append", help="index folder per --eval-sets entry")
+    p.set_defaults(func=cmd_train_scorer)

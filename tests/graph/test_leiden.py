@@ -117,6 +117,32 @@ def test_directed_input_is_symmetrized():
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_self_loops_are_ignored():
+    g, _ = planted_graph(seed=5)
+    a = to_scipy(g).tolil()
+    a.setdiag(3.0)
+    looped = a.tocsr()
+    h = CSRGraph(looped.indptr, looped.indices, looped.data)  # by hand: build_csr drops loops
+    assert h.n_edges == g.n_edges + g.n_nodes
+    pd.testing.assert_frame_equal(
+        hierarchical_leiden(h, max_cluster_size=5), hierarchical_leiden(g, max_cluster_size=5)
+    )
+
+
+def test_custom_labels_fn():
+    g, _ = planted_graph(n_groups=4, size=30, p_in=0.25, seed=3)
+    calls = []
+
+    def spy(*args):
+        calls.append(args[3])
+        return leiden_module._leiden_igraph(*args)
+
+    a = hierarchical_leiden(g, max_cluster_size=8, labels_fn=spy, implementation="mine")
+    b = hierarchical_leiden(g, max_cluster_size=8, implementation="igraph")
+    assert a.attrs["implementation"] == "mine" and calls[0] == g.n_nodes and len(calls) > 1
+    assert a.equals(b)  # same flat Leiden, same hierarchy
+
+
 def test_bad_arguments():
     g, _ = planted_graph()
     with pytest.raises(ValueError):
@@ -132,22 +158,14 @@ def test_block_diagonal_batching_matches_separate_runs(implementation):
     """Clustering several subnetworks in one call scores like clustering each alone."""
     _, leiden = leiden_module._backend(implementation)
     blocks = [planted_graph(n_groups=k, size=15, p_in=0.4, seed=k)[0] for k in (3, 4, 6)]
-    a = sp.block_diag([sp.csr_array((b.weights, b.indices, b.indptr)) for b in blocks])
-    a = sp.csr_array(a, dtype=np.float64)
+    a = sp.csr_array(sp.block_diag([to_scipy(b) for b in blocks]), dtype=np.float64)
     n = a.shape[0]
     rows = np.repeat(np.arange(n), np.diff(a.indptr))
     block = np.repeat(np.arange(3), [b.n_nodes for b in blocks])
     labels = leiden_module._split_blocks(a, rows, np.arange(n), block, 3, 1.0, 0.001, 5, leiden)
     for k, b in enumerate(blocks):
-        alone = leiden(
-            *leiden_module._canonical(
-                sp.csr_array((b.weights.astype(np.float64), b.indices, b.indptr))
-            ),
-            b.n_nodes,
-            1.0,
-            0.001,
-            5,
-        )
+        sub = sp.csr_array(to_scipy(b), dtype=np.float64)
+        alone = leiden(*leiden_module._canonical(sub), b.n_nodes, 1.0, 0.001, 5)
         batched = modularity(b, labels[block == k])
         assert batched >= modularity(b, alone) - 0.01
         assert batched > 0.4  # the planted groups are found inside each block

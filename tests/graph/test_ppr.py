@@ -183,6 +183,7 @@ def test_push_batch_equals_one_by_one():
 
 def test_dispatcher(monkeypatch):
     monkeypatch.setattr(ppr_module, "AUTO_PUSH_MAX_SEEDS", 10)
+    monkeypatch.setattr(ppr_module, "AUTO_PUSH_MIN_EDGES", 0)
     g = random_graph(13, symmetric=True)
     few = reset_matrix(g.n_nodes, 3, seed=1)
     many = np.ones((2, g.n_nodes))
@@ -196,8 +197,11 @@ def test_dispatcher(monkeypatch):
     assert np.abs(auto_few - power).max() > 1e-6
     np.testing.assert_allclose(auto_few, ppr_push_batch(g, few, eps=1e-2).toarray())
     np.testing.assert_array_equal(ppr(g, many), ppr_power(g, many))
-    assert ppr_module.choose_method(sp.csr_array(many)) == "power"
-    assert ppr_module.choose_method(sp.csr_array(few)) == "push"
+    assert ppr_module.choose_method(g, sp.csr_array(many)) == "power"
+    assert ppr_module.choose_method(g, few) == "push"
+    monkeypatch.setattr(ppr_module, "AUTO_PUSH_MIN_EDGES", g.n_edges + 1)  # small graph: power
+    assert ppr_module.choose_method(g, few) == "power"
+    np.testing.assert_array_equal(ppr(g, few), power)
     assert ppr(g, few[0]).shape == (1, g.n_nodes)
     with pytest.raises(ValueError):
         ppr(g, few, method="exact")

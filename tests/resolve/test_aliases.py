@@ -115,6 +115,8 @@ def test_tables(resolution):
     # the display name is one of the entity's aliases (the longest without counts)
     kd = res.entity_of_name[NAMES.index("Kestrel Dynamics")]
     assert res.entities.loc[kd, "name"] == "Kestrel Dynamics Ltd."
+    assert res.vectors is not None and res.vectors.shape == (n_ent, 384)
+    assert np.allclose(np.linalg.norm(res.vectors, axis=1), 1, atol=1e-4)
     st = res.stats
     assert st["names"] == len(NAMES) and st["entities"] == n_ent
     assert st["merged"] == len(NAMES) - n_ent
@@ -182,11 +184,42 @@ def test_precomputed_embeddings_and_no_chaining():
 
 
 def test_spelling_variant_merges_but_different_surname_does_not():
-    names = ["person centered therapy", "person centred therapy", "John Smith", "John Smythe"]
-    vecs = np.tile(np.eye(1, 4, dtype=np.float32), (4, 1))
+    names = ["person centered therapy", "person centred therapy", "John Smith", "John Smythe",
+             "APOBEC3A", "APOBEC3B", "Krishna Kumar", "Krishna Kumari"]
+    vecs = np.tile(np.eye(1, 4, dtype=np.float32), (len(names), 1))
     res = resolve_aliases(names, None, embeddings=vecs)
     assert _same(res, names, "person centered therapy", "person centred therapy")
     assert not _same(res, names, "John Smith", "John Smythe")
+    assert not _same(res, names, "APOBEC3A", "APOBEC3B")
+    assert not _same(res, names, "Krishna Kumar", "Krishna Kumari")
+
+
+def test_nested_names_need_word_order_and_stricter_threshold():
+    names = ["University of Pennsylvania", "Pennsylvania State University",
+             "University of London", "University College London",
+             "Catholic Church", "Roman Catholic Church", "Sabres", "Buffalo Sabres"]
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(len(names), 16)).astype(np.float32)
+    for a in range(0, len(names), 2):  # each pair at cosine ~0.93, other pairs far apart
+        vecs[a + 1] = 0.93 * vecs[a] / np.linalg.norm(vecs[a]) + 0.37 * _unit_orth(vecs[a], rng)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    res = resolve_aliases(names, None, embeddings=vecs)
+    assert not _same(res, names, "University of Pennsylvania", "Pennsylvania State University")
+    assert not _same(res, names, "University of London", "University College London")
+    assert _same(res, names, "Sabres", "Buffalo Sabres")  # one distinctive word
+    assert not _same(res, names, "Catholic Church", "Roman Catholic Church")
+    syn = set(zip(res.synonym_pairs["a"], res.synonym_pairs["b"], strict=True))
+    ent = res.entity_of_name
+    assert tuple(sorted((ent[4], ent[5]))) in syn  # below nested_threshold: a synonym edge
+    loose = resolve_aliases(names, None, embeddings=vecs, nested_threshold=0.9)
+    assert _same(loose, names, "Catholic Church", "Roman Catholic Church")
+    assert not _same(loose, names, "University of Pennsylvania", "Pennsylvania State University")
+
+
+def _unit_orth(v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    r = rng.normal(size=v.shape).astype(np.float32)
+    r -= (r @ v) / (v @ v) * v
+    return r / np.linalg.norm(r)
 
 
 def test_without_embedder_only_exact_and_rules():
@@ -197,6 +230,7 @@ def test_without_embedder_only_exact_and_rules():
     assert _same(res, names, "NBA", "National Basketball Association")
     assert not _same(res, names, "Obama", "Barack Obama")
     assert res.stats["knn_pairs"] == 0 and len(res.synonym_pairs) == 0
+    assert res.vectors is None
 
 
 def test_empty_and_validation():
@@ -208,13 +242,15 @@ def test_empty_and_validation():
         resolve_aliases(["a", "b"], None, labels=["X"])
 
 
-@pytest.mark.parametrize("exact_limit", [10_000, 0])  # flat and HNSW
-def test_knn_pairs(exact_limit):
+@pytest.mark.parametrize(
+    ("exact_limit", "search_dim"), [(10_000, None), (0, None), (0, 8)]
+)  # flat, HNSW, HNSW over PCA-reduced vectors
+def test_knn_pairs(exact_limit, search_dim):
     rng = np.random.default_rng(1)
     base = rng.normal(size=(300, 16)).astype(np.float32)
     x = np.concatenate([base, base + rng.normal(scale=0.05, size=base.shape)]).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    i, j, s = knn_pairs(x, k=5, threshold=0.9, exact_limit=exact_limit)
+    i, j, s = knn_pairs(x, k=5, threshold=0.9, exact_limit=exact_limit, search_dim=search_dim)
     assert (i < j).all() and (s >= 0.9).all()
     assert len(set(zip(i.tolist(), j.tolist(), strict=True))) == len(i)
     found = set(zip(i.tolist(), j.tolist(), strict=True))

@@ -1,0 +1,153 @@
+"""Candidate subgraphs: capped k-hop neighbourhoods around root nodes, extracted from CSR arrays.
+
+Each root (a candidate passage, or any graph node) gets its own subgraph: the root, its
+``fanout[0]`` highest-priority neighbours, their ``fanout[1]`` highest-priority new neighbours,
+and so on, at most ``max_nodes`` nodes in all; priority is a per-question node score (the
+personalized PageRank mass), so a subgraph is the PPR-heaviest part of the root's
+neighbourhood. Edges are all graph edges among the chosen nodes (the induced subgraph).
+Thousands of subgraphs, for many questions, are extracted together with array operations: no
+Python loop runs over roots, nodes or edges (only over the few hops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpurag.graph.csr import CSRGraph
+
+
+@dataclass(frozen=True)
+class Subgraphs:
+    """Many rooted subgraphs as flat arrays; subgraph ``s`` owns nodes ``ptr[s]:ptr[s+1]``.
+
+    Within a subgraph the root comes first, then nodes by hop, by priority (descending) and by
+    id. ``edge_index`` holds positions into ``node`` (both directions of an undirected edge).
+    """
+
+    node: np.ndarray  # (N,) int64 global node id
+    hop: np.ndarray  # (N,) int64 hop distance from the root
+    ptr: np.ndarray  # (S + 1,) int64 node offsets
+    edge_index: np.ndarray  # (2, M) int64 positions into ``node`` (source, target)
+    edge_weight: np.ndarray  # (M,) float32 graph edge weight
+
+    @property
+    def n_subgraphs(self) -> int:
+        """Number of subgraphs."""
+        return self.ptr.size - 1
+
+    @property
+    def graph_of_node(self) -> np.ndarray:
+        """(N,) subgraph index of every node."""
+        return np.repeat(np.arange(self.n_subgraphs, dtype=np.int64), np.diff(self.ptr))
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each pair, vectorized."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+def _rank_within(groups: np.ndarray) -> np.ndarray:
+    """Position of each element within its run of equal values in a sorted ``groups``."""
+    if groups.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    start = np.r_[True, groups[1:] != groups[:-1]]
+    first = np.maximum.accumulate(np.where(start, np.arange(groups.size), 0))
+    return np.arange(groups.size) - first
+
+
+def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Boolean mask: which ``keys`` occur in the sorted array ``sorted_keys``."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[pos] == keys
+
+
+def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
+                      priority: np.ndarray, fanout: Sequence[int] = (8, 4),
+                      max_nodes: int = 40) -> Subgraphs:
+    """Capped k-hop subgraphs around ``roots`` (S,), prioritised by ``priority[owner[s]]``.
+
+    ``priority`` is a ``(q, n)`` array of node scores (e.g. PPR) and ``owner`` (S,) picks each
+    root's row. Hop ``h`` keeps, for every node reached at hop ``h - 1``, its ``fanout[h-1]``
+    highest-priority neighbours not already in the subgraph (ties by node id); a subgraph
+    keeps at most ``max_nodes`` nodes (nearer and higher-priority nodes first).
+    """
+    roots = np.asarray(roots, dtype=np.int64).ravel()
+    owner = np.asarray(owner, dtype=np.int64).ravel()
+    if roots.shape != owner.shape:
+        raise ValueError("roots and owner must have the same length")
+    n = graph.n_nodes
+    if roots.size and (roots.min() < 0 or roots.max() >= n):
+        raise ValueError(f"root ids must lie in [0, {n})")
+    if max_nodes < 1:
+        raise ValueError("max_nodes must be at least 1")
+    indptr, indices = graph.indptr, graph.indices
+    n_sub = roots.size
+    subs = [np.arange(n_sub, dtype=np.int64)]
+    nodes = [roots]
+    hops = [np.zeros(n_sub, dtype=np.int64)]
+    prios = [np.full(n_sub, np.inf)]
+    seen = np.sort(subs[0] * n + roots)
+    f_sub, f_node = subs[0], roots
+    for hop, cap in enumerate(fanout, start=1):
+        if f_node.size == 0 or cap <= 0:
+            break
+        deg = indptr[f_node + 1] - indptr[f_node]
+        edges = ranges(indptr[f_node], deg)
+        parent = np.repeat(np.arange(f_node.size, dtype=np.int64), deg)
+        nbr = indices[edges].astype(np.int64)
+        sub = f_sub[parent]
+        key = sub * n + nbr
+        new = ~_in_sorted(key, seen)
+        parent, nbr, sub, key = parent[new], nbr[new], sub[new], key[new]
+        prio = np.asarray(priority[owner[sub], nbr], dtype=np.float64)
+        order = np.lexsort((nbr, -prio, parent))
+        parent, nbr, sub, key, prio = (a[order] for a in (parent, nbr, sub, key, prio))
+        keep = _rank_within(parent) < cap
+        nbr, sub, key, prio = nbr[keep], sub[keep], key[keep], prio[keep]
+        key, first = np.unique(key, return_index=True)  # a node reached from two parents
+        nbr, sub, prio = nbr[first], sub[first], prio[first]
+        subs.append(sub)
+        nodes.append(nbr)
+        hops.append(np.full(nbr.size, hop, dtype=np.int64))
+        prios.append(prio)
+        seen = np.union1d(seen, key)
+        f_sub, f_node = sub, nbr
+    sub, node, hop_arr, prio = (np.concatenate(a) for a in (subs, nodes, hops, prios))
+    order = np.lexsort((node, -prio, hop_arr, sub))
+    sub, node, hop_arr = sub[order], node[order], hop_arr[order]
+    keep = _rank_within(sub) < max_nodes
+    sub, node, hop_arr = sub[keep], node[keep], hop_arr[keep]
+    ptr = np.zeros(n_sub + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sub, minlength=n_sub), out=ptr[1:])
+    src, dst, w = _induced_edges(graph, sub, node)
+    return Subgraphs(node=node, hop=hop_arr, ptr=ptr, edge_index=np.stack([src, dst]),
+                     edge_weight=w)
+
+
+def _induced_edges(graph: CSRGraph, sub: np.ndarray,
+                   node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every graph edge between two nodes of the same subgraph, as positions into ``node``."""
+    n = graph.n_nodes
+    keys = sub * n + node
+    perm = np.argsort(keys, kind="stable")
+    sorted_keys = keys[perm]
+    deg = graph.indptr[node + 1] - graph.indptr[node]
+    edges = ranges(graph.indptr[node], deg)
+    src = np.repeat(np.arange(node.size, dtype=np.int64), deg)
+    nbr_key = sub[src] * n + graph.indices[edges].astype(np.int64)
+    found = _in_sorted(nbr_key, sorted_keys)
+    src, edges = src[found], edges[found]
+    dst = perm[np.searchsorted(sorted_keys, nbr_key[found])]
+    return src, dst, graph.weights[edges].astype(np.float32)
+

@@ -1,0 +1,309 @@
+"""Training the GAT reranker on (question, gold passages) pairs of eval-format datasets.
+
+The candidates are exactly the ones the query path hands the reranker: each question runs
+through ``Index.query_batch(mode="graph")`` with a recording reranker in place, which keeps the
+question vectors, candidate rows, PPR scores and dense results. Candidates are labelled by the
+gold passages; the loss is a listwise softmax cross-entropy over each question's candidates
+(target spread evenly over the gold ones) plus a small node-level term (gold passages and the
+entities they mention). Questions split into train / validation / test by a seeded shuffle;
+training stops when the validation loss has not improved for ``patience`` epochs and keeps the
+best epoch. With the same seed, data and machine a run is repeated exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpurag.score.features import (
+    CandidateInputs,
+    GraphArrays,
+    base_scores,
+    build_batch,
+    concat_batches,
+)
+from gpurag.score.subgraph import ranges
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one training run (recorded in the model card)."""
+
+    seed: int = 0
+    epochs: int = 80
+    patience: int = 12
+    batch_questions: int = 8
+    lr: float = 3e-3
+    weight_decay: float = 1e-3
+    node_loss_weight: float = 0.2
+    val_frac: float = 0.2
+    test_frac: float = 0.2
+    candidates: int = 30
+    hidden: int = 32
+    layers: int = 2
+    heads: int = 2
+    dropout: float = 0.1
+    conv: str = "gatv2"
+    fanout: tuple[int, ...] = (6, 3)
+    max_nodes: int = 24
+
+
+@dataclass
+class QuestionSet:
+    """Recorded reranker inputs and gold labels of some questions over one index."""
+
+    name: str
+    ids: list[str]
+    arrays: GraphArrays
+    inputs: CandidateInputs
+    gold: list[np.ndarray]  # gold passage rows per question
+    labels: np.ndarray = field(init=False)  # (q, c) 1.0 where the candidate is gold
+    _pieces: dict = field(init=False, default_factory=dict, repr=False)
+
+    def pieces(self, cfg: TrainConfig) -> list[tuple[Any, Any]]:
+        """Per question: its candidate-subgraph batch and node labels (built once, cached)."""
+        import torch
+
+        key = (tuple(cfg.fanout), cfg.max_nodes)
+        if key not in self._pieces:
+            out = []
+            for i in range(len(self)):
+                one = self.take([i])
+                batch = build_batch(self.arrays, one.inputs, cfg.fanout, cfg.max_nodes)
+                out.append((batch, torch.from_numpy(node_labels(one, batch))))
+            self._pieces[key] = out
+        return self._pieces[key]
+
+    def __post_init__(self) -> None:
+        cand = self.inputs.cand
+        self.labels = np.zeros(cand.shape, dtype=np.float32)
+        for i, rows in enumerate(self.gold):
+            self.labels[i] = np.isin(cand[i], rows)
+
+    def take(self, idx: np.ndarray | list[int]) -> QuestionSet:
+        """The questions ``idx`` only."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return QuestionSet(self.name, [self.ids[i] for i in idx], self.arrays,
+                           self.inputs.take(idx), [self.gold[i] for i in idx])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class _Recorder:
+    """A reranker that keeps its inputs and changes nothing."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, ...]] = []
+
+    def score(self, qvecs, cand, ppr_scores, dense) -> np.ndarray:
+        self.parts.append((np.asarray(qvecs, np.float32), np.asarray(cand, np.int64),
+                           np.asarray(ppr_scores, np.float32),
+                           np.asarray(dense[0], np.float32), np.asarray(dense[1], np.int64)))
+        return np.zeros(np.shape(cand), dtype=np.float32)
+
+
+def record_inputs(index, questions: list[str], candidates: int = 30,
+                  batch: int = 64) -> CandidateInputs:
+    """Run ``questions`` through the graph query path and keep what a reranker would see."""
+    from gpurag.score import set_reranker
+
+    retriever = index.graph
+    if retriever is None:
+        from gpurag.errors import ConfigError
+
+        raise ConfigError(f"index {index.path} has no knowledge graph: cannot train the GAT")
+    rec = _Recorder()
+    set_reranker(retriever, "_record", rec)
+    try:
+        for s in range(0, len(questions), batch):
+            index.query_batch(questions[s:s + batch], k=1, mode="graph", rerank="_record",
+                              extra={"rerank_candidates": candidates})
+    finally:
+        set_reranker(retriever, "_record", None)
+    cols = list(zip(*rec.parts, strict=True))
+    width = max(p.shape[1] for p in cols[3])
+    ds = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1e9)
+                         for p in cols[3]])
+    di = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1)
+                         for p in cols[4]])
+    return CandidateInputs(np.concatenate(cols[0]), np.concatenate(cols[1]),
+                           np.concatenate(cols[2]), ds, di)
+
+
+def prepare(index, dataset, candidates: int = 30) -> QuestionSet:
+    """Recorded inputs and gold rows for every question of an eval-format ``dataset``."""
+    qs = dataset.questions
+    rows_of = index.chunks.groupby("doc_id").indices
+    gold = [np.concatenate([rows_of.get(g, np.zeros(0, np.int64)) for g in q.gold_ids])
+            .astype(np.int64) for q in qs]
+    inputs = record_inputs(index, [q.question for q in qs], candidates)
+    return QuestionSet(dataset.name, [q.id for q in qs],
+                       GraphArrays.from_retriever(index.graph), inputs, gold)
+
+
+def split(n: int, val_frac: float, test_frac: float, seed: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded question-level (train, val, test) index arrays."""
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = round(n * test_frac)
+    n_val = round(n * val_frac)
+    return (np.sort(perm[n_test + n_val:]), np.sort(perm[n_test:n_test + n_val]),
+            np.sort(perm[:n_test]))
+
+
+def node_labels(qs: QuestionSet, batch) -> np.ndarray:
+    """Per batch node: 1 for a gold passage of its question or an entity one mentions."""
+    arrays = qs.arrays
+    n, indptr = arrays.graph.n_nodes, arrays.graph.indptr
+    counts = np.array([len(g) for g in qs.gold], dtype=np.int64)
+    gq = np.repeat(np.arange(len(qs.gold), dtype=np.int64), counts)
+    gnode = (np.concatenate(qs.gold) if counts.sum() else np.zeros(0, np.int64)) + arrays.n_ent
+    deg = indptr[gnode + 1] - indptr[gnode]
+    nbr = arrays.graph.indices[ranges(indptr[gnode], deg)].astype(np.int64)
+    nq = np.repeat(gq, deg)
+    ent = nbr < arrays.n_ent
+    keys = np.concatenate([gq * n + gnode, nq[ent] * n + nbr[ent]])
+    question = batch.question.numpy()[batch.batch.numpy()]
+    return np.isin(question * n + batch.node_id.numpy(), keys).astype(np.float32)
+
+
+def listwise_loss(logits, labels):
+    """Mean over questions with a gold candidate of the softmax cross-entropy (torch)."""
+    import torch
+
+    has = labels.sum(dim=1) > 0
+    if not bool(has.any()):
+        return logits.sum() * 0.0
+    logp = torch.log_softmax(logits[has], dim=1)
+    target = labels[has] / labels[has].sum(dim=1, keepdim=True)
+    return -(target * logp).sum(dim=1).mean()
+
+
+def _batch_loss(model, qs: QuestionSet, idx: np.ndarray, cfg: TrainConfig):
+    """Loss of questions ``idx`` of ``qs`` and their (q, c) subgraph logits."""
+    import torch
+
+    pieces = qs.pieces(cfg)
+    batch = concat_batches([pieces[i][0] for i in idx])
+    node_logits, sub_logits = model(batch)
+    labels = torch.from_numpy(qs.labels[idx])
+    loss = listwise_loss(sub_logits.view(labels.shape), labels)
+    if cfg.node_loss_weight:
+        y = torch.cat([pieces[i][1] for i in idx])
+        loss = loss + cfg.node_loss_weight * torch.nn.functional.binary_cross_entropy_with_logits(
+            node_logits, y)
+    return loss, sub_logits.detach().view(labels.shape).numpy()
+
+
+def ranking_metrics(scores: np.ndarray, qs: QuestionSet) -> dict[str, float]:
+    """Recall@2/5 and all-gold@8 of the candidates ordered by ``scores`` (passage rows)."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    ranked = np.take_along_axis(qs.inputs.cand, order, axis=1)
+    out: dict[str, list[float]] = {"recall@2": [], "recall@5": [], "all_gold@8": []}
+    for i, gold in enumerate(qs.gold):
+        if len(gold) == 0:
+            continue
+        g = np.unique(gold)
+        for k in (2, 5):
+            out[f"recall@{k}"].append(np.isin(g, ranked[i, :k]).mean())
+        out["all_gold@8"].append(float(np.isin(g, ranked[i, :8]).all()))
+    return {k: float(np.mean(v)) if v else 0.0 for k, v in out.items()}
+
+
+def evaluate_model(model, qs: QuestionSet, cfg: TrainConfig) -> dict[str, float]:
+    """Loss and candidate-ranking metrics of ``model`` (no gradient) vs the retriever's own."""
+    import torch
+
+    model.eval()
+    losses, scores = [], []
+    with torch.no_grad():
+        for s in range(0, len(qs), 32):
+            part = np.arange(s, min(len(qs), s + 32))
+            loss, sc = _batch_loss(model, qs, part, cfg)
+            losses.append(float(loss) * len(part))
+            scores.append(sc)
+    scores_all = np.concatenate(scores) if scores else np.zeros((0, 0))
+    out = {"loss": sum(losses) / max(len(qs), 1)}
+    out.update({f"gat_{k}": v for k, v in ranking_metrics(scores_all, qs).items()})
+    base = base_scores(qs.arrays, qs.inputs)
+    out.update({f"base_{k}": v for k, v in ranking_metrics(base, qs).items()})
+    out["candidate_recall"] = float(np.mean([np.isin(np.unique(g), qs.inputs.cand[i]).mean()
+                                             for i, g in enumerate(qs.gold) if len(g)]))
+    return out
+
+
+def train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: TrainConfig,
+          progress: bool = False) -> tuple[Any, dict[str, Any]]:
+    """Fit a :class:`QueryGAT`; returns the best-validation model and the training history."""
+    import torch
+
+    from gpurag.score.model import GATConfig, QueryGAT
+
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    prev_det = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        dim = train_sets[0].arrays.dim
+        model = QueryGAT(GATConfig(emb_dim=dim, hidden=cfg.hidden, layers=cfg.layers,
+                                   heads=cfg.heads, dropout=cfg.dropout, conv=cfg.conv))
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # Questions whose gold never reaches the candidates carry no ranking signal.
+        usable = [np.flatnonzero(s.labels.sum(axis=1) > 0) for s in train_sets]
+        history: list[dict[str, float]] = []
+        best, best_loss, best_epoch, bad = None, np.inf, -1, 0
+        t0 = time.perf_counter()
+        for epoch in range(cfg.epochs):
+            model.train()
+            batches = []
+            for si, idx in enumerate(usable):
+                idx = rng.permutation(idx)
+                batches += [(si, idx[s:s + cfg.batch_questions])
+                            for s in range(0, idx.size, cfg.batch_questions)]
+            train_loss = 0.0
+            for bi in rng.permutation(len(batches)):
+                si, idx = batches[bi]
+                loss, _ = _batch_loss(model, train_sets[si], idx, cfg)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                train_loss += float(loss.detach()) * len(idx)
+            n_train = sum(i.size for i in usable)
+            row = {"epoch": epoch, "train_loss": train_loss / max(n_train, 1)}
+            if val_sets:
+                vals = [evaluate_model(model, v, cfg) for v in val_sets]
+                w = np.array([len(v) for v in val_sets], float)
+                for key in vals[0]:
+                    row[f"val_{key}"] = float(np.dot(w, [v[key] for v in vals]) / w.sum())
+                score = row["val_loss"]
+            else:
+                score = row["train_loss"]
+            history.append(row)
+            if progress:
+                print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                               for k, v in row.items()), flush=True)
+            if score < best_loss - 1e-4:
+                best, best_loss, best_epoch, bad = copy.deepcopy(model.state_dict()), score, \
+                    epoch, 0
+            else:
+                bad += 1
+                if bad >= cfg.patience:
+                    break
+        if best is not None:
+            model.load_state_dict(best)
+        model.eval()
+        return model, {"history": history, "best_epoch": best_epoch,
+                       "best_score": float(best_loss),
+                       "train_questions_used": int(sum(i.size for i in usable)),
+                       "seconds": time.perf_counter() - t0, "config": asdict(cfg)}
+    finally:
+        torch.use_deterministic_algorithms(prev_det)
