@@ -18,6 +18,7 @@ from gpurag.config import IndexConfig
 from gpurag.device import COMPONENTS
 from gpurag.embed.base import Embedder
 from gpurag.extract.base import Extraction, Extractor
+from gpurag.pipeline.facts import sentence_facts, triple_facts
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.store.writer import IndexWriter
@@ -146,13 +147,13 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
     entities["n_mentions"] = np.bincount(mentions["entity"].to_numpy(),
                                          minlength=n_ent).astype(np.int32)
 
-    # Facts: unique (head, relation, tail) entity triples with labelled relations.
+    # Facts: labelled triples when the extractor gives them, else entity-bearing sentences.
     t0 = time.perf_counter()
-    labelled = rel[rel["relation"] != COOCCURS]
-    facts = (labelled.groupby(["head_entity", "relation", "tail_entity"], sort=False)
-             .agg(weight=("weight", "sum"), chunk=("chunk", "min"), head=("head", "first"),
-                  tail=("tail", "first")).reset_index())
-    facts["text"] = facts["head"] + " " + facts["relation"] + " " + facts["tail"]
+    facts, fact_indptr, fact_entities = triple_facts(rel, COOCCURS)
+    if not len(facts):
+        facts, fact_indptr, fact_entities = sentence_facts(chunks, mentions)
+    writer.write_array("arrays/fact_entity_indptr.npy", fact_indptr)
+    writer.write_array("arrays/fact_entity_indices.npy", fact_entities)
 
     # Edges.
     pair = rel.groupby(["head_entity", "tail_entity"], sort=False)["weight"].sum().reset_index()
@@ -200,9 +201,7 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
     writer.write_table("tables/relations.parquet",
                        rel[["head_entity", "relation", "tail_entity", "chunk", "weight", "head",
                             "tail"]])
-    writer.write_table("tables/facts.parquet",
-                       facts[["head_entity", "relation", "tail_entity", "weight", "chunk",
-                              "text"]])
+    writer.write_table("tables/facts.parquet", facts)
     writer.write_table("tables/communities.parquet", communities)
     descriptions = getattr(ex, "descriptions", None)
     if descriptions is not None and len(descriptions):

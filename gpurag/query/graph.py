@@ -42,9 +42,8 @@ class GraphRetriever:
         self.graph = csr_mod.load(index_dir.path / "graph", mmap=True)
         self.entity_index = load_index(index_dir.path / "vectors/entities.faiss")
         self.fact_index = load_index(index_dir.path / "vectors/facts.faiss")
-        facts = index_dir.table("tables/facts.parquet", columns=["head_entity", "tail_entity"])
-        self.fact_head = facts["head_entity"].to_numpy(np.int64)
-        self.fact_tail = facts["tail_entity"].to_numpy(np.int64)
+        self.fact_indptr = np.asarray(index_dir.array("arrays/fact_entity_indptr.npy"))
+        self.fact_entities = np.asarray(index_dir.array("arrays/fact_entity_indices.npy"))
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
@@ -78,10 +77,14 @@ class GraphRetriever:
             w = np.where(keep, np.clip(fs, 0, None) ** cfg.sim_power, 0.0)
             r, c = np.nonzero(w > 0)
             f = fi[r, c]
-            for ends in (self.fact_head[f], self.fact_tail[f]):
-                rows.append(r)
-                cols.append(ends)
-                vals.append(w[r, c] * self.specificity[ends] * cfg.fact_weight)
+            # Every entity of each seed fact (CSR fact -> entities), vectorized.
+            lo, size = self.fact_indptr[f], np.diff(self.fact_indptr)[f]
+            owner = np.repeat(np.arange(len(f)), size)
+            ends = self.fact_entities[np.repeat(lo, size) + (np.arange(size.sum()) - np.repeat(
+                np.cumsum(size) - size, size))]
+            rows.append(r[owner])
+            cols.append(ends)
+            vals.append(w[r, c][owner] * self.specificity[ends] * cfg.fact_weight)
         ds, di = dense
         if cfg.seed_passages:
             take = min(cfg.seed_passages, di.shape[1])

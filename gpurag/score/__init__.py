@@ -114,7 +114,7 @@ class GATReranker:
         self.model.eval()
         for start in range(0, q, self.max_questions):
             part = inp.take(np.arange(start, min(q, start + self.max_questions)))
-            batch = build_batch(self.arrays, part, s.fanout, s.max_nodes, s.dense_blend)
+            batch = build_batch(self.arrays, part, s.fanout, s.max_nodes)
             with torch.inference_mode():
                 _, logits = self.model(batch.to(self.device))
             out[start:start + len(part)] = logits.float().view(len(part), c).cpu().numpy()

@@ -1,4 +1,4 @@
-"""``gpurag train-scorer``: train the GAT reranker on eval-format datasets and write a checkpoint."""
+"""``gpurag train-scorer``: train the GAT reranker on eval-format datasets, write a checkpoint."""
 
 from __future__ import annotations
 

@@ -2,10 +2,12 @@
 
 Node features are scale-free numbers that mean the same on any corpus: the question-node
 cosine (absolute and relative to the best candidate), the node's PPR mass relative to the
-heaviest node of its kind, the retriever's own score and rank for candidate passages, the
-dense rank, hop distance, node kind, degree and entity specificity. The embeddings themselves
-travel as a table of the batch's unique nodes (``emb``, indexed by ``emb_index``), so a node
-shared by many subgraphs is projected once.
+heaviest node of its kind and its PPR rank among the candidates, the dense retriever's
+(min-max scaled) score and rank, hop distance, node kind, degree and entity specificity. They
+use only what the reranker is handed (question vectors, candidates, PPR scores, dense
+results), not the retriever's blended score, so they do not depend on its ranking settings.
+The embeddings themselves travel as a table of the batch's unique nodes (``emb``, indexed by
+``emb_index``), so a node shared by many subgraphs is projected once.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from gpurag.graph.csr import CSRGraph
 from gpurag.score.subgraph import Subgraphs, extract_subgraphs
 
 NODE_FEATURES = ("is_entity", "is_passage", "is_root", "hop1", "hop2", "cos", "cos_rel",
-                 "ppr", "base", "base_rank", "is_candidate", "dense_rank", "log_degree",
+                 "ppr", "ppr_rank", "dense", "dense_rank", "is_candidate", "log_degree",
                  "specificity")
 EDGE_FEATURES = ("mention", "relation", "log_weight")
 _PPR_FLOOR = 1e-6
@@ -100,21 +102,8 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray,
     return out
 
 
-def base_scores(arrays: GraphArrays, inp: CandidateInputs, blend: float = 0.5) -> np.ndarray:
-    """(q, c) the graph retriever's score of each candidate (PPR blended with dense)."""
-    q = len(inp)
-    psg_ppr = inp.ppr[:, arrays.n_ent:]
-    norm = np.maximum(psg_ppr.max(axis=1, keepdims=True), 1e-30)
-    base = np.take_along_axis(psg_ppr, inp.cand, axis=1) / norm
-    ok = inp.dense_rows >= 0
-    keys = (np.arange(q)[:, None] * arrays.n_psg + inp.dense_rows)[ok]
-    dense = _lookup(keys, _minmax(inp.dense_scores)[ok],
-                    np.arange(q)[:, None] * arrays.n_psg + inp.cand)
-    return base + blend * dense
-
-
-def node_features(arrays: GraphArrays, inp: CandidateInputs, sub: Subgraphs,
-                  blend: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def node_features(arrays: GraphArrays, inp: CandidateInputs, sub: Subgraphs
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per node features ``(N, F)``, embedding table rows ``(N,)`` into ``(U,)`` unique ids,
     the unique ids, and per edge features ``(M, 3)``."""
     q, c = inp.cand.shape
@@ -132,25 +121,24 @@ def node_features(arrays: GraphArrays, inp: CandidateInputs, sub: Subgraphs,
                          inp.ppr[:, :n_ent].max(axis=1) if n_ent else np.zeros(q)], axis=1)
     ppr_rel = ppr / np.maximum(kind_max[question, is_ent.astype(np.int64)], 1e-30)
     ppr_feat = 1.0 + np.log(np.clip(ppr_rel, _PPR_FLOOR, 1.0)) / -np.log(_PPR_FLOOR)
-    base = base_scores(arrays, inp, blend)  # (q, c)
-    rank = np.argsort(np.argsort(-base, axis=1, kind="stable"), axis=1, kind="stable")
+    cand_ppr = np.take_along_axis(inp.ppr[:, n_ent:], inp.cand, axis=1)
+    rank = np.argsort(np.argsort(-cand_ppr, axis=1, kind="stable"), axis=1, kind="stable")
     cand_keys = (np.arange(q)[:, None] * n_psg + inp.cand).ravel()
     node_keys = question * n_psg + (node - n_ent)
     ok = inp.dense_rows >= 0
     m = inp.dense_rows.shape[1]
     dkeys = (np.arange(q)[:, None] * n_psg + inp.dense_rows)[ok]
-    dense_mm = _lookup(dkeys, _minmax(inp.dense_scores)[ok], node_keys)
-    base_f = np.where(is_ent, 0.0, ppr_rel + blend * dense_mm - base.max(axis=1)[question])
+    dense_f = np.where(is_ent, 0.0, _lookup(dkeys, _minmax(inp.dense_scores)[ok], node_keys))
+    drank = np.broadcast_to(1.0 / (1.0 + np.arange(m)), inp.dense_rows.shape)[ok]
+    drank_f = np.where(is_ent, 0.0, _lookup(dkeys, drank, node_keys))
     rank_f = np.where(is_ent, 0.0, _lookup(cand_keys, 1.0 / (1.0 + rank.ravel()), node_keys))
     is_cand = np.where(is_ent, 0.0, _lookup(cand_keys, np.ones(cand_keys.size), node_keys))
-    drank = np.broadcast_to(1.0 / (1.0 + np.arange(m)), inp.dense_rows.shape)[ok]
-    dense_f = np.where(is_ent, 0.0, _lookup(dkeys, drank, node_keys))
     spec = np.zeros(node.size, np.float32)
     spec[is_ent] = arrays.specificity[node[is_ent]]
     is_root = np.zeros(node.size, np.float32)
     is_root[sub.ptr[:-1]] = 1.0
     x = np.stack([is_ent, ~is_ent, is_root, sub.hop == 1, sub.hop >= 2, cos, cos_rel,
-                  ppr_feat, base_f, rank_f, is_cand, dense_f, arrays.log_degree[node], spec],
+                  ppr_feat, rank_f, dense_f, drank_f, is_cand, arrays.log_degree[node], spec],
                  axis=1).astype(np.float32)
     src, dst = node[sub.edge_index[0]], node[sub.edge_index[1]]
     mention = (src < n_ent) != (dst < n_ent)
@@ -168,7 +156,7 @@ def _embedding_rows(arrays: GraphArrays, nodes: np.ndarray) -> np.ndarray:
 
 
 def build_batch(arrays: GraphArrays, inp: CandidateInputs, fanout: Sequence[int] = (6, 3),
-                max_nodes: int = 24, blend: float = 0.5):
+                max_nodes: int = 24):
     """One PyG ``Batch`` holding a subgraph per (question, candidate), question-major.
 
     Besides ``x``, ``edge_index``, ``edge_attr``, ``batch`` and ``ptr`` it carries ``emb``
@@ -182,7 +170,7 @@ def build_batch(arrays: GraphArrays, inp: CandidateInputs, fanout: Sequence[int]
     roots = (inp.cand + arrays.n_ent).ravel()
     owner = np.repeat(np.arange(q, dtype=np.int64), c)
     sub = extract_subgraphs(arrays.graph, roots, owner, inp.ppr, fanout, max_nodes)
-    x, emb_index, uniq, edge_attr = node_features(arrays, inp, sub, blend)
+    x, emb_index, uniq, edge_attr = node_features(arrays, inp, sub)
     emb = _embedding_rows(arrays, uniq)
     return Batch(
         x=torch.from_numpy(x),

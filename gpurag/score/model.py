@@ -97,16 +97,13 @@ class ScorerSettings:
 
     fanout: tuple[int, ...] = (6, 3)
     max_nodes: int = 24
-    dense_blend: float = 0.5
 
     def to_dict(self) -> dict:
-        return {"fanout": list(self.fanout), "max_nodes": self.max_nodes,
-                "dense_blend": self.dense_blend}
+        return {"fanout": list(self.fanout), "max_nodes": self.max_nodes}
 
     @classmethod
     def from_dict(cls, d: dict) -> ScorerSettings:
-        return cls(tuple(int(f) for f in d.get("fanout", (6, 3))), int(d.get("max_nodes", 24)),
-                   float(d.get("dense_blend", 0.5)))
+        return cls(tuple(int(f) for f in d.get("fanout", (6, 3))), int(d.get("max_nodes", 24)))
 
 
 def save_checkpoint(path, model: QueryGAT, settings: ScorerSettings) -> None:

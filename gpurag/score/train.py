@@ -23,7 +23,6 @@ import numpy as np
 from gpurag.score.features import (
     CandidateInputs,
     GraphArrays,
-    base_scores,
     build_batch,
     concat_batches,
 )
@@ -64,6 +63,7 @@ class QuestionSet:
     arrays: GraphArrays
     inputs: CandidateInputs
     gold: list[np.ndarray]  # gold passage rows per question
+    base: np.ndarray | None = None  # (q, c) the retriever's own ranking score (higher first)
     labels: np.ndarray = field(init=False)  # (q, c) 1.0 where the candidate is gold
     _pieces: dict = field(init=False, default_factory=dict, repr=False)
 
@@ -91,7 +91,8 @@ class QuestionSet:
         """The questions ``idx`` only."""
         idx = np.asarray(idx, dtype=np.int64)
         return QuestionSet(self.name, [self.ids[i] for i in idx], self.arrays,
-                           self.inputs.take(idx), [self.gold[i] for i in idx])
+                           self.inputs.take(idx), [self.gold[i] for i in idx],
+                           None if self.base is None else self.base[idx])
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -111,8 +112,12 @@ class _Recorder:
 
 
 def record_inputs(index, questions: list[str], candidates: int = 30,
-                  batch: int = 64) -> CandidateInputs:
-    """Run ``questions`` through the graph query path and keep what a reranker would see."""
+                  batch: int = 64) -> tuple[CandidateInputs, np.ndarray]:
+    """Run ``questions`` through the graph query path and keep what a reranker would see.
+
+    Returns the recorded inputs and ``(q, c)`` scores of the retriever's own ranking of the
+    candidates (``-rank``, from a second pass without a reranker), for comparison.
+    """
     from gpurag.score import set_reranker
 
     retriever = index.graph
@@ -121,11 +126,16 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
 
         raise ConfigError(f"index {index.path} has no knowledge graph: cannot train the GAT")
     rec = _Recorder()
+    row_of = {c: i for i, c in enumerate(index.chunks["chunk_id"].tolist())}
+    base_rows = []
     set_reranker(retriever, "_record", rec)
     try:
         for s in range(0, len(questions), batch):
-            index.query_batch(questions[s:s + batch], k=1, mode="graph", rerank="_record",
-                              extra={"rerank_candidates": candidates})
+            part = questions[s:s + batch]
+            index.query_batch(part, k=1, mode="graph", rerank="_record",
+                              rerank_candidates=candidates)
+            for res in index.query_batch(part, k=candidates, mode="graph"):
+                base_rows.append([row_of[p.chunk_id] for p in res.passages])
     finally:
         set_reranker(retriever, "_record", None)
     cols = list(zip(*rec.parts, strict=True))
@@ -134,8 +144,13 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
                          for p in cols[3]])
     di = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1)
                          for p in cols[4]])
-    return CandidateInputs(np.concatenate(cols[0]), np.concatenate(cols[1]),
-                           np.concatenate(cols[2]), ds, di)
+    inputs = CandidateInputs(np.concatenate(cols[0]), np.concatenate(cols[1]),
+                             np.concatenate(cols[2]), ds, di)
+    base = np.full(inputs.cand.shape, -1e6, dtype=np.float32)
+    for i, rows in enumerate(base_rows):
+        pos = {r: j for j, r in enumerate(rows)}
+        base[i] = [-pos.get(int(r), 1e6) for r in inputs.cand[i]]
+    return inputs, base
 
 
 def prepare(index, dataset, candidates: int = 30) -> QuestionSet:
@@ -144,9 +159,9 @@ def prepare(index, dataset, candidates: int = 30) -> QuestionSet:
     rows_of = index.chunks.groupby("doc_id").indices
     gold = [np.concatenate([rows_of.get(g, np.zeros(0, np.int64)) for g in q.gold_ids])
             .astype(np.int64) for q in qs]
-    inputs = record_inputs(index, [q.question for q in qs], candidates)
+    inputs, base = record_inputs(index, [q.question for q in qs], candidates)
     return QuestionSet(dataset.name, [q.id for q in qs],
-                       GraphArrays.from_retriever(index.graph), inputs, gold)
+                       GraphArrays.from_retriever(index.graph), inputs, gold, base)
 
 
 def split(n: int, val_frac: float, test_frac: float, seed: int
@@ -233,8 +248,8 @@ def evaluate_model(model, qs: QuestionSet, cfg: TrainConfig) -> dict[str, float]
     scores_all = np.concatenate(scores) if scores else np.zeros((0, 0))
     out = {"loss": sum(losses) / max(len(qs), 1)}
     out.update({f"gat_{k}": v for k, v in ranking_metrics(scores_all, qs).items()})
-    base = base_scores(qs.arrays, qs.inputs)
-    out.update({f"base_{k}": v for k, v in ranking_metrics(base, qs).items()})
+    if qs.base is not None:
+        out.update({f"base_{k}": v for k, v in ranking_metrics(qs.base, qs).items()})
     out["candidate_recall"] = float(np.mean([np.isin(np.unique(g), qs.inputs.cand[i]).mean()
                                              for i, g in enumerate(qs.gold) if len(g)]))
     return out

@@ -63,6 +63,20 @@ def test_matches_reference_float32(device, symmetric, damping):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_no_false_stall_when_the_change_shrinks_by_exactly_damping(device):
+    # Regression: here the L1 change contracts at exactly d per step; a stall test comparing
+    # against d**k (instead of a margin above it) stopped at a change of 1.2e-4, L1 error 8e-5.
+    rng = np.random.default_rng(208)
+    g = random_graph(rng, n=int(rng.integers(60, 300)), m=900, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=9)
+    ref = ppr_reference(g.indptr, g.indices, g.weights, r, 0.85)
+    stats: dict = {}
+    x = ppr_batched(g, r, damping=0.85, max_iter=300, device=device, stats=stats).cpu().numpy()
+    assert (l1_rows(x, ref) < 1e-6).all()
+    assert stats["max_l1_change"][0] < 1e-6
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference_float64_tightly(device):
     rng = np.random.default_rng()
     g = random_graph(rng, n=150, m=600, symmetric=False)

@@ -1,0 +1,77 @@
+"""Facts: short texts embedded for retrieval, each linked to the entities it names.
+
+With labelled relations (LLM or imported triples) a fact is a unique (head, relation, tail)
+triple. With only co-occurrence relations (the rule-based extractors) a fact is a sentence that
+names two or more entities: the sentence says *how* they are related even though no extractor
+labelled it, so a question about that relation still finds its entities.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+# A sentence ends at . ! ? (not after an initial such as "M." or a title such as "Dr.") followed
+# by space and an upper-case letter, digit or quote; a blank line also ends one.
+SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b(?:Mr|Dr|St|Jr|Sr|Ms)\.)(?<!\bMrs\.)[\"')\]]*\s+"
+    r"(?=[A-Z0-9\"'(\[])|\n\s*\n")
+SEPARATOR = "\n\n"
+
+
+def sentence_spans(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sentences of all ``texts`` in one regex pass: (chunk row, start, end) arrays."""
+    joined = SEPARATOR.join(texts)
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    chunk_start = np.concatenate([[0], np.cumsum(lengths + len(SEPARATOR))[:-1]])
+    cuts = np.fromiter((m.end() for m in SENTENCE_END.finditer(joined)), dtype=np.int64)
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(joined)]])
+    row = np.searchsorted(chunk_start, starts, side="right") - 1
+    local_start = starts - chunk_start[row]
+    local_end = np.minimum(ends - chunk_start[row], lengths[row])
+    keep = local_end > local_start
+    return row[keep], local_start[keep], local_end[keep]
+
+
+def triple_facts(rel: pd.DataFrame, cooccurs: str) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Facts from labelled relations: table plus fact->entity CSR (indptr, entity ids)."""
+    labelled = rel[rel["relation"] != cooccurs]
+    facts = (labelled.groupby(["head_entity", "relation", "tail_entity"], sort=False)
+             .agg(weight=("weight", "sum"), chunk=("chunk", "min"), head=("head", "first"),
+                  tail=("tail", "first")).reset_index())
+    facts["text"] = facts["head"] + " " + facts["relation"] + " " + facts["tail"]
+    ents = np.stack([facts["head_entity"].to_numpy(np.int64),
+                     facts["tail_entity"].to_numpy(np.int64)], axis=1).ravel()
+    indptr = np.arange(0, 2 * len(facts) + 1, 2, dtype=np.int64)
+    return facts[["chunk", "weight", "text"]], indptr, ents
+
+
+def sentence_facts(chunks: pd.DataFrame, mentions: pd.DataFrame
+                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Facts from sentences naming 2+ distinct entities: table plus fact->entity CSR."""
+    texts = chunks["text"].astype(str).tolist()
+    row, start, end = sentence_spans(texts)
+    located = mentions[mentions["start"] >= 0]
+    m_chunk = located["chunk"].to_numpy(np.int64)
+    m_start = located["start"].to_numpy(np.int64)
+    # Global sentence id of each mention: sentences are sorted by (row, start).
+    key_sent = row * (1 << 32) + start
+    key_ment = m_chunk * (1 << 32) + m_start
+    sid = np.searchsorted(key_sent, key_ment, side="right") - 1
+    pairs = pd.DataFrame({"sentence": sid, "entity": located["entity"].to_numpy(np.int64)})
+    pairs = pairs.drop_duplicates().sort_values(["sentence", "entity"], kind="stable")
+    n_ent = pairs.groupby("sentence", sort=True)["entity"].size()
+    multi = n_ent.index[n_ent.to_numpy() >= 2].to_numpy()
+    pairs = pairs[pairs["sentence"].isin(multi)]
+    fact_of_sentence = pd.Series(np.arange(len(multi)), index=multi)
+    fact_id = fact_of_sentence.reindex(pairs["sentence"]).to_numpy()
+    counts = np.bincount(fact_id, minlength=len(multi))
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    text = [texts[r][s:e].strip() for r, s, e in zip(row[multi], start[multi], end[multi],
+                                                      strict=True)]
+    facts = pd.DataFrame({"chunk": row[multi].astype(np.int64),
+                          "weight": np.ones(len(multi), np.float32), "text": text})
+    return facts, indptr, pairs["entity"].to_numpy(np.int64)
