@@ -307,12 +307,12 @@ def table(result: dict) -> str:
             f"{r['ms_per_iter']:>9.3f}{r['matrix_gbs']:>13.1f}{r['compulsory_gbs']:>14.1f}"
             f"{100 * r['compulsory_gbs'] / ceiling:>7.0f}%{r['floor_ms_per_iter']:>13.3f}")
     for r in result["ppr_cpu"]:
-        speed = f"  gpu x{r['gpu_speedup']:.3g}" if r.get("gpu_speedup") else ""
+        speed = f"  kernel speedup x{r['gpu_speedup']:.3g}" if r.get("gpu_speedup") else ""
         lines.append(f"{r['graph']:<14}{r['q']:>6}{r['ms_per_query_est']:>11.3f}"
                      f"  {r['backend']}{speed}")
     lines.append(f"{'kNN N x d':<16}{'q':>6}{'ms/query':>11}{'TFLOP/s':>9}  backend")
     for r in result["knn"]:
-        speed = f"  gpu x{r['gpu_speedup']:.3g}" if r.get("gpu_speedup") else ""
+        speed = f"  kernel speedup x{r['gpu_speedup']:.3g}" if r.get("gpu_speedup") else ""
         tf = f"{r['tflops']:>9.1f}" if "tflops" in r else f"{'':>9}"
         lines.append(f"{r['n']:>9} x {r['dim']:<4}{r['q']:>6}{r['ms_per_query']:>11.3f}{tf}"
                      f"  {r['backend']}{speed}")

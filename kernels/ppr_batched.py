@@ -157,11 +157,13 @@ def _reset_triples(
 
 
 def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
-    """Columns per chunk: the two (n, b) iterates in ~60% of the free device memory."""
+    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
+    result) in ~80% of the free device memory (the allocator's unused cache counts as free)."""
     if device.type != "cuda" or n == 0:
         return max(q, 1)
     free, _ = torch.cuda.mem_get_info(device)
-    return int(max(1, min(q, (0.6 * free) // (2 * n * itemsize))))
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(max(1, min(q, (0.8 * free) // (3 * n * itemsize))))
 
 
 def _power_chunk(

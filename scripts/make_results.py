@@ -66,9 +66,10 @@ def main() -> None:
         print(format_table(result), flush=True)
         summary[label] = result
         (work / f"{index_dir.name}.json").write_text(json.dumps(result, indent=1))
+        counts = ", ".join(f"{k}={v}" for k, v in index.manifest.counts.items()
+                           if not k.startswith("extract_"))
         lines += [f"## {label}", "",
-                  f"{result['n_questions']} questions, {index.manifest.counts.get('documents')} "
-                  f"passages; index: {', '.join(f'{k}={v}' for k, v in index.manifest.counts.items() if not k.startswith('extract_'))}",
+                  f"{result['n_questions']} questions; index: {counts}",
                   "", "| mode | " + " | ".join(COLS) + " |",
                   "|---|" + "---|" * len(COLS)]
         for mode, row in result["modes"].items():

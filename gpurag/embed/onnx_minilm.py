@@ -13,6 +13,7 @@ import numpy as np
 
 from gpurag.errors import ConfigError
 
+SMALL_BATCH = 4
 TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
 
 
@@ -61,6 +62,15 @@ class OnnxMiniLMEmbedder:
         self._session = ort.InferenceSession(
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
         )
+        # Questions come one or a few at a time: a single-threaded session answers them without
+        # thread start-up and synchronisation costs.
+        small = ort.SessionOptions()
+        small.intra_op_num_threads = 1
+        small.inter_op_num_threads = 1
+        small.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._small_session = ort.InferenceSession(
+            str(model), sess_options=small, providers=["CPUExecutionProvider"]
+        )
         self._input_names = {i.name for i in self._session.get_inputs()}
 
     def count_tokens(self, texts: list[str]) -> list[int]:
@@ -99,7 +109,8 @@ class OnnxMiniLMEmbedder:
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, feeds)[0]
+            session = self._small_session if len(texts) <= SMALL_BATCH else self._session
+            hidden = session.run(None, feeds)[0]
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)

@@ -152,19 +152,23 @@ def _power(
     x[r_nodes, r_cols] = r_vals
     noise_floor = 1e3 * np.finfo(dtype).eps
     prev = np.full(q, np.inf)
+    done = np.zeros(q, dtype=bool)
     for _ in range(max_iter):
         x_new = pt @ x
         x_new *= d
-        coef = (1 - d) + d * x[op.dangling].sum(axis=0)  # jump mass per query
+        # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
+        coef = ((1 - d) + d * x[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
         if r_dense is not None:
             x_new += r_dense * coef
         else:
             x_new[r_nodes, r_cols] += r_vals * coef[r_cols]
-        err = np.abs(x_new - x).sum(axis=0)
+        err = np.abs(x_new - x).sum(axis=0, dtype=np.float64)
         x = x_new
-        # L1 change contracts by >= damping per step in exact arithmetic; growth = rounding noise.
-        stalled = (err > damping * prev) & (err < noise_floor)
-        if np.all((err < tol) | stalled):
+        # L1 change contracts by >= damping per step in exact arithmetic; a change that stops
+        # shrinking (by less than halfway to 1) under the noise floor is rounding noise.
+        stalled = (err > 0.5 * (1 + damping) * prev) & (err < noise_floor)
+        done |= (err < tol) | stalled
+        if np.all(done):
             break
         prev = err
     else:
@@ -174,7 +178,7 @@ def _power(
             RuntimeWarning,
             stacklevel=3,
         )
-    x /= x.sum(axis=0, keepdims=True)
+    x /= x.sum(axis=0, keepdims=True, dtype=np.float64).astype(dtype)
     return np.ascontiguousarray(x.T, dtype=np.float32)
 
 

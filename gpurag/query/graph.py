@@ -16,7 +16,6 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.config import QueryConfig
-from gpurag.device import COMPONENTS
 from gpurag.query.results import EntityPath, SeedEntity
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, search
@@ -47,6 +46,9 @@ class GraphRetriever:
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
+        from gpurag.graph.backend import select_ppr_backend
+
+        self.ppr_name, self.ppr = select_ppr_backend()
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
 
@@ -111,13 +113,11 @@ class GraphRetriever:
     def retrieve(self, questions: list[str], qvecs: np.ndarray, cfg: QueryConfig,
                  passage_index) -> tuple[np.ndarray, np.ndarray, list[dict]]:
         """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths."""
-        from gpurag.graph.ppr import ppr
-
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
         reset, seeds = self.reset_matrix(qvecs, cfg, dense)
-        scores = ppr(self.graph, reset, damping=cfg.damping, tol=cfg.ppr_tol, output="dense")
-        COMPONENTS.record("ppr", "scipy")
+        scores = self.ppr(self.graph, reset, damping=cfg.damping, tol=cfg.ppr_tol,
+                          output="dense")
         psg = np.asarray(scores[:, self.n_ent:], dtype=np.float64)
         psg = psg / np.maximum(psg.max(axis=1, keepdims=True), 1e-30)
         blend = cfg.dense_blend

@@ -163,13 +163,19 @@ def build_batch(arrays: GraphArrays, inp: CandidateInputs, fanout: Sequence[int]
     (unique node embeddings), ``emb_index`` (node -> row of ``emb``), ``node_id`` (global
     graph ids), ``qvec`` (q, d) and ``question`` (subgraph -> question).
     """
+    q, c = inp.cand.shape
+    roots = (inp.cand + arrays.n_ent).ravel()
+    owner = np.repeat(np.arange(q, dtype=np.int64), c)
+    return pack_batch(arrays, inp, extract_subgraphs(arrays.graph, roots, owner, inp.ppr,
+                                                     fanout, max_nodes))
+
+
+def pack_batch(arrays: GraphArrays, inp: CandidateInputs, sub: Subgraphs):
+    """The PyG ``Batch`` of already extracted candidate subgraphs (see :func:`build_batch`)."""
     import torch
     from torch_geometric.data import Batch
 
     q, c = inp.cand.shape
-    roots = (inp.cand + arrays.n_ent).ravel()
-    owner = np.repeat(np.arange(q, dtype=np.int64), c)
-    sub = extract_subgraphs(arrays.graph, roots, owner, inp.ppr, fanout, max_nodes)
     x, emb_index, uniq, edge_attr = node_features(arrays, inp, sub)
     emb = _embedding_rows(arrays, uniq)
     return Batch(
@@ -182,7 +188,7 @@ def build_batch(arrays: GraphArrays, inp: CandidateInputs, fanout: Sequence[int]
         emb_index=torch.from_numpy(emb_index),
         node_id=torch.from_numpy(sub.node),
         qvec=torch.from_numpy(np.ascontiguousarray(inp.qvecs, dtype=np.float32)),
-        question=torch.from_numpy(owner),
+        question=torch.from_numpy(np.repeat(np.arange(q, dtype=np.int64), c)),
     )
 
 

@@ -15,6 +15,7 @@ from gpurag.device import COMPONENTS, package_version
 from gpurag.errors import IndexFormatError
 
 _CONFIGURED = False
+SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
 
 
 def _faiss():
@@ -65,6 +66,15 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if index.ntotal == 0:
         empty = np.full((len(queries), k), -1, dtype=np.int64)
         return np.zeros((len(queries), k), dtype=np.float32), empty
+    if len(queries) * index.ntotal < SINGLE_THREAD_WORK:
+        # Small searches: OpenMP start-up and barriers cost more than the scan itself.
+        faiss = _faiss()
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try:
+            return index.search(queries, k)
+        finally:
+            faiss.omp_set_num_threads(threads)
     return index.search(queries, k)
 
 
