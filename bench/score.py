@@ -79,7 +79,7 @@ def _model(device: str, checkpoint: str | None, dim: int):
         model, settings = load_checkpoint(checkpoint_path(checkpoint), device=device)
         if model.cfg.emb_dim == dim:
             return model, settings, "checkpoint"
-    except Exception:  # noqa: BLE001 - fall back to a random network of the default shape
+    except Exception:
         pass
     return QueryGAT(GATConfig(emb_dim=dim)).to(device).eval(), ScorerSettings(), "random"
 

@@ -28,6 +28,7 @@ class IndexConfig:
     merge_threshold: float = 0.9
     synonym_threshold: float = 0.8
     max_community_size: int = 64
+    graph_dates: bool = False
     seed: int = 42
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -50,6 +51,11 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
         log.info("resuming the build in %s", work.root)
     timings: dict[str, float] = {}
     embedder = load_embedder(cfg.embedder, device=device)
+    cache_dir = os.environ.get("GPURAG_EMBED_CACHE")
+    if cache_dir:
+        from gpurag.embed.cache import CachedEmbedder
+
+        embedder = CachedEmbedder(embedder, cache_dir)
     if cfg.chunk_tokens + 16 > embedder.max_tokens:
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")

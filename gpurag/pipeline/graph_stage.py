@@ -89,6 +89,22 @@ def _to_arrow(frame: pd.DataFrame):
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
+DATE_LABELS = ("DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY")
+
+
+def drop_date_entities(ex: Extraction) -> Extraction:
+    """Remove date and number mentions (and their relations): as graph nodes they are hubs that
+    link unrelated passages sharing a year."""
+    dates = ex.mentions["label"].isin(DATE_LABELS).to_numpy()
+    dropped = set(ex.mentions.loc[dates, "name"].astype(str))
+    rel = ex.relations
+    keep = ~(rel["head"].astype(str).isin(dropped) | rel["tail"].astype(str).isin(dropped))
+    out = Extraction(mentions=ex.mentions[~dates], relations=rel[keep.to_numpy()],
+                     stats=ex.stats)
+    out.descriptions = getattr(ex, "descriptions", None)
+    return out
+
+
 def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
     """Resolve every surface name to a canonical entity; returns mentions/relations with ids."""
     from gpurag.resolve import resolve_aliases
@@ -129,6 +145,8 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
     timings["extract_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    if not cfg.graph_dates:
+        ex = drop_date_entities(ex)
     resolution, name_to_entity, ent_vecs = _entity_tables(ex, embedder, cfg)
     entities = resolution.entities.copy()
     n_ent, n_psg = len(entities), len(chunks)

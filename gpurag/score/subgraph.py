@@ -11,6 +11,7 @@ Python loop runs over roots, nodes or edges (only over the few hops).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -130,24 +131,44 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
     sub, node, hop_arr = sub[keep], node[keep], hop_arr[keep]
     ptr = np.zeros(n_sub + 1, dtype=np.int64)
     np.cumsum(np.bincount(sub, minlength=n_sub), out=ptr[1:])
-    src, dst, w = _induced_edges(graph, sub, node)
+    src, dst, w = _induced_edges(graph, ptr, node)
     return Subgraphs(node=node, hop=hop_arr, ptr=ptr, edge_index=np.stack([src, dst]),
                      edge_weight=w)
 
 
-def _induced_edges(graph: CSRGraph, sub: np.ndarray,
-                   node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every graph edge between two nodes of the same subgraph, as positions into ``node``."""
-    n = graph.n_nodes
-    keys = sub * n + node
-    perm = np.argsort(keys, kind="stable")
-    sorted_keys = keys[perm]
-    deg = graph.indptr[node + 1] - graph.indptr[node]
-    edges = ranges(graph.indptr[node], deg)
-    src = np.repeat(np.arange(node.size, dtype=np.int64), deg)
-    nbr_key = sub[src] * n + graph.indices[edges].astype(np.int64)
-    found = _in_sorted(nbr_key, sorted_keys)
-    src, edges = src[found], edges[found]
-    dst = perm[np.searchsorted(sorted_keys, nbr_key[found])]
-    return src, dst, graph.weights[edges].astype(np.float32)
+_EDGE_KEYS: weakref.WeakKeyDictionary[CSRGraph, np.ndarray] = weakref.WeakKeyDictionary()
 
+
+def edge_keys(graph: CSRGraph) -> np.ndarray:
+    """``row * n + col`` of every stored edge: sorted, since CSR rows and columns are (cached)."""
+    keys = _EDGE_KEYS.get(graph)
+    if keys is None:
+        rows = np.repeat(np.arange(graph.n_nodes, dtype=np.int64), graph.degree())
+        keys = rows * graph.n_nodes + graph.indices.astype(np.int64)
+        _EDGE_KEYS[graph] = keys
+    return keys
+
+
+def _induced_edges(graph: CSRGraph, ptr: np.ndarray,
+                   node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every graph edge between two nodes of the same subgraph, as positions into ``node``.
+
+    All ordered node pairs of each subgraph are looked up among the graph's sorted edge keys,
+    so the cost is ``subgraphs * max_nodes^2 * log(edges)``, whatever the node degrees.
+    """
+    n = graph.n_nodes
+    sizes = np.diff(ptr)
+    width = int(sizes.max()) if sizes.size else 0
+    if width < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    slot = np.arange(width)
+    pos = ptr[:-1, None] + slot[None, :]  # (S, width) positions, valid where slot < size
+    valid = slot[None, :] < sizes[:, None]
+    pair = valid[:, :, None] & valid[:, None, :] & (slot[:, None] != slot[None, :])[None]
+    s_idx, i, j = np.nonzero(pair)
+    src, dst = pos[s_idx, i], pos[s_idx, j]
+    keys = edge_keys(graph)
+    query = node[src] * n + node[dst]
+    at = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+    found = keys[at] == query if keys.size else np.zeros(query.size, bool)
+    return src[found], dst[found], graph.weights[at[found]].astype(np.float32)
