@@ -112,7 +112,9 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
         new = ~_in_sorted(key, seen)
         parent, nbr, sub, key = parent[new], nbr[new], sub[new], key[new]
         prio = np.asarray(priority[owner[sub], nbr], dtype=np.float64)
-        order = np.lexsort((nbr, -prio, parent))
+        # == lexsort((nbr, -prio, parent)) as two stable sorts (rows list neighbours by id)
+        order = np.argsort(-prio, kind="stable")
+        order = order[np.argsort(parent[order], kind="stable")]
         parent, nbr, sub, key, prio = (a[order] for a in (parent, nbr, sub, key, prio))
         keep = _rank_within(parent) < cap
         nbr, sub, key, prio = nbr[keep], sub[keep], key[keep], prio[keep]

@@ -1,0 +1,101 @@
+"""The GAT reranker on the sample index: the shipped checkpoint, the hook, batching, the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from gpurag.errors import ConfigError
+from gpurag.score import DEFAULT_CHECKPOINT, GATReranker, get_reranker
+from gpurag.score.model import GATConfig, QueryGAT, ScorerSettings, save_checkpoint
+from gpurag.score.train import record_inputs
+from tests.score.conftest import SAMPLE
+
+
+@pytest.fixture(scope="module")
+def questions() -> list[str]:
+    return [json.loads(line)["question"] for line in
+            (SAMPLE / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line]
+
+
+def test_shipped_checkpoint_is_small_and_documented():
+    assert DEFAULT_CHECKPOINT.is_file()
+    blob = DEFAULT_CHECKPOINT.read_bytes()
+    assert len(blob) < 2_000_000
+    card = json.loads(DEFAULT_CHECKPOINT.with_suffix(".json").read_text(encoding="utf-8"))
+    assert card["file"]["sha256"] == hashlib.sha256(blob).hexdigest()
+    for key in ("seed", "data", "metrics", "gpurag_version", "train_config", "model_config"):
+        assert key in card, key
+    assert card["data"] and all("test_ids" in d for d in card["data"])
+
+
+def test_shipped_checkpoint_loads_and_reranks(sample_index, questions):
+    retriever = sample_index.graph
+    rr = get_reranker("gat", retriever)
+    assert isinstance(rr, GATReranker) and get_reranker("gat", retriever) is rr
+    plain = sample_index.query_batch(questions, k=5, mode="graph")
+    reranked = sample_index.query_batch(questions, k=5, mode="graph", rerank="gat")
+    assert [len(r.passages) for r in reranked] == [5] * len(questions)
+    assert all(np.isfinite(p.score) for r in reranked for p in r.passages)
+    assert [r.doc_ids for r in reranked] != [r.doc_ids for r in plain]  # it does something
+    one = [sample_index.query(q, k=5, mode="graph", rerank="gat") for q in questions[:4]]
+    assert [r.doc_ids for r in one] == [r.doc_ids for r in reranked[:4]]
+
+
+def test_batched_scores_equal_one_by_one(sample_index, questions):
+    inp, _ = record_inputs(sample_index, questions, candidates=20)
+    rr = get_reranker("gat", sample_index.graph)
+    together = rr.score(inp.qvecs, inp.cand, inp.ppr, (inp.dense_scores, inp.dense_rows))
+    alone = np.concatenate([rr.score_inputs(inp.take([i])) for i in range(len(inp))])
+    assert together.shape == (len(questions), 20)
+    np.testing.assert_allclose(together, alone, rtol=1e-4, atol=1e-5)
+
+
+def test_checkpoint_selection_and_errors(sample_index, tmp_path, monkeypatch):
+    retriever = sample_index.graph
+    with pytest.raises(ConfigError, match="unknown reranker"):
+        get_reranker("nope", retriever)
+    with pytest.raises(ConfigError, match="does not exist"):
+        get_reranker(f"gat:{tmp_path / 'missing.safetensors'}", retriever)
+    torch.manual_seed(0)
+    path = tmp_path / "other.safetensors"
+    save_checkpoint(path, QueryGAT(GATConfig(hidden=8)), ScorerSettings((3, 2), 10))
+    by_name = get_reranker(f"gat:{path}", retriever)
+    assert by_name.model.cfg.hidden == 8 and by_name.settings.max_nodes == 10
+    assert get_reranker("gat", retriever, checkpoint=path) is by_name
+    monkeypatch.setenv("GPURAG_GAT_CHECKPOINT", str(path))
+    assert get_reranker("gat", retriever) is by_name
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="cannot load"):
+        get_reranker(f"gat:{bad}", retriever)
+
+
+def test_missing_gnn_dependencies_say_how_to_install(sample_index, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+    with pytest.raises(ConfigError, match=r'pip install "gpurag\[gnn\]"'):
+        get_reranker("gat", sample_index.graph)
+
+
+def test_train_scorer_cli(sample_index, tmp_path):
+    from gpurag.cli import main
+
+    out = tmp_path / "tiny.safetensors"
+    rc = main(["-q", "train-scorer", str(SAMPLE), "--index", str(sample_index.path),
+               "--out", str(out), "--epochs", "2", "--hidden", "8", "--fanout", "3,2",
+               "--max-nodes", "10", "--val-frac", "0.25", "--test-frac", "0",
+               "--candidates", "12"])
+    assert rc == 0 and out.is_file()
+    card = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert card["seed"] == 0 and card["data"][0]["train"] == 9 and card["data"][0]["val"] == 3
+    assert "val/sample" in card["metrics"]
+    rr = get_reranker(f"gat:{out}", sample_index.graph)
+    assert rr.model.cfg.hidden == 8
+    res = sample_index.query_batch(["Who founded Kestrel Dynamics?"], k=3, mode="graph",
+                                   rerank=f"gat:{out}")
+    assert len(res[0].passages) == 3
