@@ -53,7 +53,7 @@ class QueryConfig:
     passage_weight: float = 0.05
     # Ranking: the first `dense_head` ranks keep the dense order; `dense_blend` mixes the
     # dense score into the PPR score for the rest.
-    dense_head: int = 1
+    dense_head: int = 2
     dense_blend: float = 0.0
     rerank: str = "none"
     rerank_candidates: int = 30
