@@ -40,12 +40,16 @@ def run_demo(out: str | None = None, k: int = 5, rebuild: bool = False) -> int:
             print(f"indexing the sample corpus {data / 'corpus.jsonl'} ...")
             index = Index.build(data / "corpus.jsonl", out)
         counts = index.manifest.counts
-        print("index: " + ", ".join(f"{k}={v}" for k, v in counts.items()) + "\n")
+        shown = ("documents", "chunks", "entities", "merged_names", "facts", "graph_nodes",
+                 "graph_edges", "community_levels")
+        print("index: " + ", ".join(f"{k}={counts[k]}" for k in shown if k in counts) + "\n")
         modes = ["dense", "graph"] if index.graph is not None else ["dense"]
         results = {m: index.query_batch([q["question"] for q in questions], k=k, mode=m)
                    for m in modes}
         main = modes[-1]
         found = {m: 0 for m in modes}
+        gold_hits = {m: 0 for m in modes}
+        n_gold = sum(len(set(q.get("gold_ids", []))) for q in questions)
         for i, q in enumerate(questions):
             gold = set(q.get("gold_ids", []))
             print(f"Q{i + 1} ({q.get('hops', '?')}-hop {q.get('type', '')}): {q['question']}")
@@ -53,6 +57,7 @@ def run_demo(out: str | None = None, k: int = 5, rebuild: bool = False) -> int:
             for m in modes:
                 got = set(results[m][i].doc_ids)
                 found[m] += gold <= got
+                gold_hits[m] += len(gold & got)
             res = results[main][i]
             if res.seeds:
                 print("   seed entities: " + ", ".join(s.name for s in res.seeds[:6]))
@@ -67,6 +72,8 @@ def run_demo(out: str | None = None, k: int = 5, rebuild: bool = False) -> int:
                           f"{len(gold & set(results[m][i].doc_ids))}/{len(gold)} gold")
                       for m in modes}
             print("   " + "   ".join(f"{m}: {s}" for m, s in status.items()) + "\n")
+        print(f"gold passages in the top {k}: "
+              + ", ".join(f"{m} {gold_hits[m]}/{n_gold}" for m in modes))
         print(f"questions with every gold passage in the top {k}: "
               + ", ".join(f"{m} {found[m]}/{len(questions)}" for m in modes))
         print("(* marks a gold passage)")
