@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.config import IndexConfig, QueryConfig, apply_overrides
+from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.device import COMPONENTS, resolve_device
 from gpurag.embed import load_embedder
 from gpurag.errors import ConfigError
@@ -34,6 +34,7 @@ class Index:
             if k in {f.name for f in dataclasses.fields(IndexConfig)}
         })
         self.device = resolve_device()
+        self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table("tables/chunks.parquet")
         self.passage_index = load_index(self.path / "vectors/passages.faiss")
         self._embedder = None
@@ -96,7 +97,7 @@ class Index:
         """Retrieve the top-``k`` passages for each question, batched end to end."""
         if k < 1:
             raise ConfigError(f"k must be at least 1, not {k}")
-        qcfg = apply_overrides(QueryConfig(), {"k": k, **options}, "query")
+        qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or ("graph" if self.graph is not None else "dense")
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")

@@ -1,15 +1,16 @@
 """A query-conditioned graph attention network that scores candidate subgraphs.
 
 Input per node: the scalar features of :mod:`gpurag.score.features` and the node's embedding,
-met by the question through a learned bilinear interaction ``(P e) * (Q q)``. Every layer
-sees the question again: its input is ``[h, W_l q]`` before a GATv2 convolution (Brody, Alon &
-Yahav, "How Attentive are Graph Attention Networks?", ICLR 2022; or GAT, Velickovic et al.,
-ICLR 2018) with edge features, followed by a residual connection and layer norm.
+met by the question through a learned low-rank interaction ``(P e) * (P q)`` (``Q`` apart from
+``P`` with ``tied=False``). Every layer sees the question again: its input is ``[h, W_l q]``
+before a GATv2 convolution (Brody, Alon & Yahav, "How Attentive are Graph Attention
+Networks?", ICLR 2022; or GAT, Velickovic et al., ICLR 2018) with edge features, followed by a
+residual connection and layer norm.
 
 Outputs: a relevance logit per node (node level) and per subgraph (subgraph level: the root's
 state, an attention-pooled summary of the subgraph and the question, plus a linear skip on
-the root's scalar features so the untrained network starts close to the retriever's own
-ranking). Plain torch + torch_geometric; no optional extension package is needed.
+the root's scalar features, so a learned blend of the dense and PPR signals is always there).
+Plain torch + torch_geometric; no optional extension package is needed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class GATConfig:
     heads: int = 2
     dropout: float = 0.1
     conv: str = "gatv2"  # or "gat"
+    tied: bool = True  # one projection for nodes and question: a low-rank similarity
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +54,8 @@ class QueryGAT(nn.Module):
             raise ValueError(f"conv must be 'gat' or 'gatv2', not {cfg.conv!r}")
         conv_cls = GATv2Conv if cfg.conv == "gatv2" else GATConv
         self.node_proj = nn.Linear(cfg.emb_dim, h, bias=False)
-        self.query_proj = nn.Linear(cfg.emb_dim, h, bias=False)
+        self.query_proj = (self.node_proj if cfg.tied
+                           else nn.Linear(cfg.emb_dim, h, bias=False))
         self.inp = nn.Linear(cfg.n_features + h, h)
         self.query_layers = nn.ModuleList(nn.Linear(cfg.emb_dim, h) for _ in range(cfg.layers))
         self.convs = nn.ModuleList(
@@ -71,7 +74,7 @@ class QueryGAT(nn.Module):
         q_of_node = batch.question[batch.batch]
         e = self.node_proj(batch.emb)[batch.emb_index]
         qv = batch.qvec
-        inter = e * self.query_proj(qv)[q_of_node]
+        inter = self.drop(e * self.query_proj(qv)[q_of_node])
         h = nn.functional.elu(self.inp(torch.cat([batch.x, inter], dim=1)))
         for conv, norm, ql in zip(self.convs, self.norms, self.query_layers, strict=True):
             z = torch.cat([h, ql(qv)[q_of_node]], dim=1)
@@ -114,7 +117,7 @@ def save_checkpoint(path, model: QueryGAT, settings: ScorerSettings) -> None:
 
     from gpurag import __version__
 
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tensors = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     meta = {"format": FORMAT, "config": json.dumps(model.cfg.to_dict()),
             "settings": json.dumps(settings.to_dict()), "gpurag_version": __version__}
     save_file(tensors, str(path), metadata=meta)

@@ -42,6 +42,7 @@ class TrainConfig:
     lr: float = 3e-3
     weight_decay: float = 1e-3
     node_loss_weight: float = 0.2
+    point_loss_weight: float = 0.5
     val_frac: float = 0.2
     test_frac: float = 0.2
     candidates: int = 30
@@ -90,9 +91,12 @@ class QuestionSet:
     def take(self, idx: np.ndarray | list[int]) -> QuestionSet:
         """The questions ``idx`` only."""
         idx = np.asarray(idx, dtype=np.int64)
-        return QuestionSet(self.name, [self.ids[i] for i in idx], self.arrays,
-                           self.inputs.take(idx), [self.gold[i] for i in idx],
-                           None if self.base is None else self.base[idx])
+        out = QuestionSet(self.name, [self.ids[i] for i in idx], self.arrays,
+                          self.inputs.take(idx), [self.gold[i] for i in idx],
+                          None if self.base is None else self.base[idx])
+        for key, pieces in self._pieces.items():  # per-question batches carry over
+            out._pieces[key] = [pieces[i] for i in idx]
+        return out
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -210,7 +214,11 @@ def _batch_loss(model, qs: QuestionSet, idx: np.ndarray, cfg: TrainConfig):
     batch = concat_batches([pieces[i][0] for i in idx])
     node_logits, sub_logits = model(batch)
     labels = torch.from_numpy(qs.labels[idx])
-    loss = listwise_loss(sub_logits.view(labels.shape), labels)
+    logits = sub_logits.view(labels.shape)
+    loss = listwise_loss(logits, labels)
+    if cfg.point_loss_weight:  # every gold candidate up, not just the easiest one
+        loss = loss + cfg.point_loss_weight * torch.nn.functional.binary_cross_entropy_with_logits(
+            logits, labels)
     if cfg.node_loss_weight:
         y = torch.cat([pieces[i][1] for i in idx])
         loss = loss + cfg.node_loss_weight * torch.nn.functional.binary_cross_entropy_with_logits(
@@ -322,3 +330,37 @@ def train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Train
                        "seconds": time.perf_counter() - t0, "config": asdict(cfg)}
     finally:
         torch.use_deterministic_algorithms(prev_det)
+
+
+def cross_validate(qs: QuestionSet, cfg: TrainConfig, folds: int = 5,
+                   extra_train: list[QuestionSet] | None = None,
+                   progress: bool = False) -> dict[str, Any]:
+    """Out-of-fold scores: fold ``k`` is scored by a model trained on the others (the next
+    fold validating, ``extra_train`` sets added to training), so every question of ``qs`` is
+    scored by a model that never saw it."""
+    import torch
+
+    n = len(qs)
+    perm = np.random.default_rng(cfg.seed).permutation(n)
+    parts = np.array_split(perm, folds)
+    scores = np.zeros(qs.inputs.cand.shape, dtype=np.float32)
+    best_epochs = []
+    for k in range(folds):
+        test, val = np.sort(parts[k]), np.sort(parts[(k + 1) % folds])
+        train_idx = np.sort(np.setdiff1d(perm, np.r_[test, val]))
+        model, info = train([qs.take(train_idx), *(extra_train or [])], [qs.take(val)], cfg,
+                            progress=progress)
+        best_epochs.append(info["best_epoch"])
+        held = qs.take(test)
+        with_scores = []
+        with torch.no_grad():
+            for s in range(0, len(held), 32):
+                part = np.arange(s, min(len(held), s + 32))
+                with_scores.append(_batch_loss(model, held, part, cfg)[1])
+        scores[test] = np.concatenate(with_scores)
+    out = {"folds": folds, "best_epochs": best_epochs,
+           "gat": ranking_metrics(scores, qs)}
+    if qs.base is not None:
+        out["base"] = ranking_metrics(qs.base, qs)
+    out["scores"] = scores
+    return out
