@@ -105,6 +105,22 @@ def drop_date_entities(ex: Extraction) -> Extraction:
     return out
 
 
+def entity_descriptions(descriptions: pd.DataFrame, name_to_entity: pd.Series,
+                        entities: pd.DataFrame) -> pd.DataFrame:
+    """One description per canonical entity: the LLM merges those seen in many chunks (one
+    batched call above the threshold), the rest are joined."""
+    from gpurag.llm.client import LLMClient
+    from gpurag.llm.config import LLMConfig
+    from gpurag.llm.reports import merge_descriptions
+
+    ids = name_to_entity.reindex(descriptions["name"].astype(str)).to_numpy()
+    rows = descriptions[~pd.isna(ids)].assign(entity=ids[~pd.isna(ids)].astype(np.int64))
+    merged = merge_descriptions(LLMClient(LLMConfig.from_env()), rows, key="entity")
+    merged = merged.rename(columns={"name": "entity"})
+    names = entities.set_index("entity_id")["name"]
+    return merged.assign(name=names.reindex(merged["entity"]).to_numpy())
+
+
 def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
     """Resolve every surface name to a canonical entity; returns mentions/relations with ids."""
     from gpurag.resolve import resolve_aliases
@@ -223,10 +239,8 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
     writer.write_table("tables/communities.parquet", communities)
     descriptions = getattr(ex, "descriptions", None)
     if descriptions is not None and len(descriptions):
-        descriptions = descriptions.assign(
-            entity=name_to_entity.reindex(descriptions["name"].astype(str)).to_numpy())
-        descriptions = descriptions[descriptions["entity"].notna()].astype({"entity": "int64"})
-        writer.write_table("tables/descriptions.parquet", descriptions)
+        writer.write_table("tables/descriptions.parquet",
+                           entity_descriptions(descriptions, name_to_entity, entities))
     stats = {f"extract_{k}": int(v) for k, v in ex.stats.items()}
     return {
         "entities": n_ent,

@@ -22,19 +22,29 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     from gpurag.score import _require_gnn
 
     _require_gnn()
-    from gpurag.score.train import TrainConfig, evaluate_model, prepare, split, train
+    from gpurag.score.train import (
+        TrainConfig,
+        cross_validate,
+        evaluate_model,
+        prepare,
+        split,
+        train,
+    )
 
     indexes = list(args.index or [])
     if indexes and len(indexes) != len(args.datasets):
         raise ConfigError("give one --index per dataset (or none)")
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, patience=args.patience,
-                      lr=args.lr, val_frac=args.val_frac, test_frac=args.test_frac,
+                      lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout,
+                      point_loss_weight=args.point_loss,
+                      val_frac=args.val_frac, test_frac=args.test_frac,
                       candidates=args.candidates, hidden=args.hidden, layers=args.layers,
                       heads=args.heads, conv=args.conv,
                       fanout=tuple(int(f) for f in args.fanout.split(",")),
                       max_nodes=args.max_nodes)
     quiet = args.quiet
     data, train_sets, val_sets, test_sets, keep = [], [], [], [], []
+    cv_results: dict[str, Any] = {}
     for i, root in enumerate(args.datasets):
         ds = load_dataset(root)
         index, tmp, _ = open_or_build_index(ds, indexes[i] if indexes else None, None,
@@ -42,6 +52,13 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
         keep.append((index, tmp, ds))
         t0 = time.perf_counter()
         qs = prepare(index, ds, cfg.candidates)
+        if args.cv > 1:
+            cv = cross_validate(qs, cfg, args.cv)
+            cv.pop("scores")
+            cv_results[ds.name] = cv
+            if not quiet:
+                print(f"{args.cv}-fold CV {ds.name}: gat {_fmt(cv['gat'])} | "
+                      f"graph {_fmt(cv.get('base', {}))}")
         tr, va, te = split(len(qs), cfg.val_frac, cfg.test_frac, cfg.seed)
         train_sets.append(qs.take(tr))
         if len(va):
@@ -57,6 +74,8 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
                   f"(candidates recorded in {time.perf_counter() - t0:.1f}s)")
     model, info = train(train_sets, val_sets, cfg, progress=not quiet)
     metrics: dict[str, Any] = {"best_epoch": info["best_epoch"], "seconds": info["seconds"]}
+    if cv_results:
+        metrics["cross_validation"] = cv_results
     for name, sets in (("val", val_sets), ("test", [t[2] for t in test_sets])):
         for qs in sets:
             metrics[f"{name}/{qs.name}"] = evaluate_model(model, qs, cfg)
@@ -151,18 +170,24 @@ def add_score_commands(sub: argparse._SubParsersAction) -> None:
                    help="index folder per dataset, in order (reused, or built there)")
     p.add_argument("-o", "--out", default="gat.safetensors", help="checkpoint to write")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=80)
-    p.add_argument("--patience", type=int, default=12, help="early-stopping patience (epochs)")
+    p.add_argument("--epochs", type=int, default=40)
+    p.add_argument("--patience", type=int, default=6, help="early-stopping patience (epochs)")
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--weight-decay", type=float, default=1e-2)
+    p.add_argument("--dropout", type=float, default=0.3)
+    p.add_argument("--point-loss", type=float, default=1.0,
+                   help="weight of the per-candidate BCE term beside the listwise loss")
     p.add_argument("--val-frac", type=float, default=0.2, help="questions for validation")
     p.add_argument("--test-frac", type=float, default=0.2, help="questions held out")
     p.add_argument("--candidates", type=int, default=30, help="candidates per question")
-    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--conv", choices=["gatv2", "gat"], default="gatv2")
-    p.add_argument("--fanout", default="6,3", help="neighbours kept per node at each hop")
-    p.add_argument("--max-nodes", type=int, default=24, help="nodes per candidate subgraph")
+    p.add_argument("--fanout", default="5,2", help="neighbours kept per node at each hop")
+    p.add_argument("--max-nodes", type=int, default=16, help="nodes per candidate subgraph")
+    p.add_argument("--cv", type=int, default=0, metavar="K",
+                   help="also report K-fold cross-validated recall per dataset (slower)")
     p.add_argument("--eval", action="store_true",
                    help="run gpurag eval (graph vs graph+gat) on the test split and --eval-sets")
     p.add_argument("--eval-sets", nargs="*", metavar="DATASET_DIR",

@@ -155,8 +155,8 @@ def _embedding_rows(arrays: GraphArrays, nodes: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_batch(arrays: GraphArrays, inp: CandidateInputs, fanout: Sequence[int] = (6, 3),
-                max_nodes: int = 24):
+def build_batch(arrays: GraphArrays, inp: CandidateInputs, fanout: Sequence[int] = (5, 2),
+                max_nodes: int = 16):
     """One PyG ``Batch`` holding a subgraph per (question, candidate), question-major.
 
     Besides ``x``, ``edge_index``, ``edge_attr``, ``batch`` and ``ptr`` it carries ``emb``

@@ -32,10 +32,10 @@ class GATConfig:
     emb_dim: int = 384
     n_features: int = len(NODE_FEATURES)
     edge_dim: int = len(EDGE_FEATURES)
-    hidden: int = 32
+    hidden: int = 16
     layers: int = 2
     heads: int = 2
-    dropout: float = 0.1
+    dropout: float = 0.3
     conv: str = "gatv2"  # or "gat"
     tied: bool = True  # one projection for nodes and question: a low-rank similarity
 
@@ -98,15 +98,15 @@ FORMAT = "gpurag-gat/1"
 class ScorerSettings:
     """How candidate subgraphs are extracted for the network (stored in checkpoints)."""
 
-    fanout: tuple[int, ...] = (6, 3)
-    max_nodes: int = 24
+    fanout: tuple[int, ...] = (5, 2)
+    max_nodes: int = 16
 
     def to_dict(self) -> dict:
         return {"fanout": list(self.fanout), "max_nodes": self.max_nodes}
 
     @classmethod
     def from_dict(cls, d: dict) -> ScorerSettings:
-        return cls(tuple(int(f) for f in d.get("fanout", (6, 3))), int(d.get("max_nodes", 24)))
+        return cls(tuple(int(f) for f in d.get("fanout", (5, 2))), int(d.get("max_nodes", 16)))
 
 
 def save_checkpoint(path, model: QueryGAT, settings: ScorerSettings) -> None:

@@ -74,8 +74,8 @@ def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
 
 
 def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
-                      priority: np.ndarray, fanout: Sequence[int] = (8, 4),
-                      max_nodes: int = 40) -> Subgraphs:
+                      priority: np.ndarray, fanout: Sequence[int] = (5, 2),
+                      max_nodes: int = 16) -> Subgraphs:
     """Capped k-hop subgraphs around ``roots`` (S,), prioritised by ``priority[owner[s]]``.
 
     ``priority`` is a ``(q, n)`` array of node scores (e.g. PPR) and ``owner`` (S,) picks each

@@ -36,23 +36,23 @@ class TrainConfig:
     """Settings of one training run (recorded in the model card)."""
 
     seed: int = 0
-    epochs: int = 80
-    patience: int = 12
+    epochs: int = 40
+    patience: int = 6
     batch_questions: int = 8
     lr: float = 3e-3
-    weight_decay: float = 1e-3
+    weight_decay: float = 1e-2
     node_loss_weight: float = 0.2
-    point_loss_weight: float = 0.5
+    point_loss_weight: float = 1.0
     val_frac: float = 0.2
     test_frac: float = 0.2
     candidates: int = 30
-    hidden: int = 32
+    hidden: int = 16
     layers: int = 2
     heads: int = 2
-    dropout: float = 0.1
+    dropout: float = 0.3
     conv: str = "gatv2"
-    fanout: tuple[int, ...] = (6, 3)
-    max_nodes: int = 24
+    fanout: tuple[int, ...] = (5, 2)
+    max_nodes: int = 16
 
 
 @dataclass
