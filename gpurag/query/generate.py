@@ -56,7 +56,8 @@ def graph_tables(index: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 
 def global_answers(index: Any, questions: list[str], client: Any, level: int = 0,
-                   reports_cache: dict | None = None) -> list[QueryResult]:
+                   report_max_tokens: int = 600, answer_max_tokens: int = 500
+                   ) -> list[QueryResult]:
     """Map-reduce over the community reports of ``level`` (written lazily, then cached)."""
     from gpurag.llm.global_search import global_search
     from gpurag.llm.reports import LazyReports
@@ -66,10 +67,12 @@ def global_answers(index: Any, questions: list[str], client: Any, level: int = 0
         reports = index.dir.table("tables/reports.parquet")
     else:
         lazy = LazyReports(client, comm, entities, rel, entity_key="name",
-                           count_tokens=index.embedder.count_tokens)
+                           count_tokens=index.embedder.count_tokens,
+                           max_tokens=report_max_tokens)
         reports = lazy.get(None, level)
     answers = global_search(client, questions, reports, level=level,
-                            count_tokens=index.embedder.count_tokens)
+                            count_tokens=index.embedder.count_tokens,
+                            map_max_tokens=answer_max_tokens, reduce_max_tokens=answer_max_tokens)
     out = []
     for q, a in zip(questions, answers, strict=False):
         r = QueryResult(question=q, mode="global", passages=[])

@@ -46,7 +46,7 @@ def test_global_mode_answers_from_community_reports(small_index, llm_config):
 
     client = LLMClient(llm_config.replace(max_tokens=48))
     out = global_answers(small_index, ["What kinds of organisations appear in this world?"],
-                         client, level=0)
+                         client, level=0, report_max_tokens=24, answer_max_tokens=24)
     assert len(out) == 1 and out[0].mode == "global"
     assert isinstance(out[0].answer, str)
 
