@@ -40,7 +40,7 @@ class QueryConfig:
     k: int = 5
     # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
     damping: float = 0.8
-    ppr_tol: float = 1e-6
+    ppr_tol: float = 1e-4
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = 10
     seed_facts: int = 10
