@@ -24,6 +24,7 @@ class IndexConfig:
     extractor: str = "fast"
     triples: str | None = None
     ivf_threshold: int = 200_000
+    hnsw_threshold: int = 20_000
     graph: bool = True
     merge_threshold: float = 0.9
     synonym_threshold: float = 0.8

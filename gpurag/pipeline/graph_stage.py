@@ -222,9 +222,9 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
                  if len(facts) else np.zeros((0, embedder.dim), np.float32))
     writer.write_array("arrays/entity_emb.npy", ent_vecs)
     writer.write_array("arrays/fact_emb.npy", fact_vecs)
-    save_index(build_index(ent_vecs, cfg.ivf_threshold, cfg.seed),
+    save_index(build_index(ent_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
                writer.path("vectors/entities.faiss"))
-    save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed),
+    save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
                writer.path("vectors/facts.faiss"))
     timings["entity_fact_vectors_s"] = time.perf_counter() - t0
 
