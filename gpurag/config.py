@@ -42,6 +42,7 @@ class QueryConfig:
     # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
     damping: float = 0.8
     ppr_tol: float = 1e-4
+    ppr_method: str = "auto"  # CPU: auto | power | push (local push touches only the neighbourhood)
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = 10
     seed_facts: int = 10

@@ -116,8 +116,9 @@ class GraphRetriever:
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
         reset, seeds = self.reset_matrix(qvecs, cfg, dense)
+        options = {"method": cfg.ppr_method} if self.ppr_name.startswith("scipy") else {}
         scores = self.ppr(self.graph, reset, damping=cfg.damping, tol=cfg.ppr_tol,
-                          output="dense")
+                          output="dense", **options)
         psg = np.asarray(scores[:, self.n_ent:], dtype=np.float64)
         psg = psg / np.maximum(psg.max(axis=1, keepdims=True), 1e-30)
         blend = cfg.dense_blend

@@ -65,6 +65,7 @@ class QueryGAT(nn.Module):
         self.norms = nn.ModuleList(nn.LayerNorm(h) for _ in range(cfg.layers))
         self.node_head = nn.Linear(h, 1)
         self.pool_gate = nn.Linear(h, 1)
+        self.query_out = nn.Linear(cfg.emb_dim, h)
         self.readout = nn.Sequential(nn.Linear(3 * h, h), nn.ELU(), nn.Linear(h, 1))
         self.skip = nn.Linear(cfg.n_features, 1)
         self.drop = nn.Dropout(cfg.dropout)
@@ -85,7 +86,7 @@ class QueryGAT(nn.Module):
         pooled = scatter(h * gate.unsqueeze(-1), batch.batch, dim=0, dim_size=n_sub,
                          reduce="sum")
         roots = batch.ptr[:-1]
-        q_last = self.query_layers[-1](qv)[batch.question]
+        q_last = self.query_out(qv)[batch.question]
         sub_logits = (self.readout(torch.cat([h[roots], pooled, q_last], dim=1)).squeeze(-1)
                       + self.skip(batch.x[roots]).squeeze(-1))
         return node_logits, sub_logits
