@@ -52,6 +52,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
         keep.append((index, tmp, ds))
         t0 = time.perf_counter()
         qs = prepare(index, ds, cfg.candidates)
+        record_s = time.perf_counter() - t0
         if args.cv > 1:
             cv = cross_validate(qs, cfg, args.cv)
             cv.pop("scores")
@@ -71,7 +72,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
                      "test_ids": [qs.ids[j] for j in te], "val_ids": [qs.ids[j] for j in va]})
         if not quiet:
             print(f"{ds.name}: {len(tr)} train / {len(va)} val / {len(te)} test questions "
-                  f"(candidates recorded in {time.perf_counter() - t0:.1f}s)")
+                  f"(candidates recorded in {record_s:.1f}s)")
     model, info = train(train_sets, val_sets, cfg, progress=not quiet)
     metrics: dict[str, Any] = {"best_epoch": info["best_epoch"], "seconds": info["seconds"]}
     if cv_results:
@@ -142,6 +143,7 @@ def write_checkpoint(out: Path, model, cfg, data: list[dict], metrics: dict,
 
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
     save_checkpoint(out, model, settings)
+    out.chmod(0o644)
     blob = out.read_bytes()
     card = {
         "name": out.stem, "format": "gpurag-gat/1", "gpurag_version": __version__,

@@ -92,7 +92,6 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
         raise ValueError(f"root ids must lie in [0, {n})")
     if max_nodes < 1:
         raise ValueError("max_nodes must be at least 1")
-    indptr, indices = graph.indptr, graph.indices
     n_sub = roots.size
     subs = [np.arange(n_sub, dtype=np.int64)]
     nodes = [roots]
@@ -103,19 +102,20 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
     for hop, cap in enumerate(fanout, start=1):
         if f_node.size == 0 or cap <= 0:
             break
-        deg = indptr[f_node + 1] - indptr[f_node]
-        edges = ranges(indptr[f_node], deg)
-        parent = np.repeat(np.arange(f_node.size, dtype=np.int64), deg)
-        nbr = indices[edges].astype(np.int64)
+        # Each (question, node) pair's best neighbours are found once, however many of the
+        # question's subgraphs reach the node; cap + (nodes so far) of them always suffice.
+        so_far = int(np.bincount(np.concatenate(subs), minlength=n_sub).max())
+        pair_key, inv = np.unique(owner[f_sub] * n + f_node, return_inverse=True)
+        p_ptr, p_nbr, p_prio = _top_neighbours(graph, pair_key // n, pair_key % n, priority,
+                                               cap + so_far)
+        counts = p_ptr[inv + 1] - p_ptr[inv]
+        take = ranges(p_ptr[inv], counts)
+        parent = np.repeat(np.arange(f_node.size, dtype=np.int64), counts)
+        nbr, prio = p_nbr[take], p_prio[take]
         sub = f_sub[parent]
         key = sub * n + nbr
-        new = ~_in_sorted(key, seen)
-        parent, nbr, sub, key = parent[new], nbr[new], sub[new], key[new]
-        prio = np.asarray(priority[owner[sub], nbr], dtype=np.float64)
-        # == lexsort((nbr, -prio, parent)) as two stable sorts (rows list neighbours by id)
-        order = np.argsort(-prio, kind="stable")
-        order = order[np.argsort(parent[order], kind="stable")]
-        parent, nbr, sub, key, prio = (a[order] for a in (parent, nbr, sub, key, prio))
+        new = ~_in_sorted(key, seen)  # order stays (parent, -priority, node id)
+        parent, nbr, sub, key, prio = (a[new] for a in (parent, nbr, sub, key, prio))
         keep = _rank_within(parent) < cap
         nbr, sub, key, prio = nbr[keep], sub[keep], key[keep], prio[keep]
         key, first = np.unique(key, return_index=True)  # a node reached from two parents
@@ -136,6 +136,27 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
     src, dst, w = _induced_edges(graph, ptr, node)
     return Subgraphs(node=node, hop=hop_arr, ptr=ptr, edge_index=np.stack([src, dst]),
                      edge_weight=w)
+
+
+def _top_neighbours(graph: CSRGraph, q: np.ndarray, node: np.ndarray, priority: np.ndarray,
+                    k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each (question ``q``, ``node``) pair, its ``k`` highest-priority neighbours (ties by
+    id) as ``(ptr, neighbour, priority)`` lists, pair ``i`` owning ``ptr[i]:ptr[i+1]``."""
+    indptr = graph.indptr
+    deg = indptr[node + 1] - indptr[node]
+    edges = ranges(indptr[node], deg)
+    pair = np.repeat(np.arange(node.size, dtype=np.int64), deg)
+    nbr = graph.indices[edges].astype(np.int64)
+    prio = np.asarray(priority[q[pair], nbr], dtype=np.float64)
+    # == lexsort((nbr, -prio, pair)) as two stable sorts (CSR rows list neighbours by id)
+    order = np.argsort(-prio, kind="stable")
+    order = order[np.argsort(pair[order], kind="stable")]
+    pair, nbr, prio = pair[order], nbr[order], prio[order]
+    keep = _rank_within(pair) < k
+    pair, nbr, prio = pair[keep], nbr[keep], prio[keep]
+    ptr = np.zeros(node.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pair, minlength=node.size), out=ptr[1:])
+    return ptr, nbr, prio
 
 
 _EDGE_KEYS: weakref.WeakKeyDictionary[CSRGraph, np.ndarray] = weakref.WeakKeyDictionary()

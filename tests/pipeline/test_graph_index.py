@@ -117,8 +117,9 @@ def test_batch_equals_one_by_one_in_graph_mode(graph_index, sample_questions):
     single = [graph_index.query(t, k=6) for t in texts]
     for b, s in zip(batch, single, strict=True):
         assert b.doc_ids == s.doc_ids
+        # PPR stops at an L1 tolerance (QueryConfig.ppr_tol): scores agree to about that.
         np.testing.assert_allclose([p.score for p in b.passages],
-                                   [p.score for p in s.passages], rtol=1e-4, atol=1e-6)
+                                   [p.score for p in s.passages], rtol=0, atol=2e-3)
 
 
 def test_triples_import_counts_malformed_rows_and_builds_facts(tmp_path):

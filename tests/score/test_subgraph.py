@@ -78,3 +78,32 @@ def test_isolated_root_and_validation():
     assert sub.node.tolist() == [3, 0, 1]
     with pytest.raises(ValueError):
         extract_subgraphs(g, np.array([9]), np.array([0]), np.ones((1, 4)))
+
+
+def _reference(g, root: int, prio: np.ndarray, fanout, max_nodes):
+    """Plain-Python BFS with the documented rules, one root."""
+    nbrs = {u: g.indices[g.indptr[u]:g.indptr[u + 1]].tolist() for u in range(g.n_nodes)}
+    chosen = [(0, -np.inf, root)]
+    seen, frontier = {root}, [root]
+    for hop, cap in enumerate(fanout, start=1):
+        new: dict[int, float] = {}
+        for u in frontier:
+            cand = sorted((v for v in nbrs[u] if v not in seen), key=lambda v: (-prio[v], v))
+            for v in cand[:cap]:
+                new[v] = prio[v]
+        chosen += [(hop, -p, v) for v, p in new.items()]
+        seen |= set(new)
+        frontier = list(new)
+    return [v for _, _, v in sorted(chosen)[:max_nodes]]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matches_plain_python_reference(seed):
+    g = _random_graph(seed, n=60, m=400)
+    rng = np.random.default_rng(seed)
+    prio = np.round(rng.random((2, g.n_nodes)), 1)  # many ties: broken by node id
+    roots, owner = rng.integers(0, 60, 25), rng.integers(0, 2, 25)
+    sub = extract_subgraphs(g, roots, owner, prio, (4, 3), 14)
+    for s in range(25):
+        got = sub.node[sub.ptr[s]:sub.ptr[s + 1]].tolist()
+        assert got == _reference(g, int(roots[s]), prio[owner[s]], (4, 3), 14)
