@@ -53,10 +53,17 @@ echo "tests exit code $TESTS_RC after $((SECONDS - START)) s" | tee -a "$LOG"
 echo "== bench (budget 150 s)" | tee -a "$LOG"
 timeout 200 python3 bench/gpu_bench.py --budget-s 150 --out "$RESULTS" 2>&1 | tee -a "$LOG"
 BENCH_RC=$?
-echo "bench exit code $BENCH_RC; device_check done in $((SECONDS - START)) s" | tee -a "$LOG"
+
+echo "== GAT scoring throughput (budget 40 s)" | tee -a "$LOG"
+timeout 60 python3 bench/score.py --device cuda --batches 1,16,64,256,1024 --budget-s 40 \
+  > "$RESULTS/gat_score_$(date +%Y%m%d).json" 2> >(tee -a "$LOG" >&2)
+SCORE_RC=$?
+echo "bench exit codes $BENCH_RC/$SCORE_RC; device_check done in $((SECONDS - START)) s" \
+  | tee -a "$LOG"
 
 if [ -n "${OUT:-}" ]; then
   cp "$LOG" "$OUT/"
-  find "$RESULTS" -name 'gpu_bench_*.json' -newer "$MARK" -exec cp {} "$OUT/" \;
+  find "$RESULTS" \( -name 'gpu_bench_*.json' -o -name 'gat_score_*.json' \) -newer "$MARK" \
+    -exec cp {} "$OUT/" \;
 fi
 exit $((TESTS_RC != 0 || BENCH_RC != 0))

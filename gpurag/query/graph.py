@@ -157,7 +157,7 @@ class GraphRetriever:
         """
         from gpurag.score import get_reranker
 
-        reranker = get_reranker(cfg.rerank, self)
+        reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
         n_cand = min(cfg.rerank_candidates, self.n_psg)
         cand = np.argpartition(-psg, n_cand - 1, axis=1)[:, :n_cand]
         new = reranker.score(qvecs, cand, np.asarray(ppr_scores), dense)  # (q, n_cand)

@@ -35,7 +35,7 @@ class Reranker(Protocol):
         ...
 
 
-def _require_gnn() -> None:
+def require_gnn() -> None:
     missing = []
     for mod in ("torch", "torch_geometric", "safetensors"):
         try:
@@ -74,7 +74,7 @@ class GATReranker:
     def from_checkpoint(cls, retriever, path: str | os.PathLike | None = None,
                         device: str | None = None) -> GATReranker:
         """Load a checkpoint for an opened graph retriever."""
-        _require_gnn()
+        require_gnn()
         from gpurag.score.features import GraphArrays
         from gpurag.score.model import load_checkpoint
 
@@ -142,7 +142,7 @@ def get_reranker(name: str, retriever, checkpoint: str | os.PathLike | None = No
     kind = kind.strip().lower()
     if kind not in RERANKERS:
         raise ConfigError(f"unknown reranker {name!r}: use one of {', '.join(RERANKERS)}")
-    _require_gnn()
+    require_gnn()
     resolved = checkpoint_path(path or checkpoint)
     key = (kind, str(resolved))
     if key not in per:
@@ -160,4 +160,4 @@ def set_reranker(retriever, name: str, reranker: Reranker | None) -> None:
 
 
 __all__ = ["DEFAULT_CHECKPOINT", "GATReranker", "Reranker", "checkpoint_path", "get_reranker",
-           "set_reranker"]
+           "require_gnn", "set_reranker"]

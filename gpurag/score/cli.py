@@ -19,9 +19,9 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     from gpurag.errors import ConfigError
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import open_or_build_index
-    from gpurag.score import _require_gnn
+    from gpurag.score import require_gnn
 
-    _require_gnn()
+    require_gnn()
     from gpurag.score.train import (
         TrainConfig,
         cross_validate,

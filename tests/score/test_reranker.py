@@ -4,17 +4,43 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from gpurag.errors import ConfigError
-from gpurag.score import DEFAULT_CHECKPOINT, GATReranker, get_reranker
-from gpurag.score.model import GATConfig, QueryGAT, ScorerSettings, save_checkpoint
-from gpurag.score.train import record_inputs
-from tests.score.conftest import SAMPLE
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+pytest.importorskip("safetensors")
+
+from gpurag.errors import ConfigError  # noqa: E402
+from gpurag.score import DEFAULT_CHECKPOINT, GATReranker, get_reranker  # noqa: E402
+from gpurag.score.model import GATConfig, QueryGAT, ScorerSettings, save_checkpoint  # noqa: E402
+from gpurag.score.train import record_inputs  # noqa: E402
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    monkeypatch.setenv("GPURAG_PROGRESS", "0")
+    for name in list(os.environ):
+        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_", "GPURAG_GAT_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory):
+    """The bundled sample corpus (57 passages) indexed with its graph, once per module."""
+    from gpurag.eval.datasets import load_dataset
+    from gpurag.eval.runner import open_or_build_index
+
+    index, _, _ = open_or_build_index(load_dataset(SAMPLE),
+                                      str(tmp_path_factory.mktemp("gat") / "sample"), None,
+                                      show_progress=False)
+    return index
 
 
 @pytest.fixture(scope="module")
