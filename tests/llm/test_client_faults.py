@@ -158,8 +158,10 @@ def test_server_down_fails_fast(dead_url):
     results = client.complete_batch([request(str(i)) for i in range(50)])
     assert all(isinstance(r, LLMError) for r in results)
     kinds = [r.kind for r in results]
-    assert kinds[0] == "connect" and kinds.count("connect") <= 2  # one per worker at most
-    assert set(kinds[2:]) == {"unavailable"}
+    # The first request to reach the dead server fails with "connect" (at most one per worker
+    # in flight); every later one fails fast as "unavailable", in whatever order they ran.
+    assert 1 <= kinds.count("connect") <= 2
+    assert kinds.count("unavailable") == len(kinds) - kinds.count("connect")
     assert client.usage.retries <= 4
     assert time.monotonic() - started < 5
 
