@@ -77,14 +77,16 @@ def test_resume_after_kill_repeats_no_finished_call(llm_config):
                             env=env)
     assert proc.stdout.readline().strip() == "ready"
     cache = ResponseCache(llm_config.cache_dir)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 300  # the tiny server is slow on a loaded 2-core machine
     while len(cache) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
+    exited_early = proc.poll()
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     done = len(cache)
     cache.close()
-    assert 2 <= done < 8, "kill landed too late to test resume"
+    assert exited_early is None or done == 8, f"batch process exited early ({exited_early})"
+    assert 2 <= done < 8, f"kill landed too late or too early to test resume ({done} done)"
     reqs = [ChatRequest([{"role": "user", "content": f"Name a fruit, {i}."}]) for i in range(8)]
     with LLMClient(llm_config.replace(max_tokens=16)) as client:
         results = client.complete_batch(reqs)
