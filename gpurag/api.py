@@ -98,7 +98,7 @@ class Index:
         if k < 1:
             raise ConfigError(f"k must be at least 1, not {k}")
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
-        mode = mode or ("graph" if self.graph is not None else "dense")
+        mode = mode or (qcfg.mode if self.graph is not None else "dense")
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
         if mode == "graph" and self.graph is None:

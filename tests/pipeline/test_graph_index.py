@@ -176,3 +176,14 @@ def test_killed_extraction_resumes_without_redoing_finished_batches(tmp_path, mo
     assert calls == [0, 10, 20, 20]
     assert index.manifest.counts["chunks"] == 30
     assert not (tmp_path / ".idx.work").exists()
+
+
+def test_default_mode_comes_from_the_query_config(graph_index, monkeypatch):
+    from gpurag.config import load_config
+
+    monkeypatch.setenv("GPURAG_QUERY_MODE", "dense")
+    monkeypatch.setattr(graph_index, "query_config", load_config()[1])
+    assert graph_index.query("Who founded Kestrel Dynamics?", k=3).mode == "dense"
+    monkeypatch.delenv("GPURAG_QUERY_MODE")
+    monkeypatch.setattr(graph_index, "query_config", load_config()[1])
+    assert graph_index.query("Who founded Kestrel Dynamics?", k=3).mode == "graph"
