@@ -2,17 +2,20 @@
 
 One SQLite file in WAL mode. Every ``put`` is its own committed transaction, so a run killed at
 any moment keeps every response it had received and a rerun pays only for the rest. Several
-processes may share one cache directory.
+processes may share one cache directory: the one-time setup (switching the journal to WAL,
+creating the table) needs an exclusive lock that SQLite's busy timeout does not wait for, so it
+runs under an OS file lock beside the database, and only when the database is not yet set up.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
 
@@ -33,6 +36,22 @@ def cache_key(model: str, messages: list[dict[str, Any]], params: dict[str, Any]
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _retry_while_locked(action: Callable[[], object], timeout_s: float = 60.0) -> None:
+    """Run ``action``, retrying while SQLite says the database is locked (a journal-mode switch
+    does not wait on the busy timeout when another connection holds a lock)."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
 class ResponseCache:
     """Key -> JSON value store on SQLite (WAL); thread-safe; atomic per entry."""
 
@@ -43,9 +62,21 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
                                      isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._set_up()
+
+    def _set_up(self) -> None:
+        """WAL journal and schema, done once per file under an inter-process lock."""
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SCHEMA)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a+b") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    _retry_while_locked(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+                self._conn.execute(_SCHEMA)
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
 
     def get(self, key: str) -> Any | None:
         """The cached value, or ``None``."""

@@ -90,3 +90,62 @@ def test_config_validates():
         LLMConfig(structured="xml")
     with pytest.raises(ValueError):
         LLMConfig(concurrency=0)
+
+
+
+def test_many_processes_open_one_cache_at_once_while_another_writes(tmp_path):
+    """Opening the cache from many processes at the same instant, while one writes and others
+    close, never reports 'database is locked' (the race that made resume tests flaky)."""
+    n_procs, opens_each = 10, 15
+    start_at = time.time() + 2.0
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from gpurag.llm.cache import ResponseCache
+        cache = ResponseCache({str(tmp_path)!r})
+        i = 0
+        while time.time() < {start_at + 8.0!r}:
+            cache.put(f"w{{i}}", {{"i": i}})
+            i += 1
+        cache.close()
+    """)], stderr=subprocess.PIPE, text=True)
+    script = textwrap.dedent(f"""
+        import sys, time
+        from gpurag.llm.cache import ResponseCache
+        while time.time() < {start_at!r}:
+            time.sleep(0.0005)
+        for j in range({opens_each}):
+            with ResponseCache({str(tmp_path)!r}) as cache:
+                cache.put(f"p{{sys.argv[1]}}-{{j}}", {{"j": j}})
+                len(cache)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)],
+                              stderr=subprocess.PIPE, text=True) for i in range(n_procs)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in [*procs, writer]]
+    failed = [err for rc, err in results if rc != 0]
+    assert not failed, failed[0][-600:]
+    with ResponseCache(tmp_path) as cache:
+        keys = cache.get_many(f"p{i}-{j}" for i in range(n_procs) for j in range(opens_each))
+        assert len(keys) == n_procs * opens_each
+
+
+def test_open_waits_for_a_connection_that_holds_a_lock(tmp_path):
+    """A fresh cache opened while another connection holds a write lock waits for it instead of
+    failing at once with 'database is locked' (switching to WAL ignores the busy timeout)."""
+    script = textwrap.dedent(f"""
+        import sqlite3, time
+        conn = sqlite3.connect({str(tmp_path / "responses.sqlite")!r}, isolation_level=None)
+        conn.execute("CREATE TABLE other (x)")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO other VALUES (1)")
+        print("locked", flush=True)
+        time.sleep(1.0)
+        conn.execute("COMMIT")
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    with ResponseCache(tmp_path) as cache:
+        cache.put("k", {"v": 1})
+        assert cache.get("k") == {"v": 1}
+        mode = cache._conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    assert holder.wait(timeout=30) == 0
