@@ -329,6 +329,10 @@ def load_config(path: str | os.PathLike | None = None,
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {p}: {exc}") from exc
+        for table in ("index", "query"):
+            if not isinstance(data.get(table, {}), dict):
+                raise ConfigError(f"{p}: {table!r} must be a [{table}] table of settings, "
+                                  f"not {data[table]!r}")
         index_cfg = apply_overrides(index_cfg, data.get("index", {}), str(p),
                                     lambda key: f"[index] {key}")
         query_cfg = apply_overrides(query_cfg, data.get("query", {}), str(p),
