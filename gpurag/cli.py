@@ -28,7 +28,7 @@ def say(line: str = "", multiline: bool = False) -> None:
 def _add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file with [index] and [query] tables")
     p.add_argument("--embedder", help="embedder spec: minilm | onnx:PATH | st:PATH")
-    p.add_argument("--extractor", help="entity extractor: fast | ner | llm | none")
+    p.add_argument("--extractor", help="entity extractor: fast | ner | llm (--no-graph for none)")
     p.add_argument("--triples", help="precomputed triples.jsonl to import instead of extracting")
     p.add_argument("--chunk-tokens", type=int, help="tokens per chunk window")
     p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
@@ -42,6 +42,8 @@ def _index_config(args: argparse.Namespace):
         "embedder": args.embedder, "extractor": args.extractor, "triples": args.triples,
         "chunk_tokens": args.chunk_tokens}.items() if v is not None}
     if args.triples:
+        if not Path(args.triples).is_file():
+            raise InputError(f"--triples {args.triples}: no such file")
         overrides["extractor"] = "triples"
     if args.no_graph:
         overrides["graph"] = False
