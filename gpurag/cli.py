@@ -11,6 +11,7 @@ from pathlib import Path
 from gpurag.device import DeviceError
 from gpurag.errors import GpuragError
 from gpurag.eval.cli import add_eval_commands
+from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.score.cli import add_score_commands
 
@@ -185,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild", action="store_true", help="rebuild even if --out holds an index")
     p.set_defaults(func=cmd_demo)
 
+    add_export_command(sub)
     add_eval_commands(sub)
     add_llm_commands(sub)
     add_score_commands(sub)
