@@ -169,7 +169,7 @@ def _write_explain(results: list, out: Path) -> None:
     for i, result in enumerate(results, start=1):
         path = out if len(results) == 1 else out.with_name(f"{out.stem}-{i}{out.suffix}")
         write_explain_html(result.subgraph(), path, title=result.question)
-        print(f"evidence graph: {path}", file=sys.stderr)
+        print(f"evidence graph: {safe(path)}", file=sys.stderr)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
