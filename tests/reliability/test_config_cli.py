@@ -164,3 +164,18 @@ def test_console_script_gives_one_line_and_exit_2(tmp_path, small):
                           env=env, cwd=REPO, timeout=300)
     _one_line_error(proc.returncode, proc.stderr, "GPURAG_QUERY_DAMPING='2.5'")
     _no_leftovers(tmp_path)
+
+
+def test_python_api_gets_the_same_errors(small, monkeypatch):
+    from gpurag import Index
+    from gpurag.errors import ConfigError
+
+    _, out = small
+    index = Index.open(out)
+    with pytest.raises(ConfigError, match=r"query: damping=2\.5 is not valid"):
+        index.query("what is it?", damping=2.5)
+    with pytest.raises(ConfigError, match="seed_passages"):
+        index.query_batch(["what is it?"], seed_passages=-1)
+    monkeypatch.setenv("GPURAG_QUERY_SIM_POWER", "nan")
+    with pytest.raises(ConfigError, match="GPURAG_QUERY_SIM_POWER"):
+        Index.open(out)
