@@ -53,7 +53,8 @@ def _export_llm_options(args: argparse.Namespace) -> None:
     for option, var in (("llm_url", "URL"), ("llm_model", "MODEL"),
                         ("llm_concurrency", "CONCURRENCY"), ("llm_timeout", "TIMEOUT_S"),
                         ("llm_max_tokens", "MAX_TOKENS"), ("llm_cache_dir", "CACHE_DIR"),
-                        ("llm_structured", "STRUCTURED")):
+                        ("llm_structured", "STRUCTURED"),
+                        ("llm_max_failure_rate", "MAX_FAILURE_RATE")):
         value = getattr(args, option, None)
         if value is not None:
             os.environ[f"GPURAG_LLM_{var}"] = str(value)

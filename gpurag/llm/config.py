@@ -42,6 +42,9 @@ class LLMConfig:
     llama-cpp-python wants), ``auto`` (try the first, fall back to the second once the server
     rejects it) or ``off`` (prompt only, parse tolerantly).
     ``cache_dir`` ``None`` turns the response cache off.
+    ``max_failure_rate``: the largest share of an extraction batch's LLM calls that may fail
+    (HTTP errors, timeouts, malformed answers...) before the build stops with an error; 0
+    tolerates none. The failed calls are retried by the rerun that resumes the build.
     """
 
     url: str = "http://127.0.0.1:8000/v1"
@@ -59,6 +62,7 @@ class LLMConfig:
     structured: str = "auto"
     cache_dir: str | None = field(default_factory=default_cache_dir)
     extra_body: dict[str, Any] = field(default_factory=dict)
+    max_failure_rate: float = 0.05
 
     def __post_init__(self) -> None:
         self.url = normalize_url(self.url)
@@ -71,6 +75,9 @@ class LLMConfig:
             raise ValueError("max_retries must be >= 0")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
+        if not 0.0 <= self.max_failure_rate <= 1.0:  # also refuses NaN
+            raise ValueError(f"max_failure_rate must be within [0, 1], got "
+                             f"{self.max_failure_rate!r}")
 
     @property
     def api_key(self) -> str | None:
@@ -99,7 +106,7 @@ class LLMConfig:
         Variables: ``URL``, ``MODEL``, ``API_KEY_ENV``, ``CONCURRENCY``, ``TIMEOUT_S``,
         ``CONNECT_TIMEOUT_S``, ``MAX_RETRIES``, ``BACKOFF_S``, ``BACKOFF_MAX_S``, ``TEMPERATURE``,
         ``MAX_TOKENS``, ``SEED`` (``none`` for no seed), ``STRUCTURED``, ``CACHE_DIR`` (``none``
-        turns the cache off), ``EXTRA_BODY`` (a JSON object).
+        turns the cache off), ``EXTRA_BODY`` (a JSON object), ``MAX_FAILURE_RATE``.
         """
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -117,7 +124,8 @@ class LLMConfig:
 
 
 _INTS = {"concurrency", "max_retries", "max_tokens", "seed"}
-_FLOATS = {"timeout_s", "connect_timeout_s", "backoff_s", "backoff_max_s", "temperature"}
+_FLOATS = {"timeout_s", "connect_timeout_s", "backoff_s", "backoff_max_s", "temperature",
+           "max_failure_rate"}
 
 
 def _parse_field(name: str, raw: str) -> Any:
