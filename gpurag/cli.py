@@ -104,7 +104,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             answer_results(index, results, client)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
-        return 0
+        return _llm_failures(results)
     for result in results:
         print(f"Q: {result.question}   [{result.mode}]")
         if result.answer is not None or result.error:
@@ -120,7 +120,16 @@ def cmd_query(args: argparse.Namespace) -> int:
         for path in result.paths[:3]:
             print(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
         print()
-    return 0
+    return _llm_failures(results)
+
+
+def _llm_failures(results: list) -> int:
+    """1 (after saying so on stderr) when any answer has an LLM error, else 0."""
+    failed = [r for r in results if r.error]
+    if failed:
+        print(f"gpurag: error: {len(failed)} of {len(results)} answers failed "
+              f"(first: {failed[0].error})", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
