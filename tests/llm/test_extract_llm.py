@@ -145,3 +145,25 @@ def test_unreachable_server_stops_extraction_instead_of_saving_empty_chunks(dead
     with pytest.raises(LLMError) as info:
         LLMExtractor(config, progress=False).extract(many)
     assert info.value.kind == "unavailable" and "rerun to resume" in str(info.value)
+
+
+@pytest.mark.llm
+def test_rerun_after_garbage_answers_asks_the_real_server_again(llm_config):
+    """Issue 17 item 4: garbage answers are not cached, so a rerun on the same cache against
+    a good server sends every request again and builds entities."""
+    one = CHUNKS.iloc[:1]
+    config = llm_config.replace(max_tokens=96)
+    config = config.replace(model=LLMClient(config).list_models()[0])  # same cache keys
+
+    def prose(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {"content": "No JSON here."},
+                                                      "finish_reason": "stop"}]})
+
+    bad = LLMClient(config, transport=httpx.MockTransport(prose))
+    with pytest.raises(LLMExtractionError):
+        LLMExtractor(client=bad, progress=False).extract(one)
+    assert len(bad.cache) == 0
+    bad.close()
+    result = LLMExtractor(config, progress=False, max_failure_rate=1.0).extract(one)
+    assert result.stats["llm_requests"] >= 1 and result.stats["llm_cache_hits"] == 0
+    assert len(result.mentions) >= 1, result.stats
