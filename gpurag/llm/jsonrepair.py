@@ -7,6 +7,10 @@ reported as not repaired; the first JSON value in the text wins over prose or a 
 after it; text holding no object or array is an error (the library would return ``""``); and
 ``keep_partial=False`` drops a string cut off by the end of a truncated answer instead of
 keeping its prefix (a name cut to "Pierre Cu" is worse than no name).
+
+It replaced a hand-written repairer: on 24 real answers of the test server (SmolLM2-135M,
+entity prompt, schema off, cut at 24 or 64 tokens, 19 of them invalid JSON) both read 24 entity
+lists holding the same 30 names.
 """
 
 from __future__ import annotations
