@@ -346,10 +346,10 @@ class LLMExtractor:
                         "belong to keep what the other calls found", counts,
                         100 * self.max_failure_rate)
             return
-        first = "; ".join(f"{reason}: {examples[reason]}" for reason in failures)
+        first = "; ".join(examples[reason] for reason in failures)
         raise LLMExtractionError(
             f"{counts}: more than the {100 * self.max_failure_rate:.3g}% allowed "
-            "(GPURAG_LLM_MAX_FAILURE_RATE or --llm-max-failure-rate). First of each: "
+            "(GPURAG_LLM_MAX_FAILURE_RATE or --llm-max-failure-rate). First of each kind: "
             f"{first}. Answers received are cached: rerun the same command to resume "
             "(only the failed calls are sent again).",
             failed=failed, calls=calls, reasons=failures)
