@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpurag.errors import ConfigError
+
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
 
 
@@ -30,6 +32,10 @@ def normalize_url(url: str) -> str:
     if not url.endswith("/v1"):
         url += "/v1"
     return url
+
+
+class LLMConfigError(ConfigError, ValueError):
+    """An LLM setting out of range or unreadable (a ``ValueError`` too, as it used to be)."""
 
 
 @dataclass
@@ -67,17 +73,17 @@ class LLMConfig:
     def __post_init__(self) -> None:
         self.url = normalize_url(self.url)
         if self.structured not in STRUCTURED_MODES:
-            raise ValueError(
+            raise LLMConfigError(
                 f"structured must be one of {STRUCTURED_MODES}, got {self.structured!r}")
         if self.concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
+            raise LLMConfigError("concurrency must be >= 1")
         if self.max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+            raise LLMConfigError("max_retries must be >= 0")
         if self.timeout_s <= 0:
-            raise ValueError("timeout_s must be > 0")
+            raise LLMConfigError("timeout_s must be > 0")
         if not 0.0 <= self.max_failure_rate <= 1.0:  # also refuses NaN
-            raise ValueError(f"max_failure_rate must be within [0, 1], got "
-                             f"{self.max_failure_rate!r}")
+            raise LLMConfigError(f"LLM max_failure_rate must be within [0, 1], got "
+                                 f"{self.max_failure_rate!r}")
 
     @property
     def api_key(self) -> str | None:
@@ -113,7 +119,10 @@ class LLMConfig:
             raw = os.environ.get(prefix + f.name.upper())
             if raw is None or raw == "":
                 continue
-            values[f.name] = _parse_field(f.name, raw)
+            try:
+                values[f.name] = _parse_field(f.name, raw)
+            except ValueError as exc:
+                raise LLMConfigError(f"{prefix}{f.name.upper()}={raw!r}: {exc}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
