@@ -11,6 +11,7 @@ from pathlib import Path
 from gpurag.device import DeviceError
 from gpurag.errors import GpuragError
 from gpurag.eval.cli import add_eval_commands
+from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.score.cli import add_score_commands
 
@@ -102,6 +103,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             from gpurag.query.generate import answer_results
 
             answer_results(index, results, client)
+    if args.explain:
+        _write_explain(results, Path(args.explain))
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
         return _llm_failures(results)
@@ -130,6 +133,16 @@ def _llm_failures(results: list) -> int:
         print(f"gpurag: error: {len(failed)} of {len(results)} answers failed "
               f"(first: {failed[0].error})", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _write_explain(results: list, out: Path) -> None:
+    """One evidence page per question: ``out`` itself, or ``out-1.html``... for a batch."""
+    from gpurag.export.html import write_explain_html
+
+    for i, result in enumerate(results, start=1):
+        path = out if len(results) == 1 else out.with_name(f"{out.stem}-{i}{out.suffix}")
+        write_explain_html(result.subgraph(), path, title=result.question)
+        print(f"evidence graph: {path}", file=sys.stderr)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -180,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--explain", metavar="OUT.html",
+                   help="write the evidence (seeds, entity paths, passages) as an interactive "
+                        "graph page (needs the viz extra)")
     add_llm_options(p)
     p.set_defaults(func=cmd_query)
 
@@ -195,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild", action="store_true", help="rebuild even if --out holds an index")
     p.set_defaults(func=cmd_demo)
 
+    add_export_command(sub)
     add_eval_commands(sub)
     add_llm_commands(sub)
     add_score_commands(sub)
