@@ -92,8 +92,11 @@ class ServeState:
 
 
 # -- ASGI middleware: body limit, request metrics --------------------------------------------
-class BodyTooLargeError(Exception):
-    pass
+class BodyTooLargeError(HTTPException):
+    """Raised while the body streams in; an HTTPException so the app answers 413 itself."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, _too_large(limit)["detail"])
 
 
 class Guard:
@@ -131,7 +134,7 @@ class Guard:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLargeError
+                    raise BodyTooLargeError(limit)
             return message
 
         metrics.in_flight += 1
