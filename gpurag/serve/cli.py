@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import socket
 from typing import Any
 
@@ -123,5 +124,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = uvicorn.Server(uvicorn.Config(
         app, log_level="debug" if args.verbose else "warning", access_log=bool(args.verbose),
         timeout_graceful_shutdown=config.request_timeout_s + 5, server_header=False))
-    server.run(sockets=[sock])  # SIGTERM/SIGINT: stop accepting, finish in-flight, exit
+    # uvicorn handles SIGTERM (stop accepting, finish in-flight requests, shut down) and then
+    # re-raises it to the handler that was installed before: a no-op here, so the exit is 0.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
