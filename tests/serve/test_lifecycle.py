@@ -35,37 +35,38 @@ def test_reload_during_a_stream_of_requests_loses_none(graph_index_path, tmp_pat
     holder = IndexHolder(path)
     old = holder.current.version
     live = start_server(holder, insecure_no_auth=True, reload_poll_s=0.1)
-    seen: queue.Queue = queue.Queue()
+    seen: list[list[tuple[int, str | None]]] = [[], [], []]
     stop = threading.Event()
 
-    def stream() -> None:
+    def stream(mine: list) -> None:
         with httpx.Client(base_url=live.url, timeout=60) as c:
             for i in range(2000):  # bounded; stopped once the new version has been served
                 if stop.is_set():
                     break
                 r = c.post("/v1/query", json={"question": f"Who lit the lighthouse? {i % 7}"})
-                seen.put((r.status_code, r.headers.get("x-gpurag-index-version")))
+                mine.append((r.status_code, r.headers.get("x-gpurag-index-version")))
 
     with ThreadPoolExecutor(3) as pool:
-        streams = [pool.submit(stream) for _ in range(3)]
+        streams = [pool.submit(stream, mine) for mine in seen]
         corpus = tmp_path / "corpus.jsonl"
         corpus.write_text(SAMPLE_CORPUS.read_text(encoding="utf-8") + json.dumps(NEW_DOC) + "\n",
                           encoding="utf-8")
         Index.build(corpus, path, graph=False, show_progress=False)  # commits in place
-        for _ in range(600):  # bounded: 60 s for the poller to swap
-            if holder.current.version != old:
+        for _ in range(1200):  # bounded: 60 s for the poller to swap and a stream to see it
+            if any(mine and mine[-1][1] not in (None, old) for mine in seen):
                 break
-            time.sleep(0.1)
-        time.sleep(0.5)  # let the streams run on the new version for a moment
+            time.sleep(0.05)
         stop.set()
         for s in streams:
             s.result()
-    results = [seen.get() for _ in range(seen.qsize())]
-    assert results and all(status == 200 for status, _ in results), results
-    versions = [v for _, v in results]
     new = holder.current.version
-    assert new != old and versions[0] == old and versions[-1] == new
-    assert set(versions) == {old, new}
+    assert new != old
+    served = [x for mine in seen for x in mine]
+    assert served and all(status == 200 for status, _ in served), served
+    assert {v for _, v in served} == {old, new}
+    for mine in seen:  # each client's requests are sequential: old ones, then new ones
+        versions = [v for _, v in mine]
+        assert versions == sorted(versions, key=lambda v: v == new), versions
     r = httpx.post(f"{live.url}/v1/query", json={"question": "Who lit the Vantor Beacon?",
                                                    "k": 1})
     assert r.json()["results"][0]["passages"][0]["doc_id"] == "zz-new"
