@@ -235,9 +235,10 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
             return JSONResponse({"detail": "give exactly one of 'question' or 'questions'"},
                                 status_code=422)
         questions = body.question_list()
-        if len(questions) > config.max_questions:
+        most = min(config.max_questions, config.max_queue)  # more could never be queued
+        if len(questions) > most:
             return JSONResponse({"detail": f"{len(questions)} questions: the limit is "
-                                 f"{config.max_questions} per request"}, status_code=413)
+                                 f"{most} per request"}, status_code=413)
         longest = max(len(q) for q in questions)
         if longest > config.max_question_chars:
             return JSONResponse({"detail": f"a question of {longest} characters: the limit "

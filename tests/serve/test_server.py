@@ -183,8 +183,9 @@ def test_full_queue_sheds_with_503_and_retry_after(holder, start_server):
         assert r.status_code == 503
         assert r.headers["retry-after"] == "1" and "overloaded" in r.json()["detail"]
         assert first.result().status_code == 200
-        assert post(c, {"questions": QUESTIONS[:3]}).status_code == 503  # never fits
-        assert "gpurag_shed_total 2" in c.get("/metrics").text
+        assert "gpurag_shed_total 1" in c.get("/metrics").text
+        r = post(c, {"questions": QUESTIONS[:3]})  # could never fit: refused, not shed
+        assert r.status_code == 413 and "limit is 2" in r.json()["detail"]
 
 
 def test_slow_request_times_out_with_504(holder, start_server):
