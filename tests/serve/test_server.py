@@ -192,3 +192,15 @@ def test_slow_request_times_out_with_504(holder, start_server):
     live = start_server(holder, api_keys=KEYS, batch_window_ms=1000, request_timeout_s=0.05)
     r = httpx.post(f"{live.url}/v1/query", json={"question": QUESTIONS[0]}, headers=AUTH)
     assert r.status_code == 504 and "no answer within" in r.json()["detail"]
+
+
+def test_response_schema_mirrors_query_result():
+    """The OpenAPI models list exactly the fields of the Python API's result dataclasses."""
+    import dataclasses
+
+    from gpurag.query import results
+    from gpurag.serve import schemas
+
+    for name in ("QueryResult", "Passage", "SeedEntity", "EntityPath"):
+        python = [f.name for f in dataclasses.fields(getattr(results, name))]
+        assert list(getattr(schemas, name).model_fields) == python, name
