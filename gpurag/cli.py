@@ -14,6 +14,7 @@ from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.score.cli import add_score_commands
+from gpurag.serve.cli import add_serve_command
 from gpurag.terminal import SafeFormatter, safe
 
 # How each index setting is spelled on the command line (for error messages).
@@ -84,7 +85,8 @@ def _export_llm_options(args: argparse.Namespace) -> None:
     for option, var in (("llm_url", "URL"), ("llm_model", "MODEL"),
                         ("llm_concurrency", "CONCURRENCY"), ("llm_timeout", "TIMEOUT_S"),
                         ("llm_max_tokens", "MAX_TOKENS"), ("llm_cache_dir", "CACHE_DIR"),
-                        ("llm_structured", "STRUCTURED")):
+                        ("llm_structured", "STRUCTURED"),
+                        ("llm_max_failure_rate", "MAX_FAILURE_RATE")):
         value = getattr(args, option, None)
         if value is not None:
             os.environ[f"GPURAG_LLM_{var}"] = str(value)
@@ -143,7 +145,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         _write_explain(results, Path(args.explain))
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
-        return 0
+        return _llm_failures(results)
     for result in results:
         say(f"Q: {result.question}   [{result.mode}]")
         if result.answer is not None or result.error:
@@ -159,7 +161,16 @@ def cmd_query(args: argparse.Namespace) -> int:
         for path in result.paths[:3]:
             say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
         say()
-    return 0
+    return _llm_failures(results)
+
+
+def _llm_failures(results: list) -> int:
+    """1 (after saying so on stderr) when any answer has an LLM error, else 0."""
+    failed = [r for r in results if r.error]
+    if failed:
+        print(safe(f"gpurag: error: {len(failed)} of {len(results)} answers failed "
+                   f"(first: {failed[0].error})"), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _write_explain(results: list, out: Path) -> None:
@@ -242,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_commands(sub)
     add_llm_commands(sub)
     add_score_commands(sub)
+    add_serve_command(sub)
     return parser
 
 
