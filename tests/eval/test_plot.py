@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
@@ -73,14 +72,15 @@ def test_plot_of_a_result_dict(tmp_path):
 @pytest.mark.parametrize("result, message", [
     ({}, "no 'modes' object"),
     ([1, 2], "not a JSON object"),
-    ({"modes": {}, "unavailable": {"graph": "no graph"}}, "no mode was evaluated (unavailable: graph)"),
+    ({"modes": {}, "unavailable": {"graph": "no graph"}},
+     "no mode was evaluated (unavailable: graph)"),
     ({"modes": {"bm25": {"recall@2": 0.5}}}, "mode 'bm25' has no numeric 'recall@5'"),
     ({"modes": {"bm25": {"recall@2": 1, "recall@5": 1, "all_gold@8": "x"}}}, "'all_gold@8'"),
     ({"modes": {"bm25": "oops"}}, "mode 'bm25' is not an object"),
 ])
 def test_bad_results_give_a_clear_error_and_no_file(tmp_path, result, message):
     out = tmp_path / "bad.png"
-    with pytest.raises(PlotError, match="res.json: cannot plot") as err:
+    with pytest.raises(PlotError, match=r"res\.json: cannot plot") as err:
         plot_eval(result, out, source="res.json")
     assert message in str(err.value)
     assert not out.exists()
