@@ -72,8 +72,16 @@ def _log_if_wide(ax, xs: list[float]) -> None:
         ax.set_xticks([xs[0]], [f"{xs[0]:,.0f}"])
 
 
+def _count(n: float) -> str:
+    """1234567 -> '1.23M', 100000 -> '100k'."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:g}"
+
+
 def _graph_label(g: Mapping) -> str:
-    return f"{g['edges'] / 1e6:.3g}M edges, {g['nodes'] / 1e3:.0f}k nodes"
+    return f"{_count(g['edges'])} edges, {_count(g['nodes'])} nodes"
 
 
 def plot_scale(data: Mapping, fig, source: str) -> None:
@@ -124,7 +132,7 @@ def plot_scale(data: Mapping, fig, source: str) -> None:
                 if rows:
                     batches.update(r["q"] for r in rows)
                     label = (f"PPR + top-10, {_graph_label(g)}" if key == "ppr" else
-                             f"kNN, {rows[0].get('n', g['nodes']) / 1e3:.0f}k x 384-d vectors")
+                             f"kNN, {_count(rows[0].get('n', g['nodes']))} x 384-d vectors")
                     a_batch.plot([r["q"] for r in rows], [r["per_query_p50_ms"] for r in rows],
                                  style, label=label)
         _log_if_wide(a_batch, sorted(batches))
@@ -141,6 +149,10 @@ def plot_scale(data: Mapping, fig, source: str) -> None:
             if pts:
                 a_size.plot(*zip(*pts, strict=True), "o-", label=f"batch of {q}")
         _log_if_wide(a_size, edges)
+        if len(set(edges)) > 1:
+            from matplotlib.ticker import EngFormatter
+
+            a_size.xaxis.set_major_formatter(EngFormatter())
         a_size.set_yscale("log")
         a_size.set_title("PPR + top-10 latency against graph size (p50)")
         a_size.set_xlabel("graph edges (stored)")
