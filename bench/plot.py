@@ -230,6 +230,7 @@ def plot_llm_clients(data: Mapping, fig, source: str) -> None:
         grouped_bars(ax_t, good, {c: [sc[n][c]["requests_per_s"] for n in good]
                                   for c in clients})
         ax_t.set_title("throughput (answered requests)")
+        ax_t.set_xlabel("server")
         ax_t.set_ylabel("requests per second")
         ax_t.legend(title="client")
     else:
@@ -237,6 +238,7 @@ def plot_llm_clients(data: Mapping, fig, source: str) -> None:
     if faults:
         grouped_bars(ax_f, faults, {c: [sc[n][c]["wall_s"] for n in faults] for c in clients})
         ax_f.set_title("time until every request succeeded or failed")
+        ax_f.set_xlabel("injected fault")
         ax_f.set_ylabel("seconds")
         ax_f.legend(title="client")
     else:
