@@ -7,7 +7,7 @@ Agg canvas directly, so no display and no pyplot global state are involved.
 from __future__ import annotations
 
 import os
-import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,13 +44,14 @@ def save_png(fig, out: str | Path) -> Path:
     """Write ``fig`` as PNG to ``out`` atomically (temporary file, then rename)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    # open() rather than mkstemp: the file gets the usual umask permissions, not 0600
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with open(tmp, "wb") as fh:
             fig.savefig(fh, format="png", dpi=DPI)
         os.replace(tmp, out)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return out
 

@@ -54,6 +54,10 @@ def test_eval_cli_writes_the_plot(tmp_path, capsys, monkeypatch):
     assert str(out) in capsys.readouterr().out
     assert_drawn(out, EXPECTED)
     assert not [p for p in out.parent.iterdir() if p != out]  # no temporary file left
+    reference = tmp_path / "plots" / "reference"
+    reference.write_bytes(b"")
+    assert out.stat().st_mode == reference.stat().st_mode  # usual permissions, not 0600
+    reference.unlink()
 
     # Nothing to plot (every mode unavailable): a clear error, exit status 2, no file.
     empty = tmp_path / "empty.png"
