@@ -53,9 +53,18 @@ class QueryConfig:
     entity_weight: float = 1.0
     fact_weight: float = 1.0
     passage_weight: float = 0.05
+    # Question entity linking: entities named in the question (exact alias match) share this
+    # much reset mass on top of the FAISS seeds (whose mass is 1); 0 turns linking off.
+    link_weight: float = 0.0
+    # Lexical seeds: the top `lexical_seeds` BM25 passages enter the reset vector with
+    # `lexical_weight` (min-max scaled), beside the dense passages.
+    lexical_seeds: int = 0
+    lexical_weight: float = 0.0
     # Ranking: the first `dense_head` ranks keep the dense order; `dense_blend` mixes the
     # dense score into the PPR score for the rest.
     dense_head: int = 2
+    # How the head is ordered: "dense", or "rrf" (reciprocal-rank fusion of dense and BM25).
+    head_fusion: str = "dense"
     dense_blend: float = 0.0
     rerank: str = "none"
     rerank_candidates: int = 30
