@@ -14,9 +14,9 @@ import pandas as pd
 from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.device import COMPONENTS, resolve_device
 from gpurag.embed import DEFAULT_EMBEDDER, load_embedder
-from gpurag.errors import ConfigError
+from gpurag.errors import ConfigError, IndexFormatError
 from gpurag.query.results import Passage, QueryResult
-from gpurag.store import layout, open_index_dir
+from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 
 MODES = ("dense", "graph")
@@ -57,6 +57,11 @@ class Index:
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
+        checks.check_dense(self.dir, len(self.chunks))
+        if self.passage_index.ntotal != len(self.chunks):
+            raise IndexFormatError(f"index {self.path} is inconsistent: "
+                                   f"{layout.PASSAGES_FAISS} holds {self.passage_index.ntotal} "
+                                   f"vectors for {len(self.chunks)} chunks")
         self._embedder_given = embedder
         self._embedder = None
         self._graph = None
@@ -110,6 +115,7 @@ class Index:
     def graph(self):
         """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
         if self._graph is None and self.dir.has(layout.ENTITIES):
+            checks.check_graph(self.dir, len(self.chunks))
             from gpurag.query.graph import GraphRetriever
 
             self._graph = GraphRetriever(self.dir, self.chunks)

@@ -82,7 +82,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
 
-    index = Index.open(args.index)
+    index = Index.open(args.index, verify=args.verify, embedder=args.embedder)
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += [q.strip() for q in Path(args.questions_file).read_text(
@@ -170,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="check every index file's sha256 first (open always checks block CRCs)")
+    p.add_argument("--embedder", help="query embedder spec, needed for an index built with a "
+                                      "model other than the bundled one: onnx:PATH | st:PATH")
     add_llm_options(p)
     p.set_defaults(func=cmd_query)
 

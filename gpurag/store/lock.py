@@ -9,6 +9,7 @@ on different files of the same name.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -72,10 +73,8 @@ class WriteLock:
         """Unlink the lock file, then drop the lock (safe to call twice)."""
         if self._fd is None:
             return
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
         os.close(self._fd)
         self._fd = None
 

@@ -39,9 +39,20 @@ class Manifest:
     extra: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
+    checksum: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=False)
+        """The manifest text, sealed with the sha256 of its own content."""
+        data = asdict(self)
+        data["checksum"] = seal(data)
+        return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def seal(data: dict[str, Any]) -> str:
+    """The self-checksum of a manifest: sha256 of its canonical JSON without ``checksum``."""
+    body = {k: v for k, v in data.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def sha256_file(path: Path, block: int = 1 << 22) -> str:
@@ -96,9 +107,8 @@ def check_content(fd: int, rel: str, meta: dict[str, Any], where: str | Path,
     size = int(meta.get("bytes", -1))
     crc = meta.get("crc32")
     if full or not isinstance(crc, dict):
-        if full or size < LARGE_FILE_BYTES:
-            if sha256_fd(fd, size) != meta.get("sha256"):
-                raise IndexFormatError(f"index {where} is corrupt: checksum mismatch in {rel}")
+        if (full or size < LARGE_FILE_BYTES) and sha256_fd(fd, size) != meta.get("sha256"):
+            raise IndexFormatError(f"index {where} is corrupt: checksum mismatch in {rel}")
         return
     block, sums = int(crc.get("block", 0)), crc.get("sums")
     if block <= 0 or not isinstance(sums, list):
@@ -130,8 +140,12 @@ def parse_manifest(raw: bytes, where: str | Path) -> Manifest:
         manifest = Manifest(**data)
     except TypeError as exc:
         raise IndexFormatError(f"corrupt manifest {path}: {exc}") from exc
-    if not isinstance(manifest.files, dict) or not isinstance(manifest.config, dict) or not all(
-            isinstance(m, dict) and isinstance(m.get("bytes"), int) for m in manifest.files.values()):
+    if manifest.checksum and manifest.checksum != seal(data):  # absent in older manifests
+        raise IndexFormatError(f"corrupt manifest {path}: its content does not match its "
+                               "checksum")
+    files_ok = isinstance(manifest.files, dict) and all(
+        isinstance(m, dict) and isinstance(m.get("bytes"), int) for m in manifest.files.values())
+    if not files_ok or not isinstance(manifest.config, dict):
         raise IndexFormatError(f"corrupt manifest {path}: bad 'files' or 'config'")
     return manifest
 

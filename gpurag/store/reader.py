@@ -15,6 +15,7 @@ is checked (see :mod:`gpurag.store.manifest`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -36,7 +37,7 @@ _PROC_FD = Path("/proc/self/fd")
 _ATTEMPTS = 50
 
 
-class _Moved(Exception):
+class _MovedError(Exception):
     """The directory being opened was replaced by a commit: open again."""
 
 
@@ -79,10 +80,8 @@ def _release(fds: list[int], view: Path | None) -> None:
     if view is not None:
         shutil.rmtree(view, ignore_errors=True)
     for fd in fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def open_index_dir(path: str | os.PathLike, verify: bool = False) -> IndexDir:
@@ -92,7 +91,7 @@ def open_index_dir(path: str | os.PathLike, verify: bool = False) -> IndexDir:
         _recover_interrupted_commit(target)
         try:
             return _open_once(target, verify)
-        except _Moved:
+        except _MovedError:
             time.sleep(0.01)
     raise IndexFormatError(f"index {target} kept changing while it was opened: try again")
 
@@ -101,10 +100,8 @@ def _recover_interrupted_commit(target: Path) -> None:
     """A writer killed between the two renames of a commit leaves only ``.<name>.old``."""
     backup = layout.sibling(target, layout.OLD_SUFFIX)
     if not target.exists() and backup.is_dir() and not writer_active(target):
-        try:
+        with contextlib.suppress(OSError):
             os.rename(backup, target)
-        except OSError:
-            pass
 
 
 def _same_dir(dirfd: int, target: Path) -> bool:
@@ -119,7 +116,7 @@ def _open_once(target: Path, verify: bool) -> IndexDir:
         dirfd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
         if layout.sibling(target, layout.OLD_SUFFIX).exists() or writer_active(target):
-            raise _Moved() from None
+            raise _MovedError() from None
         raise IndexFormatError(f"no index at {target}: not a directory") from None
     except NotADirectoryError:
         raise IndexFormatError(f"no index at {target}: not a directory") from None
@@ -138,7 +135,7 @@ def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> Index
         mfd = _open_inside(dirfd, layout.MANIFEST)
     except FileNotFoundError:
         if not _same_dir(dirfd, target):
-            raise _Moved() from None
+            raise _MovedError() from None
         raise IndexFormatError(
             f"{target} is not a gpurag index: {layout.MANIFEST} is missing") from None
     fds.append(mfd)
@@ -152,7 +149,7 @@ def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> Index
             fd = _open_inside(dirfd, rel)
         except FileNotFoundError:
             if not _same_dir(dirfd, target):
-                raise _Moved() from None
+                raise _MovedError() from None
             raise IndexFormatError(f"index {target} is corrupt: {rel} is missing") from None
         fds.append(fd)
         by_rel[rel] = fd
@@ -161,7 +158,7 @@ def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> Index
             raise IndexFormatError(f"index {target} is corrupt: {rel} is not a regular file")
         if st.st_size != meta.get("bytes"):
             if not _same_dir(dirfd, target):
-                raise _Moved()
+                raise _MovedError()
             raise IndexFormatError(f"index {target} is corrupt: {rel} has {st.st_size} bytes, "
                                    f"manifest says {meta.get('bytes')}")
         check_content(fd, rel, meta, target, full=verify)
