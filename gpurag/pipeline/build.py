@@ -50,7 +50,8 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     """
     cfg = cfg or IndexConfig()
     out = Path(out).resolve()
-    check_target(out)
+    if out.exists() and not out.is_dir():
+        raise IndexFormatError(f"cannot write the index to {out}: it is a file")
     with WriteLock(out) as lock:
         return _build_locked(source, out, cfg, show_progress, lock)
 

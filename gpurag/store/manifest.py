@@ -21,7 +21,8 @@ from gpurag.errors import IndexFormatError
 from gpurag.store.layout import MANIFEST
 
 FORMAT_NAME = "gpurag-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: manifest self-checksum and block CRCs; version 1 is still read
+READABLE_VERSIONS = (1, 2)
 LARGE_FILE_BYTES = 8 << 20
 CRC_BLOCK = 4 << 20
 
@@ -131,10 +132,10 @@ def parse_manifest(raw: bytes, where: str | Path) -> Manifest:
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         raise IndexFormatError(f"{path} is not a gpurag index manifest")
     version = data.get("format_version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version not in READABLE_VERSIONS:
         raise IndexFormatError(
-            f"index {where} has format version {version}, this gpurag reads version "
-            f"{FORMAT_VERSION}: rebuild it with `gpurag index`"
+            f"index {where} has format version {version}, this gpurag reads format versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}: rebuild it with `gpurag index`"
         )
     try:
         manifest = Manifest(**data)

@@ -115,9 +115,10 @@ def _open_once(target: Path, verify: bool) -> IndexDir:
     try:
         dirfd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
-        if layout.sibling(target, layout.OLD_SUFFIX).exists() or writer_active(target):
+        if layout.sibling(target, layout.OLD_SUFFIX).exists():  # mid two-rename commit
             raise _MovedError() from None
-        raise IndexFormatError(f"no index at {target}: not a directory") from None
+        busy = " (a build is writing it now)" if writer_active(target) else ""
+        raise IndexFormatError(f"no index at {target}: not a directory{busy}") from None
     except NotADirectoryError:
         raise IndexFormatError(f"no index at {target}: not a directory") from None
     fds: list[int] = []

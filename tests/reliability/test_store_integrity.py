@@ -250,3 +250,17 @@ def test_rebuild_keeps_files_it_did_not_write(tmp_path):
     note.unlink()
     assert Index.build(SAMPLE, out, graph=False, show_progress=False,
                        chunk_tokens=96).config.chunk_tokens == 96
+
+
+def test_format_version_1_index_still_opens(copy):
+    """Indexes written before manifest self-checksums and block CRCs open as before."""
+    mpath = copy / layout.MANIFEST
+    data = json.loads(mpath.read_text(encoding="utf-8"))
+    data.pop("checksum")
+    data["format_version"] = 1
+    mpath.write_text(json.dumps(data), encoding="utf-8")
+    with Index.open(copy) as index:
+        assert index.query(QUESTION, k=2, mode="graph").passages
+    _flip(copy / layout.CHUNKS, 100)
+    with pytest.raises(IndexFormatError, match="checksum mismatch in tables/chunks"):
+        Index.open(copy)
