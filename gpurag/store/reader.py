@@ -35,6 +35,8 @@ from gpurag.store.manifest import Manifest, check_content, parse_manifest
 
 _PROC_FD = Path("/proc/self/fd")
 _ATTEMPTS = 50
+_VIEW_PREFIX = "gpurag-view-"
+_swept = False
 
 
 class _MovedError(Exception):
@@ -195,10 +197,15 @@ def _read_all(fd: int) -> bytes:
 
 def _make_view(target: Path, by_rel: dict[str, int]) -> Path | None:
     """A private folder of ``/proc/self/fd`` links to the pinned files, or None."""
+    global _swept
     if not _PROC_FD.is_dir():
         return None
+    if not _swept:
+        _swept = True
+        _sweep_views()
     try:
-        view = Path(tempfile.mkdtemp(prefix=f"gpurag-{target.name[:40]}-"))
+        view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-{target.name[:40]}-",
+                                     dir=_view_base()))
     except OSError:
         return None
     try:
@@ -210,3 +217,30 @@ def _make_view(target: Path, by_rel: dict[str, int]) -> Path | None:
         shutil.rmtree(view, ignore_errors=True)
         return None
     return view
+
+
+def _view_base() -> str:
+    """Where view folders go: a memory file system when there is one (cheap to remove)."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+def _sweep_views() -> None:
+    """Remove view folders over an hour old whose process is gone (checked once a process)."""
+    try:
+        entries = list(Path(_view_base()).glob(f"{_VIEW_PREFIX}*"))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        try:
+            pid = int(entry.name[len(_VIEW_PREFIX):].split("-", 1)[0])
+            if now - entry.lstat().st_mtime < 3600:
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except (ValueError, OSError):
+            continue

@@ -183,3 +183,20 @@ def test_readers_during_repeated_rebuilds_never_fail_or_mix(tmp_path):
     assert errors == [], f"{len(errors)} of {opens} opens failed: {errors[:3]}"
     assert len(seen) >= 3, f"the readers must see the versions change (saw {seen})"
     assert held_checks > 0
+
+
+def test_commit_without_atomic_exchange(tmp_path, monkeypatch):
+    """Where the kernel has no directory exchange, two renames (recovered on open) still work."""
+    import gpurag.store.writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "_exchange", lambda a, b: False)
+    records = _records()
+    src_a = _write(tmp_path / "a" / "docs.jsonl", records[:5])
+    src_b = _write(tmp_path / "b" / "docs.jsonl", records[5:9])
+    out = tmp_path / "index"
+    held = Index.build(src_a, out, graph=False, show_progress=False)
+    Index.build(src_b, out, graph=False, show_progress=False).close()
+    assert set(held.chunks["doc_id"]) == {r["id"] for r in records[:5]}
+    assert held.query(records[0]["text"], k=1, mode="dense").passages[0].doc_id == records[0]["id"]
+    assert set(Index.open(out).chunks["doc_id"]) == {r["id"] for r in records[5:9]}
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "index"]
