@@ -52,7 +52,7 @@ class IndexDir:
         self.path = view or root
         self.manifest = manifest
         self._finalizer = weakref.finalize(self, _release, list(fds or ()),
-                                           view if view != root else None)
+                                           view if view != root else None, os.getpid())
 
     def has(self, rel: str) -> bool:
         return rel in self.manifest.files
@@ -78,8 +78,8 @@ class IndexDir:
         self._finalizer()
 
 
-def _release(fds: list[int], view: Path | None) -> None:
-    if view is not None:
+def _release(fds: list[int], view: Path | None, owner: int | None = None) -> None:
+    if view is not None and owner in (None, os.getpid()):  # a forked child leaves it alone
         shutil.rmtree(view, ignore_errors=True)
     for fd in fds:
         with contextlib.suppress(OSError):
