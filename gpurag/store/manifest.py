@@ -3,7 +3,8 @@
 Every file is recorded with its size and sha256. Files of at least ``LARGE_FILE_BYTES`` also get
 a CRC-32 per ``CRC_BLOCK`` bytes: opening an index checks the sha256 of the small files and the
 block CRCs of the large ones (every byte, about 2.5x faster than sha256 and spread over threads),
-so a flipped byte anywhere is an error on open; ``verify=True`` checks the sha256 of every file.
+so a flipped byte in any file is an error on open; ``verify=True`` checks the sha256 of every
+file. The manifest seals its own ``config`` and ``files`` (see :func:`seal`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ class Manifest:
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+SEALED_FIELDS = ("config", "files", "format", "format_version")
+
+
 def seal(data: dict[str, Any]) -> str:
-    """The self-checksum of a manifest: sha256 of its canonical JSON without ``checksum``."""
-    body = {k: v for k, v in data.items() if k != "checksum"}
+    """The self-checksum of a manifest: sha256 of the canonical JSON of the fields that decide
+    what is read and how (``config``, ``files``, the format); counts, timings and notes are
+    informational and may be annotated."""
+    body = {k: data.get(k) for k in SEALED_FIELDS}
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -22,7 +22,7 @@ from gpurag.store import manifest as manifest_mod
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
 QUESTION = "Who founded Kestrel Dynamics?"
-EVERY_FILE = (layout.MANIFEST, *layout.REQUIRED_DENSE, *layout.REQUIRED_GRAPH)
+EVERY_FILE = (*layout.REQUIRED_DENSE, *layout.REQUIRED_GRAPH)
 
 
 @pytest.fixture(autouse=True)
@@ -80,6 +80,7 @@ def _cli(*args: object) -> subprocess.CompletedProcess:
 # -- item 6: a flipped byte anywhere is an error on a plain open -------------------------------
 def test_flip_matrix_covers_every_file(graph_index):
     files = set(json.loads((graph_index / layout.MANIFEST).read_text())["files"])
+    assert files >= set(EVERY_FILE)
     assert files <= set(EVERY_FILE), "a new index file must join the flipped-byte matrix"
 
 
@@ -93,6 +94,32 @@ def test_flipped_byte_is_an_error_on_open(copy, rel, where):
         index = Index.open(copy)
         index.query_batch([QUESTION], k=3, mode="graph")
     assert rel in str(info.value)
+
+
+def _answers(index_path: Path) -> list[list[str]]:
+    with Index.open(index_path) as index:
+        return [[p.chunk_id for p in r.passages] for r in index.query_batch(
+            [QUESTION, "Where is the headquarters?"], k=5, mode="graph")]
+
+
+@pytest.mark.parametrize("step", [7, 13])
+def test_flipped_manifest_byte_is_an_error_or_changes_nothing(graph_index, tmp_path, step):
+    """The manifest seals what decides reading (config, files); a flip elsewhere (counts,
+    timings, notes) may pass, but never changes an answer."""
+    want = _answers(graph_index)
+    size = (graph_index / layout.MANIFEST).stat().st_size
+    caught = 0
+    for i, offset in enumerate(range(3, size, max(1, size // step))):
+        copy = Path(shutil.copytree(graph_index, tmp_path / f"c{i}"))
+        _flip(copy / layout.MANIFEST, offset)
+        try:
+            got = _answers(copy)
+        except IndexFormatError as exc:
+            assert "manifest" in str(exc)
+            caught += 1
+            continue
+        assert got == want, f"a flip at byte {offset} of the manifest changed the answers"
+    assert caught > 0
 
 
 def test_large_files_are_checked_by_block_crc(tmp_path, monkeypatch):
