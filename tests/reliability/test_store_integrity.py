@@ -291,3 +291,16 @@ def test_format_version_1_index_still_opens(copy):
     _flip(copy / layout.CHUNKS, 100)
     with pytest.raises(IndexFormatError, match="checksum mismatch in tables/chunks"):
         Index.open(copy)
+
+
+def test_rebuild_over_a_corrupt_index(tmp_path):
+    """A corrupt index is rebuilt in place, but files that are not gpurag's still stop it."""
+    out = tmp_path / "index"
+    Index.build(SAMPLE, out, graph=False, show_progress=False).close()
+    (out / layout.MANIFEST).write_text("{", encoding="utf-8")
+    (out / "thesis.tex").write_text("mine", encoding="utf-8")
+    with pytest.raises(IndexFormatError, match=r"did not write \(thesis\.tex\)"):
+        Index.build(SAMPLE, out, graph=False, show_progress=False)
+    (out / "thesis.tex").unlink()
+    with Index.build(SAMPLE, out, graph=False, show_progress=False) as index:
+        assert len(index.chunks) > 0
