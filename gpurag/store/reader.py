@@ -178,7 +178,8 @@ def _open_inside(dirfd: int, rel: str) -> int:
             if cur != dirfd:
                 os.close(cur)
             cur = nxt
-        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=cur)
+        # O_NONBLOCK: a FIFO planted under a data file's name must not hang the open.
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=cur)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise

@@ -304,3 +304,10 @@ def test_rebuild_over_a_corrupt_index(tmp_path):
     (out / "thesis.tex").unlink()
     with Index.build(SAMPLE, out, graph=False, show_progress=False) as index:
         assert len(index.chunks) > 0
+
+
+def test_a_fifo_in_place_of_a_file_is_an_error(copy):
+    (copy / layout.CHUNKS).unlink()
+    os.mkfifo(copy / layout.CHUNKS)
+    with pytest.raises(IndexFormatError, match=r"tables/chunks\.parquet is not a regular file"):
+        Index.open(copy)
