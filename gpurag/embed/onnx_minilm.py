@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpurag.config import threads_from_env
 from gpurag.embed.tokens import TOKENIZER_PATH, MiniLMTokens, padded_batch
 from gpurag.errors import ConfigError
 
@@ -51,7 +52,7 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
         self.implementation = (f"onnxruntime-cpu {getattr(ort, '__version__', '')} "
                                f"minilm-l6-v2 int8 ({model.name})")
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or int(os.environ.get("GPURAG_THREADS", "0"))
+        options.intra_op_num_threads = threads or threads_from_env()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
