@@ -2,7 +2,8 @@
 
 Weights: the bundled int8 ONNX file's, dequantized once to float32 (see
 :mod:`gpurag.embed.onnx_weights`; cached as safetensors under the user cache directory), then
-cast to float16 on CUDA (``bfloat16`` or ``float32`` on request) and kept float32 on the CPU.
+cast to float16 on CUDA (``bfloat16`` or ``float32`` on request: ``dtype=`` or
+``$GPURAG_EMBED_DTYPE``) and kept float32 on the CPU.
 Nothing is downloaded and ``transformers`` is not needed.
 
 Forward pass, as the ONNX graph's: word + position + token-type embeddings, LayerNorm (eps

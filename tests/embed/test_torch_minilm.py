@@ -103,6 +103,15 @@ def test_converted_weights_are_cached_once_keyed_by_the_file_hash(tmp_path):
                                   want["encoder.layer.0.attention.self.query.weight"])
 
 
+def test_unwritable_cache_falls_back_to_converting_in_memory(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    assert cached_state_dict_path(default_model_path(), blocker / "models") is None
+    monkeypatch.setenv("GPURAG_CACHE_DIR", str(blocker))
+    emb = TorchMiniLMEmbedder(device="cpu")
+    assert emb.encode(["hello"]).shape == (1, 384)
+
+
 def test_cosine_parity_on_the_sample_corpus(onnx_embedder, torch_embedder):
     texts = [*sample_texts(), "", "hello", "Café naïve 東京 😀", "word " * 2000]
     ref = onnx_embedder.encode(texts)
