@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One prepared GPU check for a lent machine (H200 image: Python 3.12, torch CUDA, CuPy, Triton,
 # PyG, transformers, onnxruntime; no cuGraph, cuDF, FAISS, vLLM). At most 8 minutes: every
-# step has its own timeout (sum 455 s). Run from the repo root:
+# step has its own timeout (install 40 s + 20 s per missing wheel, environment 30 s, tests
+# 110 s, gpu_bench 170 s, GAT scoring 50 s, scale 110 s; about 7 minutes). Run from the root:
 #     bash bench/device_check.sh        (device tool: timeout_s=480, carry [".whl"])
 # 1. installs gpurag over the image's packages without touching torch: `pip install --no-deps
 #    -e .`, then only the core dependencies that are missing, from wheels carried in .whl/
@@ -28,7 +29,7 @@ say() { echo "== $* (t=$((SECONDS - START)) s)" | tee -a "$LOG"; }
 say "device_check $STAMP: install"
 TORCH_BEFORE=$(python3 -c 'import torch; print(torch.__version__)' 2>&1)
 {
-  timeout 60 python3 -m pip install -q --no-deps -e . \
+  timeout 40 python3 -m pip install -q --no-deps -e . \
     || echo "editable install unavailable (no hatchling wheel in .whl/); using PYTHONPATH"
   # core dependencies that are missing, from carried wheels only (never torch)
   MISSING=$(python3 - <<'EOF'
@@ -46,7 +47,7 @@ EOF
   )
   echo "missing core dependencies: ${MISSING:-none}"
   for dist in $MISSING; do
-    timeout 60 python3 -m pip install -q --no-deps "$dist" 2>/dev/null \
+    timeout 20 python3 -m pip install -q --no-deps "$dist" 2>/dev/null \
       && echo "  installed $dist from .whl" || echo "  $dist: no wheel carried (left missing)"
   done
 } 2>&1 | tee -a "$LOG"
@@ -57,7 +58,7 @@ echo "torch before $TORCH_BEFORE, after $TORCH_AFTER" | tee -a "$LOG"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem \
     --format=csv,noheader 2>&1 || echo "nvidia-smi unavailable"
-  timeout 60 python3 - <<'EOF'
+  timeout 30 python3 - <<'EOF'
 import importlib, platform
 import torch
 print("python", platform.python_version(), "| torch", torch.__version__, "cuda", torch.version.cuda,

@@ -22,10 +22,10 @@ torch = pytest.importorskip("torch")
 from gpurag.embed.torch_minilm import TorchMiniLMEmbedder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-MUSIQUE = Path(os.environ.get("GPURAG_SHARED_DATA", REPO.parent.parent / "shared" / "data")) \
-    / "musique_train100"
-if not MUSIQUE.is_dir():
-    MUSIQUE = Path("/work/shared/data/musique_train100")
+_DATA_DIRS = [Path(p) for p in (os.environ.get("GPURAG_SHARED_DATA"),) if p] + [
+    REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
+MUSIQUE = next((d / "musique_train100" for d in _DATA_DIRS if (d / "musique_train100").is_dir()),
+               _DATA_DIRS[0] / "musique_train100")
 
 
 def sample_texts() -> list[str]:
