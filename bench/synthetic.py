@@ -115,10 +115,15 @@ def power_law_csr(n_edges: int, device: str = "cpu", generator: str = "auto",
             except ImportError:
                 generator = "torch"
     if generator == "pylibraft":
-        return power_law_pylibraft(n_edges, seed), "pylibraft.random.rmat"
+        try:
+            return power_law_pylibraft(n_edges, seed), "pylibraft.random.rmat"
+        except Exception as exc:  # never run here (no RAPIDS image yet): fall back, say why
+            generator, fallback = "torch", f" (pylibraft failed: {type(exc).__name__}: {exc})"
+    else:
+        fallback = ""
     if generator == "torch":
         csr = power_law_torch(n_edges, device, seed=seed)
-        return tuple(t.cpu().numpy() for t in csr), f"torch Chung-Lu ({device})"
+        return tuple(t.cpu().numpy() for t in csr), f"torch Chung-Lu ({device}){fallback}"
     if generator == "numpy":
         return power_law_numpy(n_edges, seed=seed), "numpy Chung-Lu"
     raise ValueError(f"unknown generator {generator!r}")
