@@ -161,7 +161,7 @@ class GraphRetriever:
     def _add_linked(self, reset: sp.csr_array, questions: list[str], cfg: QueryConfig,
                     seeds: list[list[SeedEntity]]) -> sp.csr_array:
         """Rows scaled to sum 1, plus ``link_weight`` shared equally by the entities each
-        question names."""
+        question names (each share scaled by the entity's specificity)."""
         linked = self.linker.link(questions)
         sums = np.asarray(reset.sum(axis=1)).ravel()
         scale = sp.diags_array(np.where(sums > 0, 1.0 / np.maximum(sums, 1e-30), 0.0))
@@ -170,18 +170,10 @@ class GraphRetriever:
                            count=len(q_idx))
         if not len(ents):
             return reset
-        # Each named entity's share, scaled by its specificity: a name found in many passages
-        # ("English", "Show") says less about where the answer is.
-        spec = self.specificity[ents]
+        # Each named entity's equal share, scaled by its specificity: a name found in many
+        # passages ("English", "Show") says less about where the answer is.
         count = np.bincount(q_idx, minlength=len(linked))[q_idx]
-        mode = cfg.extra.get("link_mode", "spec_abs")
-        if mode == "equal":
-            share = cfg.link_weight / count
-        elif mode == "spec_rel":
-            total = np.bincount(q_idx, weights=spec, minlength=len(linked))[q_idx]
-            share = cfg.link_weight * spec / np.maximum(total, 1e-12)
-        else:
-            share = cfg.link_weight * spec / count
+        share = cfg.link_weight * self.specificity[ents] / count
         extra = sp.csr_array((share, (q_idx, ents)), shape=reset.shape)
         for qi, row in enumerate(linked):
             known = {s.entity_id for s in seeds[qi]}
