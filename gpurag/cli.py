@@ -128,7 +128,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         questions += read_questions(args.questions_file)
     if not questions:
         raise GpuragError("give a question or --questions-file")
-    index = Index.open(args.index)
+    index = Index.open(args.index, verify=args.verify, embedder=args.embedder)
     client = _llm_client(args) if (args.answer or args.mode == "global") else None
     if args.mode == "global":
         from gpurag.query.generate import global_answers
@@ -231,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="check every index file's sha256 first (open always checks block CRCs)")
+    p.add_argument("--embedder", help="query embedder spec, needed for an index built with a "
+                                      "model other than the bundled one: onnx:PATH | st:PATH")
     p.add_argument("--explain", metavar="OUT.html",
                    help="write the evidence (seeds, entity paths, passages) as an interactive "
                         "graph page (needs the viz extra)")
