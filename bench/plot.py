@@ -203,11 +203,13 @@ def plot_serve_load(data: Mapping, fig, source: str) -> None:
     ax_t, ax_l = fig.subplots(1, 2)
     grouped_bars(ax_t, names, {"throughput": [r["throughput_rps"] for r in runs]})
     ax_t.set_title("query service throughput")
+    ax_t.set_xlabel("server-side request batching")
     ax_t.set_ylabel("requests per second")
     grouped_bars(ax_l, names, {"p50": [r["p50_ms"] for r in runs],
                                "p99": [r["p99_ms"] for r in runs]})
     ax_l.set_title("request latency")
-    ax_l.set_ylabel("ms")
+    ax_l.set_xlabel("server-side request batching")
+    ax_l.set_ylabel("ms per request")
     ax_l.legend()
     args = data.get("args") or {}
     fig.suptitle(f"gpurag serve under load: {args.get('clients', '?')} clients, "
