@@ -293,7 +293,11 @@ def main(argv: list[str] | None = None) -> dict:
     if a.fake_server:
         asyncio.run(fake_server(a.port, a.fake_server))
         return {}
-    import openai  # noqa: F401  (fail early: pip install openai)
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        sys.exit("bench/llm_clients.py needs the openai package (not a gpurag dependency): "
+                 "pip install openai")
 
     logging.getLogger("gpurag.llm").setLevel(logging.ERROR)  # failures are counted, not logged
 

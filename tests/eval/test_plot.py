@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,13 @@ def test_bad_results_give_a_clear_error_and_no_file(tmp_path, result, message):
         plot_eval(result, out, source="res.json")
     assert message in str(err.value)
     assert not out.exists()
+
+
+def test_missing_matplotlib_is_refused_before_the_eval(tmp_path, capsys, monkeypatch):
+    for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    rc = main(["-q", "eval", str(SAMPLE), "--index", str(tmp_path / "idx"),
+               "--plot", str(tmp_path / "p.png")])
+    assert rc == 2
+    assert "pip install 'gpurag[viz]'" in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()  # nothing was built
