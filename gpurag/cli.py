@@ -12,7 +12,7 @@ from gpurag.device import DeviceError
 from gpurag.errors import GpuragError
 from gpurag.eval.cli import add_eval_commands
 from gpurag.llm.cli import add_llm_commands, add_llm_options
-from gpurag.score.cli import add_score_commands
+from gpurag.rerank.cli import add_score_commands
 
 
 def _add_index_options(p: argparse.ArgumentParser) -> None:
@@ -46,25 +46,21 @@ def _llm_client(args: argparse.Namespace):
     return LLMClient(config_from_args(args))
 
 
-def _export_llm_options(args: argparse.Namespace) -> None:
-    """``--llm-*`` options reach the LLM extractor as the equivalent GPURAG_LLM_* variables."""
-    import os
+def make_runtime(args: argparse.Namespace):
+    """The one runtime of this command: device and progress from the environment and
+    ``--quiet``, LLM settings from ``GPURAG_LLM_*`` and the ``--llm-*`` options."""
+    from gpurag.llm.cli import config_from_args
+    from gpurag.runtime import Runtime
 
-    for option, var in (("llm_url", "URL"), ("llm_model", "MODEL"),
-                        ("llm_concurrency", "CONCURRENCY"), ("llm_timeout", "TIMEOUT_S"),
-                        ("llm_max_tokens", "MAX_TOKENS"), ("llm_cache_dir", "CACHE_DIR"),
-                        ("llm_structured", "STRUCTURED")):
-        value = getattr(args, option, None)
-        if value is not None:
-            os.environ[f"GPURAG_LLM_{var}"] = str(value)
+    return Runtime.create(progress=False if getattr(args, "quiet", False) else None,
+                          llm=config_from_args(args))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
-    _export_llm_options(args)
     index = Index.build(args.source, args.out, config=_index_config(args),
-                        show_progress=not args.quiet)
+                        show_progress=not args.quiet, runtime=make_runtime(args))
     info = index.info()
     ingest = info["extra"].get("ingest", {})
     print(f"index written to {index.path}")
@@ -82,7 +78,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
 
-    index = Index.open(args.index)
+    index = Index.open(args.index, runtime=make_runtime(args))
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += [q.strip() for q in Path(args.questions_file).read_text(
@@ -144,7 +140,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gpurag import __version__
+    from gpurag._version import __version__
 
     parser = argparse.ArgumentParser(prog="gpurag", description=__doc__)
     parser.add_argument("--version", action="version", version=f"gpurag {__version__}")
@@ -196,10 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    if args.quiet:
-        import os
-
-        os.environ["GPURAG_PROGRESS"] = "0"
     try:
         return int(args.func(args) or 0)
     except (GpuragError, DeviceError) as exc:

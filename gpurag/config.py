@@ -23,6 +23,10 @@ class IndexConfig:
     ingest_batch_chunks: int = 2048
     extractor: str = "fast"
     triples: str | None = None
+    # The LLM that extracts (extractor="llm"): model and endpoint change the index, so the
+    # build key covers them (None: the runtime's LLM settings, recorded at build time).
+    llm_model: str | None = None
+    llm_url: str | None = None
     ivf_threshold: int = 200_000
     hnsw_threshold: int = 20_000
     graph: bool = True

@@ -16,8 +16,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     overrides = {}
     if args.extractor:
         overrides["extractor"] = args.extractor
+    from gpurag.cli import make_runtime
+
     index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
-                                              show_progress=not args.quiet, **overrides)
+                                              show_progress=not args.quiet,
+                                              runtime=make_runtime(args), **overrides)
     try:
         client = None
         if args.answer:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from gpurag.errors import ConfigError
-from gpurag.extract.base import Extraction
+from gpurag.extract.base import COOCCURS, Extraction
 
 __all__ = [
     "FastExtractor",
@@ -35,7 +35,6 @@ __all__ = [
     "find_span",
 ]
 
-COOCCURS = "co-occurs"
 TITLE_LABEL = "TITLE"
 _SEP = "\x00"  # joins chunk texts: not a word or space character, so no match crosses it
 

@@ -64,7 +64,8 @@ def chunk_documents(
 
 
 def run_chunk_embed(
-    source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir, show_progress: bool
+    source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
+    show_progress: bool | None,
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
     """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints."""
     stage = work.state.setdefault("chunk_embed", {"parts": 0, "docs": 0, "duplicates": 0,
@@ -81,7 +82,7 @@ def run_chunk_embed(
             log.info("resuming: %d documents already chunked and embedded", skip)
             for _ in range(skip):
                 next(docs, None)
-        bar = progress_bar(total=None, desc="chunk+embed", unit="doc", disable=not show_progress)
+        bar = progress_bar(total=None, desc="chunk+embed", unit="doc", show=show_progress)
         bar.update(skip)
         n_chunks = len(seen)
         for batch in _batches(docs, max(1, cfg.ingest_batch_chunks // 2)):

@@ -1,5 +1,9 @@
 """Graph (multi-hop) retrieval: FAISS seeds -> personalized PageRank -> passage ranking.
 
+The PPR runs on the runtime's backend (the device when there is one) and only each
+question's top candidates come back to the host (:class:`~gpurag.graph.backend.PPRTop`), never
+a dense ``(q, n)`` array; the ranking below works on those ``(q, k + depth)`` candidates.
+
 Seeds come from three FAISS searches per question: entities by name, facts (triples embedded
 as text) and passages. Entity and fact seeds are weighted by similarity and by specificity
 (entities found in fewer passages weigh more, as in HippoRAG); dense passage scores enter the
@@ -16,6 +20,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.config import QueryConfig
+from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query.results import EntityPath, SeedEntity
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, search
@@ -30,7 +35,8 @@ def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
 class GraphRetriever:
     """Holds the graph arrays and entity/fact indexes of an opened index."""
 
-    def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame) -> None:
+    def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame,
+                 backends: Backends | None = None) -> None:
         from gpurag.graph import csr as csr_mod
 
         self.dir = index_dir
@@ -46,9 +52,8 @@ class GraphRetriever:
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
-        from gpurag.graph.backend import select_ppr_backend
-
-        self.ppr_name, self.ppr = select_ppr_backend()
+        self.backends = backends or Backends.for_device("cpu")
+        self.ppr_name = self.backends.names["ppr"]
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
 
@@ -110,59 +115,50 @@ class GraphRetriever:
         return reset, seeds
 
     # -- retrieval ----------------------------------------------------------------------
-    def retrieve(self, questions: list[str], qvecs: np.ndarray, cfg: QueryConfig,
+    def retrieve(self, qvecs: np.ndarray, cfg: QueryConfig,
                  passage_index) -> tuple[np.ndarray, np.ndarray, list[dict]]:
         """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths."""
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
         reset, seeds = self.reset_matrix(qvecs, cfg, dense)
-        options = {"method": cfg.ppr_method} if self.ppr_name.startswith("scipy") else {}
-        scores = self.ppr(self.graph, reset, damping=cfg.damping, tol=cfg.ppr_tol,
-                          output="dense", **options)
-        psg = np.asarray(scores[:, self.n_ent:], dtype=np.float64)
-        psg = psg / np.maximum(psg.max(axis=1, keepdims=True), 1e-30)
-        blend = cfg.dense_blend
-        if blend:
-            ds, di = dense
-            dense_full = np.zeros_like(psg)
-            rows = np.repeat(np.arange(len(qvecs)), di.shape[1])
-            ok = di.ravel() >= 0
-            dense_full[rows[ok], di.ravel()[ok]] = _minmax(ds).ravel()[ok]
-            psg = psg + blend * dense_full
-        head = cfg.dense_head
-        if head:  # the first ``head`` ranks keep the dense order; PPR ranks the rest
-            ds, di = dense
-            top_dense = di[:, :head]
-            lift = psg.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(top_dense.shape[1]))
-            rows_q = np.repeat(np.arange(len(qvecs))[:, None], top_dense.shape[1], axis=1)
-            ok = top_dense >= 0
-            psg[rows_q[ok], top_dense[ok]] = np.broadcast_to(lift, top_dense.shape)[ok]
-        if cfg.rerank not in ("", "none"):
-            psg = self._rerank(cfg, qvecs, psg, scores, dense)
+        reranking = cfg.rerank not in ("", "none")
         k = min(cfg.k, self.n_psg)
-        top = np.argpartition(-psg, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(psg, top, axis=1), axis=1, kind="stable")
-        top = np.take_along_axis(top, order, axis=1)
-        top_scores = np.take_along_axis(psg, top, axis=1).astype(np.float32)
+        # Enough candidates that the top-k after blending and reranking is among them.
+        want = max(k, cfg.rerank_candidates if reranking else 0) + dense[1].shape[1]
+        top = self.backends.ppr(
+            self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
+            hi=self.n_ent + self.n_psg, gather=dense[1], damping=cfg.damping,
+            tol=cfg.ppr_tol, method=cfg.ppr_method, full=reranking)
+        cand, score = rank_candidates(top, dense, cfg)
+        if reranking:
+            score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
+        top_rows, top_scores = _best(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
-                   "paths": self.paths(s, top[i])} for i, s in enumerate(seeds)]
-        return top_scores, top, extras
+                   "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
+        return top_scores.astype(np.float32), top_rows, extras
 
-    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, psg: np.ndarray, ppr_scores,
-                dense: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
+                ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]
+                ) -> np.ndarray:
         """Rescore the top candidates with a reranker (``cfg.rerank``, e.g. ``"gat"``).
 
         Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
-        reranked ones so the reranker decides the head of the list.
+        reranked ones so the reranker decides the head of the list. The reranker reads the
+        whole PPR scores (``full``), which the PPR component returns only for it.
         """
-        from gpurag.score import get_reranker
+        from gpurag.rerank import get_reranker
 
         reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
         n_cand = min(cfg.rerank_candidates, self.n_psg)
-        cand = np.argpartition(-psg, n_cand - 1, axis=1)[:, :n_cand]
-        new = reranker.score(qvecs, cand, np.asarray(ppr_scores), dense)  # (q, n_cand)
-        out = psg - psg.max() - 1.0 - np.abs(new).max()
-        np.put_along_axis(out, cand, new, axis=1)
+        head_rows, _ = _best(cand, score, n_cand)
+        new = reranker.score(qvecs, head_rows, np.asarray(ppr_scores), dense)  # (q, n_cand)
+        valid = cand >= 0
+        out = score - score[valid].max() - 1.0 - np.abs(new).max()
+        out[~valid] = -np.inf
+        # Put the new scores where each reranked row sits among the candidates.
+        match = cand[:, :, None] == head_rows[:, None, :]
+        hit = match.any(axis=2)
+        out[hit] = np.take_along_axis(new, match.argmax(axis=2), axis=1)[hit]
         return out
 
     # -- provenance ---------------------------------------------------------------------
@@ -197,3 +193,42 @@ class GraphRetriever:
                 out.append(EntityPath(str(self.chunk_ids[row]), [str(self.entity_names[s]),
                                                  str(self.entity_names[e])], ["related"]))
         return out
+
+
+def rank_candidates(top: PPRTop, dense: tuple[np.ndarray, np.ndarray], cfg: QueryConfig
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate passage rows (q, c) and their final scores (float64; ``-inf`` for padding
+    and for repeats) from the PPR top-k and the dense results.
+
+    The score of a passage is its PPR mass over the question's largest passage mass, plus
+    ``dense_blend`` times its min-max dense score; the first ``dense_head`` dense passages are
+    lifted above every other passage in dense order. Every passage outside the candidates
+    scores at most the lowest PPR top-k value, so the best ``k`` are among them.
+    """
+    ds, di = dense
+    k = top.ids.shape[1]
+    denom = np.maximum(top.values[:, :1].astype(np.float64), 1e-30)
+    cand = np.concatenate([top.ids, di], axis=1)
+    score = np.concatenate([top.values, top.gathered], axis=1).astype(np.float64) / denom
+    valid = cand >= 0
+    repeat = (top.ids[:, :, None] == di[:, None, :]).any(axis=2)  # also in the dense part
+    valid[:, :k] &= ~repeat
+    if cfg.dense_blend:
+        score[:, k:] += cfg.dense_blend * np.where(di >= 0, _minmax(ds), 0.0)
+    score[~valid] = -np.inf
+    head = cfg.dense_head
+    if head:  # the first ``head`` ranks keep the dense order; PPR ranks the rest
+        n_head = min(head, di.shape[1])
+        lift = score.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(n_head))
+        part = score[:, k:k + n_head]
+        ok = di[:, :n_head] >= 0
+        part[ok] = np.broadcast_to(lift, part.shape)[ok]
+    cand = np.where(valid, cand, -1)
+    return cand, score
+
+
+def _best(cand: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best candidates per row by score (ties: lower passage row first)."""
+    order = np.lexsort((np.where(cand >= 0, cand, np.iinfo(np.int64).max), -score), axis=-1)
+    order = order[:, :k]
+    return np.take_along_axis(cand, order, axis=1), np.take_along_axis(score, order, axis=1)

@@ -18,7 +18,7 @@ from gpurag.store.manifest import MANIFEST, Manifest, read_manifest, sha256_file
 
 
 def _gpurag_version() -> str:
-    from gpurag import __version__
+    from gpurag._version import __version__
 
     return __version__
 
