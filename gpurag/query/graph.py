@@ -214,7 +214,7 @@ def rank_candidates(top: PPRTop, dense: tuple[np.ndarray, np.ndarray], cfg: Quer
     repeat = (top.ids[:, :, None] == di[:, None, :]).any(axis=2)  # also in the dense part
     valid[:, :k] &= ~repeat
     if cfg.dense_blend:
-        score[:, k:] += cfg.dense_blend * np.where(di >= 0, _minmax(ds), 0.0)
+        score[:, k:] += cfg.dense_blend * np.where(di >= 0, _minmax(ds), 0.0).astype(np.float64)
     score[~valid] = -np.inf
     head = cfg.dense_head
     if head:  # the first ``head`` ranks keep the dense order; PPR ranks the rest

@@ -1,0 +1,121 @@
+"""The PPR component returns only top-k per question; the ranking over those candidates is the
+ranking over the dense (q, n) scores it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpurag.config import QueryConfig
+from gpurag.graph import backend, build_csr
+from gpurag.graph import ppr as host_ppr
+from gpurag.query.graph import _best, _minmax, rank_candidates
+
+
+def _graph(seed: int, n: int, m: int):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    return build_csr(src, dst, rng.random(m).astype(np.float32) + 0.1, n_nodes=n,
+                     symmetric=True)
+
+
+def _reset(seed: int, q: int, n: int) -> sp.csr_array:
+    rng = np.random.default_rng(seed)
+    r = np.zeros((q, n))
+    for i in range(q):
+        r[i, rng.choice(n, 1 + i % 4, replace=False)] = rng.random(1 + i % 4) + 0.1
+    return sp.csr_array(r)
+
+
+def old_ranking(psg_ppr: np.ndarray, dense, cfg: QueryConfig):
+    """The ranking query/graph.py computed on the dense (q, n_passages) PPR scores."""
+    psg = np.asarray(psg_ppr, dtype=np.float64)
+    psg = psg / np.maximum(psg.max(axis=1, keepdims=True), 1e-30)
+    ds, di = dense
+    if cfg.dense_blend:
+        dense_full = np.zeros_like(psg)
+        rows = np.repeat(np.arange(len(psg)), di.shape[1])
+        ok = di.ravel() >= 0
+        dense_full[rows[ok], di.ravel()[ok]] = _minmax(ds).ravel()[ok]
+        psg = psg + cfg.dense_blend * dense_full
+    head = cfg.dense_head
+    if head:
+        top_dense = di[:, :head]
+        lift = psg.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(top_dense.shape[1]))
+        rows_q = np.repeat(np.arange(len(psg))[:, None], top_dense.shape[1], axis=1)
+        ok = top_dense >= 0
+        psg[rows_q[ok], top_dense[ok]] = np.broadcast_to(lift, top_dense.shape)[ok]
+    k = min(cfg.k, psg.shape[1])
+    top = np.argpartition(-psg, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(psg, top, axis=1), axis=1, kind="stable")
+    top = np.take_along_axis(top, order, axis=1)
+    return top, np.take_along_axis(psg, top, axis=1)
+
+
+@pytest.mark.parametrize(("blend", "head", "k"), [(0.0, 2, 5), (0.3, 0, 8), (0.5, 3, 4),
+                                                  (0.0, 0, 10)])
+def test_candidate_ranking_equals_the_dense_ranking(blend, head, k):
+    g = _graph(1, 600, 3000)
+    n_ent = 200
+    reset = _reset(2, 16, g.n_nodes)
+    rng = np.random.default_rng(3)
+    depth = 12
+    di = np.stack([rng.choice(g.n_nodes - n_ent, depth, replace=False) for _ in range(16)])
+    ds = -np.sort(-rng.random((16, depth)), axis=1).astype(np.float32)
+    di[0, -2:] = -1  # fewer dense results than asked
+    cfg = QueryConfig(k=k, dense_blend=blend, dense_head=head)
+    full = host_ppr.ppr(g, reset, damping=0.8, tol=1e-6)
+    want_rows, want_scores = old_ranking(full[:, n_ent:], (ds, di), cfg)
+    top = backend.host_ppr_topk(g, reset, k=k + depth, lo=n_ent, gather=di, damping=0.8,
+                                tol=1e-6)
+    assert top.full is None and top.values.shape == (16, k + depth)
+    cand, score = rank_candidates(top, (ds, di), cfg)
+    rows, scores = _best(cand, score, k)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_host_topk_is_the_top_of_the_full_scores():
+    g = _graph(4, 300, 1500)
+    reset = _reset(5, 6, g.n_nodes)
+    full = host_ppr.ppr(g, reset, damping=0.5)
+    gather = np.array([[0, 5, -1]] * 6)
+    top = backend.host_ppr_topk(g, reset, k=7, lo=100, hi=250, gather=gather, damping=0.5,
+                                tol=1e-8, full=True)
+    part = full[:, 100:250]
+    want = -np.sort(-part, axis=1)[:, :7]
+    np.testing.assert_array_equal(top.values, want)
+    np.testing.assert_array_equal(np.take_along_axis(part, top.ids, axis=1), top.values)
+    np.testing.assert_array_equal(top.gathered[:, :2], part[:, [0, 5]])
+    assert (top.gathered[:, 2] == 0).all()
+    np.testing.assert_array_equal(top.full, full)
+
+
+def test_numpy_topk_pads_and_breaks_ties_by_id():
+    v, i = backend.numpy_topk(np.array([[1.0, 3.0, 3.0], [0.0, 0.0, 0.0]]), 4)
+    np.testing.assert_array_equal(i, [[1, 2, 0, -1], [0, 1, 2, -1]])
+    assert v[0, 0] == 3.0 and np.isneginf(v[:, 3]).all()
+
+
+def test_device_ppr_component_on_cpu_torch_matches_host(monkeypatch):
+    """The device path (kernels.ppr_batched + kernels.topk), run on CPU torch, chunked so
+    that several question blocks go through it."""
+    pytest.importorskip("torch")
+    g = _graph(6, 2000, 12000)
+    reset = _reset(7, 10, g.n_nodes)
+    monkeypatch.setattr(backend, "DEVICE_CHUNK_BYTES", 4 * g.n_nodes * 3)  # 3 rows a chunk
+    fn = backend.make_device_ppr_topk(backend.make_kernels_ppr("cpu"), "cpu")
+    gather = np.tile(np.arange(5), (10, 1))
+    got = fn(g, reset, k=20, lo=500, gather=gather, damping=0.8, tol=1e-7, full=True)
+    want = backend.host_ppr_topk(g, reset, k=20, lo=500, gather=gather, damping=0.8,
+                                 tol=1e-7, method="power", full=True)
+    assert got.values.shape == (10, 20) and got.ids.dtype == np.int64
+    np.testing.assert_allclose(got.values, want.values, atol=2e-6)
+    np.testing.assert_allclose(got.gathered, want.gathered, atol=2e-6)
+    np.testing.assert_allclose(got.full, want.full, atol=2e-6)
+    # the same nodes, up to near-ties
+    clear = want.values[:, :-1] - want.values[:, 1:] > 1e-5
+    for row in range(10):
+        upto = int(np.argmin(np.r_[clear[row], False]))
+        assert set(got.ids[row, :upto]) == set(want.ids[row, :upto])
