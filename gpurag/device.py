@@ -70,3 +70,12 @@ def package_version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def version_label(*dists: str) -> str | None:
+    """``"dist VERSION"`` of the first installed of ``dists``, or None when none is."""
+    for dist in dists:
+        version = package_version(dist)
+        if version:
+            return f"{dist} {version}"
+    return None

@@ -5,15 +5,15 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from gpurag.device import cuda_available, has_module, package_version, resolve_device
+from gpurag.device import (
+    cuda_available,
+    has_module,
+    package_version,
+    resolve_device,
+    version_label,
+)
 
-
-def _first_version(*dists: str) -> str | None:
-    for dist in dists:
-        version = package_version(dist)
-        if version:
-            return f"{dist} {version}"
-    return None
+_first_version = version_label
 
 
 def component_plan(device: str) -> dict[str, str]:

@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.device import package_version, resolve_device
+from gpurag.device import package_version, resolve_device, version_label
 from gpurag.graph import leiden as host_leiden
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph import ppr_cugraph
@@ -64,11 +64,7 @@ _FAISS_GPU_DISTS = ("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs", "faiss-gpu-cu1
 
 
 def _version_label(dists: tuple[str, ...], fallback: str) -> str:
-    for dist in dists:
-        version = package_version(dist)
-        if version:
-            return f"{dist} {version}"
-    return fallback
+    return version_label(*dists) or fallback
 
 
 # -- availability probes (module-level so tests can substitute them) -----------------------
