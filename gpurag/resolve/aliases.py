@@ -40,10 +40,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from gpurag.embed.base import Embedder
+from gpurag.resolve.groups import (
+    LABEL_CLASSES,
+    components,
+    group_mode,
+    label_classes,
+    rule_candidates,
+    unique_target,
+    word_entity_counts,
+)
 from gpurag.resolve.knn import knn_pairs
 from gpurag.resolve.normalize import normalize_name, number_signature
 from gpurag.resolve.tokens import Tokens
@@ -52,21 +59,6 @@ __all__ = ["LABEL_CLASSES", "AliasResolution", "knn_pairs", "resolve_aliases"]
 
 log = logging.getLogger(__name__)
 
-# entity-type classes used by the type guard; labels not listed are wildcards
-LABEL_CLASSES: dict[str, str] = {
-    **dict.fromkeys(["person", "per", "people"], "person"),
-    **dict.fromkeys(["gpe", "loc", "fac", "location", "place", "geo", "country", "city"], "place"),
-    **dict.fromkeys(["org", "organization", "organisation", "company"], "org"),
-    "norp": "group",
-    **dict.fromkeys(["date", "time", "year"], "time"),
-    **dict.fromkeys(["cardinal", "ordinal", "quantity", "money", "percent"], "number"),
-    "event": "event",
-    **dict.fromkeys(["work_of_art", "work"], "work"),
-    "product": "product",
-    "law": "law",
-    "language": "language",
-}
-PERSON = "person"
 
 
 @dataclass
@@ -86,59 +78,6 @@ class AliasResolution:
     aliases: pd.DataFrame
     synonym_pairs: pd.DataFrame
     stats: dict = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------------------------
-
-
-def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Connected-component id of each of ``n`` nodes joined by the edges ``(a, b)``."""
-    graph = sp.coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n, n)).tocsr()
-    return connected_components(graph, directed=False)[1]
-
-
-def _label_classes(labels: Sequence[str] | None, n: int) -> tuple[np.ndarray, int]:
-    """Type class id per name (-1 = wildcard) and the id of the person class (-1 if absent)."""
-    if labels is None:
-        return np.full(n, -1, dtype=np.int64), -1
-    if len(labels) != n:
-        raise ValueError(f"labels has {len(labels)} entries for {n} names")
-    classes = pd.Series(list(labels), dtype=object).fillna("").astype(str).str.lower()
-    codes, vocab = pd.factorize(classes.map(LABEL_CLASSES), use_na_sentinel=True)
-    person = np.flatnonzero(np.asarray(vocab, dtype=object) == PERSON)
-    return codes.astype(np.int64), int(person[0]) if len(person) else -1
-
-
-def _group_mode(group: np.ndarray, value: np.ndarray, weight: np.ndarray, n_groups: int):
-    """Most weighted non-negative ``value`` per group (-1 when none)."""
-    out = np.full(n_groups, -1, dtype=np.int64)
-    ok = value >= 0
-    if ok.any():
-        frame = pd.DataFrame({"g": group[ok], "v": value[ok], "w": weight[ok]})
-        summed = frame.groupby(["g", "v"], sort=False)["w"].sum().reset_index()
-        best = summed.sort_values(["g", "w", "v"], ascending=[True, False, True])
-        best = best.drop_duplicates("g")
-        out[best["g"].to_numpy()] = best["v"].to_numpy()
-    return out
-
-
-def _unique_target(source: np.ndarray, target: np.ndarray, comp: np.ndarray) -> np.ndarray:
-    """Mask of candidate pairs ``(source, target)`` whose source entity (component) has
-    candidates in exactly one other entity: an ambiguous short name merges with none."""
-    sc, tc = comp[source], comp[target]
-    frame = pd.DataFrame({"sc": sc, "tc": tc})[sc != tc]
-    n_targets = np.zeros(len(source), dtype=np.int64)
-    n_targets[frame.index.to_numpy()] = frame.groupby("sc")["tc"].transform("nunique").to_numpy()
-    return n_targets == 1
-
-
-def _word_entity_counts(full: sp.csr_matrix, comp: np.ndarray) -> np.ndarray:
-    """For each token: the number of distinct entities (components) whose keys contain it."""
-    coo = full.tocoo()
-    frame = pd.DataFrame({"tok": coo.col, "comp": comp[coo.row]}).drop_duplicates()
-    return np.bincount(frame["tok"].to_numpy(), minlength=full.shape[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,8 +122,8 @@ def _keys(names: list[str], labels: Sequence[str] | None, cnt: np.ndarray) -> _K
     gid, uniq = pd.factorize(pd.Series(keys, dtype=object))
     gid = gid.astype(np.int64)
     uniq = [str(u) for u in uniq]
-    name_class, person = _label_classes(labels, len(names))
-    lclass = _group_mode(gid, name_class, cnt, len(uniq))
+    name_class, person = label_classes(labels, len(names))
+    lclass = group_mode(gid, name_class, cnt, len(uniq))
     nsig = pd.factorize(pd.Series(number_signature(uniq), dtype=object))[0]
     return _Keys(gid, uniq, lclass, person, nsig, Tokens.build(uniq))
 
@@ -235,13 +174,13 @@ def _judge_pairs(keys: _Keys, pi: np.ndarray, pj: np.ndarray, ps: np.ndarray,
 def _merge_edges(keys: _Keys, p: _Pairs) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Key-graph edges of the kNN merges: same-name pairs and unambiguous nested names."""
     u, tokens = len(keys.uniq), keys.tokens
-    comp = _components(u, p.pi[p.same], p.pj[p.same])
+    comp = components(u, p.pi[p.same], p.pj[p.same])
     short = np.where(p.i_in_j, p.pi, p.pj)[p.contained]
     long_ = np.where(p.i_in_j, p.pj, p.pi)[p.contained]
-    accept = _unique_target(short, long_, comp) & p.nested[p.contained]
+    accept = unique_target(short, long_, comp) & p.nested[p.contained]
     one_word = (tokens.n_full[short] == 1) & (tokens.n_init[short] == 0)
     word = tokens.full.indices[tokens.full.indptr[short[one_word]]]
-    accept[np.flatnonzero(one_word)[_word_entity_counts(tokens.full, comp)[word] > 2]] = False
+    accept[np.flatnonzero(one_word)[word_entity_counts(tokens.full, comp)[word] > 2]] = False
     p.n_nested = int(accept.sum())
     return [p.pi[p.same], short[accept]], [p.pj[p.same], long_[accept]]
 
@@ -265,8 +204,8 @@ def _rule_edges(keys: _Keys, names: list[str], comp: np.ndarray, vectors: np.nda
         acr_group = np.zeros(u, dtype=bool)
         acr_group[keys.gid[is_caps]] = True
         acr_group &= (n_words == 1) & (key_len >= 2) & (key_len <= 6) & key_alpha
-        src, dst = _rule_candidates(uniq_arr, acr_group, tokens.acronym, n_words >= 2)
-        ok = _unique_target(src, dst, comp)
+        src, dst = rule_candidates(uniq_arr, acr_group, tokens.acronym, n_words >= 2)
+        ok = unique_target(src, dst, comp)
         ok &= (lclass[src] < 0) | (lclass[dst] < 0) | (lclass[src] == lclass[dst])
         if vectors is not None:  # "TV" is not "Teen Vogue": the meaning must agree a little
             ok &= (vectors[src] * vectors[dst]).sum(axis=1) >= acronym_similarity
@@ -279,8 +218,8 @@ def _rule_edges(keys: _Keys, names: list[str], comp: np.ndarray, vectors: np.nda
         single = (tokens.n_full == 1) & (tokens.n_init == 0)
         single &= (lclass < 0) | (lclass == person)
         single &= (key_len >= 3) & key_alpha
-        src, dst = _rule_candidates(uniq_arr, single, tokens.last, n_words >= 2)
-        keep = _unique_target(src, dst, comp)
+        src, dst = rule_candidates(uniq_arr, single, tokens.last, n_words >= 2)
+        keep = unique_target(src, dst, comp)
         keep &= (lclass[dst] == person) & (person >= 0) & (keys.nsig[src] == keys.nsig[dst])
         src, dst = src[keep], dst[keep]
         n_sur = len(src)
@@ -312,7 +251,7 @@ def _entity_tables(names: list[str], keys: _Keys, comp: np.ndarray, cnt: np.ndar
         else pd.Series(list(labels), dtype=object).fillna("").astype(str).to_numpy(dtype=object)
     )
     label_id, label_vocab = pd.factorize(pd.Series(label_arr).replace("", np.nan))
-    best_label = _group_mode(entity_of_name.astype(np.int64), label_id, cnt, n_entities)
+    best_label = group_mode(entity_of_name.astype(np.int64), label_id, cnt, n_entities)
     label_vocab = np.asarray([*label_vocab, ""], dtype=object)
     entities = pd.DataFrame(
         {
@@ -423,13 +362,13 @@ def resolve_aliases(
     pairs = _judge_pairs(keys, pi, pj, ps, merge_threshold, low, nested_threshold,
                          token_similarity)
     edges_a, edges_b = _merge_edges(keys, pairs)
-    comp = _components(u, np.concatenate(edges_a), np.concatenate(edges_b))
+    comp = components(u, np.concatenate(edges_a), np.concatenate(edges_b))
     timings["pairs_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
     rule_a, rule_b, n_acr, n_sur = _rule_edges(keys, names, comp, vectors, labels, acronyms,
                                                acronym_similarity, surnames)
-    comp = _components(u, np.concatenate(edges_a + rule_a), np.concatenate(edges_b + rule_b))
+    comp = components(u, np.concatenate(edges_a + rule_a), np.concatenate(edges_b + rule_b))
     timings["rules_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -460,15 +399,3 @@ def resolve_aliases(
     }
     log.info("alias resolution: %s", stats)
     return AliasResolution(entity_of_name, entities, aliases, synonyms, stats)
-
-
-def _rule_candidates(
-    keys: np.ndarray, source: np.ndarray, target_key: np.ndarray, target_ok: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (s, t): ``source[s]`` and ``target_ok[t]`` and ``keys[s] == target_key[t]``."""
-    src = pd.DataFrame({"s": np.flatnonzero(source), "key": keys[source]})
-    tgt_idx = np.flatnonzero(target_ok & (target_key != ""))
-    tgt = pd.DataFrame({"t": tgt_idx, "key": target_key[tgt_idx]})
-    pairs = src.merge(tgt, on="key", how="inner")
-    pairs = pairs[pairs["s"] != pairs["t"]]
-    return pairs["s"].to_numpy(np.int64), pairs["t"].to_numpy(np.int64)
