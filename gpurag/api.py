@@ -74,7 +74,8 @@ class Index:
         if self._retriever is None and self.dir.has("tables/entities.parquet"):
             from gpurag.query.graph import GraphRetriever
 
-            self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime.backends)
+            self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime.backends,
+                                             gat_checkpoint=self.runtime.gat_checkpoint)
         return self._retriever
 
     @property

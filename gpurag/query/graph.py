@@ -36,7 +36,7 @@ class GraphRetriever:
     """Holds the graph arrays and entity/fact indexes of an opened index."""
 
     def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame,
-                 backends: Backends | None = None) -> None:
+                 backends: Backends | None = None, gat_checkpoint: str | None = None) -> None:
         from gpurag.graph import csr as csr_mod
 
         self.dir = index_dir
@@ -53,6 +53,7 @@ class GraphRetriever:
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
         self.backends = backends or Backends.for_device("cpu")
+        self.gat_checkpoint = gat_checkpoint  # the runtime's default GAT weights
         self.ppr_name = self.backends.names["ppr"]
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None

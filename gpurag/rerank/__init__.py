@@ -48,8 +48,9 @@ def require_gnn() -> None:
 
 
 def checkpoint_path(spec: str | os.PathLike | None = None) -> Path:
-    """The checkpoint to load: ``spec``, else ``$GPURAG_GAT_CHECKPOINT``, else the shipped one."""
-    path = Path(spec or os.environ.get("GPURAG_GAT_CHECKPOINT") or DEFAULT_CHECKPOINT)
+    """The checkpoint to load: ``spec``, else the shipped one (``$GPURAG_GAT_CHECKPOINT`` is
+    read once by the runtime and reaches here through the retriever)."""
+    path = Path(spec or DEFAULT_CHECKPOINT)
     if not path.is_file():
         raise ConfigError(f"GAT checkpoint {path} does not exist")
     return path
@@ -143,7 +144,7 @@ def get_reranker(name: str, retriever, checkpoint: str | os.PathLike | None = No
     if kind not in RERANKERS:
         raise ConfigError(f"unknown reranker {name!r}: use one of {', '.join(RERANKERS)}")
     require_gnn()
-    resolved = checkpoint_path(path or checkpoint)
+    resolved = checkpoint_path(path or checkpoint or getattr(retriever, "gat_checkpoint", None))
     key = (kind, str(resolved))
     if key not in per:
         per[key] = GATReranker.from_checkpoint(retriever, resolved)

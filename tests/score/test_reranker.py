@@ -94,8 +94,13 @@ def test_checkpoint_selection_and_errors(sample_index, tmp_path, monkeypatch):
     by_name = get_reranker(f"gat:{path}", retriever)
     assert by_name.model.cfg.hidden == 8 and by_name.settings.max_nodes == 10
     assert get_reranker("gat", retriever, checkpoint=path) is by_name
-    monkeypatch.setenv("GPURAG_GAT_CHECKPOINT", str(path))
-    assert get_reranker("gat", retriever) is by_name
+    from gpurag import Index
+    from gpurag.runtime import Runtime, read_settings
+
+    rt = Runtime.create(read_settings({"GPURAG_GAT_CHECKPOINT": str(path),
+                                       "GPURAG_DEVICE": "cpu"}))
+    from_env = get_reranker("gat", Index.open(sample_index.path, runtime=rt).retriever)
+    assert from_env.model.cfg.hidden == 8
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ConfigError, match="cannot load"):
