@@ -11,8 +11,10 @@ from pathlib import Path
 from gpurag.device import DeviceError
 from gpurag.errors import GpuragError
 from gpurag.eval.cli import add_eval_commands
+from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.rerank.cli import add_score_commands
+from gpurag.serve.cli import add_serve_command
 
 
 def _add_index_options(p: argparse.ArgumentParser) -> None:
@@ -97,9 +99,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             from gpurag.query.generate import answer_results
 
             answer_results(index, results, client)
+    if args.explain:
+        _write_explain(results, Path(args.explain))
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
-        return 0
+        return _llm_failures(results)
     for result in results:
         print(f"Q: {result.question}   [{result.mode}]")
         if result.answer is not None or result.error:
@@ -115,7 +119,26 @@ def cmd_query(args: argparse.Namespace) -> int:
         for path in result.paths[:3]:
             print(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
         print()
-    return 0
+    return _llm_failures(results)
+
+
+def _llm_failures(results: list) -> int:
+    """1 (after saying so on stderr) when any answer has an LLM error, else 0."""
+    failed = [r for r in results if r.error]
+    if failed:
+        print(f"gpurag: error: {len(failed)} of {len(results)} answers failed "
+              f"(first: {failed[0].error})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _write_explain(results: list, out: Path) -> None:
+    """One evidence page per question: ``out`` itself, or ``out-1.html``... for a batch."""
+    from gpurag.export.html import write_explain_html
+
+    for i, result in enumerate(results, start=1):
+        path = out if len(results) == 1 else out.with_name(f"{out.stem}-{i}{out.suffix}")
+        write_explain_html(result.subgraph(), path, title=result.question)
+        print(f"evidence graph: {path}", file=sys.stderr)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -166,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--explain", metavar="OUT.html",
+                   help="write the evidence (seeds, entity paths, passages) as an interactive "
+                        "graph page (needs the viz extra)")
     add_llm_options(p)
     p.set_defaults(func=cmd_query)
 
@@ -181,9 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild", action="store_true", help="rebuild even if --out holds an index")
     p.set_defaults(func=cmd_demo)
 
+    add_export_command(sub)
     add_eval_commands(sub)
     add_llm_commands(sub)
     add_score_commands(sub)
+    add_serve_command(sub)
     return parser
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -36,7 +37,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
         print(f"\nfull results: {args.json}")
-    return 0
+    errors = sum(row.get("answer_errors", 0) for row in result["modes"].values())
+    if errors:
+        print(f"gpurag: error: {errors} LLM answers failed (see the table)", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def add_eval_commands(sub: argparse._SubParsersAction) -> None:

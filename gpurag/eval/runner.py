@@ -184,7 +184,9 @@ def format_table(result: dict[str, Any]) -> str:
     if answered:
         lines.append("")
         lines.append("LLM answers (top-5 passages): " + "; ".join(
-            f"{m}: EM {r['answer_em']:.3f} F1 {r['answer_f1']:.3f}" for m, r in answered.items()))
+            f"{m}: EM {r['answer_em']:.3f} F1 {r['answer_f1']:.3f}"
+            + (f" ({r['answer_errors']} failed)" if r.get("answer_errors") else "")
+            for m, r in answered.items()))
     types = sorted({t for row in result["modes"].values() for t in row["by_type"]})
     if len(types) > 1:
         lines.append("")

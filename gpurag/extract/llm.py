@@ -4,11 +4,16 @@ Stage 1 asks for entities (name, type, short description) under a JSON Schema; a
 gleaning turn asks for missed ones. Entities are validated (non-empty, grounded in the chunk
 text) and stage 2 asks for relations whose heads and tails are restricted, by an enum in the
 schema, to the validated names. Each chunk runs its stages as one coroutine, and all chunks
-share the client's concurrency, so the server stays saturated across stages. Malformed
-answers are repaired when possible, otherwise counted and logged with their chunk id; they
-never stop the run, nor do calls that fail for good one by one. A server that stays unreachable
-does stop it (``LLMError``), so that no batch is recorded as extracted with its chunks missing.
-Every answer is cached, so an interrupted or stopped run resumes where it stopped.
+share the client's concurrency, so the server stays saturated across stages.
+
+Failure policy: malformed answers are repaired when possible, otherwise they are failed calls,
+like HTTP errors, timeouts or responses without choices; each is logged with its chunk id and
+counted by reason (``llm_failed_calls``, ``llm_failed_<reason>``, out of ``llm_calls``). When
+more than ``max_failure_rate`` of a batch's calls fail, ``extract`` raises
+``LLMExtractionError`` (how many failed and why), so the batch is not recorded as extracted;
+below it the failures are logged and counted in the stats (the manifest's counts). A server
+that stays unreachable stops the run at once (``LLMError``). Only well-formed answers are
+cached, so a rerun resumes where a run stopped and sends again only the calls that failed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -52,6 +58,16 @@ class LLMExtraction(Extraction):
 
 class MalformedAnswerError(ValueError):
     """An answer that could not be read as the expected JSON shape."""
+
+
+class LLMExtractionError(LLMError):
+    """Too many extraction calls failed: ``failed`` of ``calls``, counted by ``reasons``."""
+
+    def __init__(self, message: str, *, failed: int, calls: int, reasons: Counter) -> None:
+        super().__init__(message, kind="too_many_failures", reason="too many failures")
+        self.failed = failed
+        self.calls = calls
+        self.reasons = reasons
 
 
 def parse_entities(content: str, types: set[str], keep_partial: bool = True,
@@ -143,6 +159,8 @@ class _ChunkOut:
     relations: list[dict[str, Any]] = field(default_factory=list)
     descriptions: list[dict[str, Any]] = field(default_factory=list)
     stats: Counter = field(default_factory=Counter)
+    failures: Counter = field(default_factory=Counter)  # reason label -> count
+    examples: dict[str, str] = field(default_factory=dict)  # reason label -> first error
 
 
 class LLMExtractor:
@@ -152,6 +170,8 @@ class LLMExtractor:
     ``entity_max_tokens``/``relation_max_tokens`` default to the config's ``max_tokens``.
     ``batch_size`` is a hint for callers: chunks per ``extract`` call large enough that the
     server does not drain at every batch boundary.
+    ``max_failure_rate`` (default: the config's) is the share of one ``extract`` call's LLM
+    calls that may fail before it raises ``LLMExtractionError``.
     """
 
     batch_size: int = 4096
@@ -160,7 +180,8 @@ class LLMExtractor:
                  client: LLMClient | None = None,
                  entity_types: tuple[str, ...] = prompts.DEFAULT_ENTITY_TYPES,
                  require_grounded: bool = True, entity_max_tokens: int | None = None,
-                 relation_max_tokens: int | None = None, progress: bool = True) -> None:
+                 relation_max_tokens: int | None = None, progress: bool = True,
+                 max_failure_rate: float | None = None) -> None:
         self.client = client or LLMClient(config)
         self.config = self.client.config
         self.gleaning = gleaning
@@ -169,6 +190,10 @@ class LLMExtractor:
         self.entity_max_tokens = entity_max_tokens
         self.relation_max_tokens = relation_max_tokens
         self.progress = progress
+        self.max_failure_rate = (self.config.max_failure_rate if max_failure_rate is None
+                                 else float(max_failure_rate))
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ValueError(f"max_failure_rate must be within [0, 1], got {max_failure_rate!r}")
         self._entity_schema = prompts.entity_schema(self.entity_types)
 
     @property
@@ -224,14 +249,20 @@ class LLMExtractor:
             raise LLMError(f"LLM server unreachable ({down}); answers received so far are "
                            "cached, rerun to resume", kind="unavailable")
         stats: Counter = Counter()
+        failures: Counter = Counter()
+        examples: dict[str, str] = {}
         mentions: list[dict[str, Any]] = []
         relations: list[dict[str, Any]] = []
         descriptions: list[dict[str, Any]] = []
         for out in outs:
             stats.update(out.stats)
+            failures.update(out.failures)
+            for reason, example in out.examples.items():
+                examples.setdefault(reason, example)
             mentions += out.mentions
             relations += out.relations
             descriptions += out.descriptions
+        self._check_failures(stats["llm_calls"], failures, examples)
         after = self.client.usage.snapshot()
         for key in ("requests", "cache_hits", "deduplicated", "prompt_tokens",
                     "completion_tokens", "retries", "errors"):
@@ -250,20 +281,19 @@ class LLMExtractor:
         if not text.strip():
             return out
         messages = prompts.entity_messages(title, text, self.entity_types)
-        first = await self._ask(ChatRequest(messages, self._entity_schema, "entities",
-                                            self.entity_max_tokens, tag=f"{chunk_id}:entities"),
-                                out.stats)
+        first = await self._ask(self._entity_request(messages, f"{chunk_id}:entities"), out)
         if first is None:
             return out
-        entities = self._entities(first, chunk_id, "entities", out.stats)
+        entities, parse_stats = first.parsed
+        out.stats.update(parse_stats)
         if self.gleaning:
-            more = await self._ask(ChatRequest(prompts.gleaning_messages(messages, first.content),
-                                               self._entity_schema, "entities",
-                                               self.entity_max_tokens,
-                                               tag=f"{chunk_id}:gleaning"), out.stats)
+            more = await self._ask(self._entity_request(
+                prompts.gleaning_messages(messages, first.content), f"{chunk_id}:gleaning"), out)
             if more is not None:
                 known = {e["name"].casefold() for e in entities}
-                for entity in self._entities(more, chunk_id, "gleaning", out.stats):
+                gleaned, parse_stats = more.parsed
+                out.stats.update(parse_stats)
+                for entity in gleaned:
                     if entity["name"].casefold() not in known:
                         known.add(entity["name"].casefold())
                         entities.append(entity)
@@ -289,51 +319,66 @@ class LLMExtractor:
         names = [e["name"] for e in validated.values()]
         if len(names) < 2:
             return out
-        answer = await self._ask(ChatRequest(prompts.relation_messages(title, text, names),
-                                             prompts.relation_schema(names), "relations",
-                                             self.relation_max_tokens,
-                                             tag=f"{chunk_id}:relations"), out.stats)
+        answer = await self._ask(ChatRequest(
+            prompts.relation_messages(title, text, names), prompts.relation_schema(names),
+            "relations", self.relation_max_tokens, tag=f"{chunk_id}:relations",
+            validate=lambda answer: parse_relations(answer.content, names,
+                                                    keep_partial=not answer.truncated)), out)
         if answer is None:
             return out
-        try:
-            found, parse_stats = parse_relations(answer.content, names,
-                                                 keep_partial=not answer.truncated)
-        except MalformedAnswerError as exc:
-            self._malformed(chunk_id, "relations", exc, answer, out.stats)
-            return out
+        found, parse_stats = answer.parsed
         out.stats.update(parse_stats)
         out.relations += [{"chunk": position, **r} for r in found]
         out.stats["relations"] += len(found)
         return out
 
-    async def _ask(self, request: ChatRequest, stats: Counter) -> ChatResult | None:
+    def _check_failures(self, calls: int, failures: Counter, examples: dict[str, str]) -> None:
+        """Raise ``LLMExtractionError`` when more than ``max_failure_rate`` of ``calls`` failed;
+        otherwise log the failures (they stay counted in the stats)."""
+        failed = sum(failures.values())
+        if not failed:
+            return
+        why = ", ".join(f"{reason}: {n}" for reason, n in failures.most_common())
+        counts = f"{failed} of {calls} LLM extraction calls failed ({why})"
+        if failed <= self.max_failure_rate * calls:
+            log.warning("%s; within the %.3g%% allowed (max_failure_rate), the chunks they "
+                        "belong to keep what the other calls found", counts,
+                        100 * self.max_failure_rate)
+            return
+        first = "; ".join(examples[reason] for reason in failures)
+        raise LLMExtractionError(
+            f"{counts}: more than the {100 * self.max_failure_rate:.3g}% allowed "
+            "(GPURAG_LLM_MAX_FAILURE_RATE or --llm-max-failure-rate). First of each kind: "
+            f"{first}. Answers received are cached: rerun the same command to resume "
+            "(only the failed calls are sent again).",
+            failed=failed, calls=calls, reasons=failures)
+
+    async def _ask(self, request: ChatRequest, out: _ChunkOut) -> ChatResult | None:
+        """Send one request; a failed call is counted by reason and gives ``None``."""
+        out.stats["llm_calls"] += 1
         try:
             result = await self.client.acomplete(request)
         except LLMError as exc:
-            stats["llm_failed_calls"] += 1
-            log.debug("LLM call %s failed: %s", request.tag, exc)
+            out.stats["llm_failed_calls"] += 1
+            out.stats[f"llm_failed_{_slug(exc.reason)}"] += 1
+            out.failures[exc.reason] += 1
+            out.examples.setdefault(exc.reason, f"{request.tag}: {str(exc)[:200]}")
+            if exc.kind == "malformed":
+                out.stats["malformed_answers"] += 1
+                log.warning("malformed answer to %s (%s): %.120r", request.tag, exc,
+                            exc.content or "")
+            else:
+                log.debug("LLM call %s failed: %s", request.tag, exc)
             return None
         if result.truncated:
-            stats["truncated_answers"] += 1
+            out.stats["truncated_answers"] += 1
         return result
 
-    def _entities(self, answer: ChatResult, chunk_id: str, stage: str,
-                  stats: Counter) -> list[dict[str, str]]:
-        try:
-            found, parse_stats = parse_entities(answer.content, set(self.entity_types),
-                                                keep_partial=not answer.truncated)
-        except MalformedAnswerError as exc:
-            self._malformed(chunk_id, stage, exc, answer, stats)
-            return []
-        stats.update(parse_stats)
-        return found
-
-    @staticmethod
-    def _malformed(chunk_id: str, stage: str, exc: Exception, answer: ChatResult,
-                   stats: Counter) -> None:
-        stats["malformed_answers"] += 1
-        log.warning("malformed %s answer for chunk %s (%s): %.120r", stage, chunk_id, exc,
-                    answer.content)
+    def _entity_request(self, messages: list[dict[str, str]], tag: str) -> ChatRequest:
+        types = set(self.entity_types)
+        return ChatRequest(messages, self._entity_schema, "entities", self.entity_max_tokens,
+                           tag=tag, validate=lambda answer: parse_entities(
+                               answer.content, types, keep_partial=not answer.truncated))
 
     def _postfix(self, before: dict[str, float], started: float) -> str:
         now = self.client.usage.snapshot()
@@ -343,6 +388,11 @@ class LLMExtractor:
         hits = int(now["cache_hits"] - before["cache_hits"])
         errors = int(now["errors"] - before["errors"])
         return f"in {tin:,.0f} tok/s, out {tout:,.0f} tok/s, cache hits {hits}, errors {errors}"
+
+
+def _slug(reason: str) -> str:
+    """``"HTTP 500"`` -> ``"http_500"`` (a stats key)."""
+    return re.sub(r"[^a-z0-9]+", "_", reason.lower()).strip("_") or "other"
 
 
 def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:

@@ -173,8 +173,21 @@ def answer_requests(questions: Sequence[str], contexts: Sequence[str | tuple[str
         text, ids = (ctx, _CITE.findall(ctx)) if isinstance(ctx, str) else ctx
         out.append(ChatRequest(prompts.answer_messages(text, question),
                                prompts.answer_schema(ids or None), "answer", max_tokens,
-                               tag=f"answer:{i}"))
+                               tag=f"answer:{i}", validate=_answer_check(list(ids))))
     return out
+
+
+def _answer_check(allowed: list[str]) -> Callable[[Any], tuple[str, list[str]]]:
+    """A ``ChatRequest.validate``: ``(answer, citations)``, or ``ValueError`` when the answer is
+    not the expected JSON (so it is not cached)."""
+
+    def check(result: Any) -> tuple[str, list[str]]:
+        text, cites, error = parse_answer(result.content, allowed)
+        if error:
+            raise ValueError(error)
+        return text, cites
+
+    return check
 
 
 def parse_answer(content: str, allowed: Sequence[str]) -> tuple[str, list[str], str | None]:
@@ -205,13 +218,16 @@ async def aanswer_questions(client: LLMClient, questions: Sequence[str],
     answers = []
     for question, ctx, result in zip(questions, contexts, results, strict=True):
         ids = _CITE.findall(ctx) if isinstance(ctx, str) else list(ctx[1])
+        if isinstance(result, LLMError) and result.kind == "malformed":
+            text, cites, error = parse_answer(result.content or "", ids)
+            log.warning("answer to %r: %s", question[:60], error)
+            answers.append(Answer(question, text, cites, ids, error=error))
+            continue
         if isinstance(result, LLMError):
             answers.append(Answer(question, "", [], ids, error=str(result)))
             continue
-        text, cites, error = parse_answer(result.content, ids)
-        if error:
-            log.warning("answer to %r: %s", question[:60], error)
-        answers.append(Answer(question, text, cites, ids, error=error, cached=result.cached))
+        text, cites = result.parsed
+        answers.append(Answer(question, text, cites, ids, cached=result.cached))
     return answers
 
 

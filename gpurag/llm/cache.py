@@ -107,6 +107,11 @@ class ResponseCache:
                 (key, blob, time.time()),
             )
 
+    def delete(self, key: str) -> None:
+        """Remove one entry (absent keys are ignored)."""
+        with self._lock:
+            self._conn.execute("DELETE FROM responses WHERE key = ?", (key,))
+
     def __contains__(self, key: str) -> bool:
         with self._lock:
             row = self._conn.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()

@@ -19,7 +19,8 @@ from gpurag.llm.config import STRUCTURED_MODES, LLMConfig
 
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
     """``--llm-url``, ``--llm-model``, ``--llm-concurrency``, ``--llm-timeout``,
-    ``--llm-max-tokens``, ``--llm-cache-dir``, ``--llm-structured`` (``GPURAG_LLM_*`` otherwise)."""
+    ``--llm-max-tokens``, ``--llm-cache-dir``, ``--llm-structured``,
+    ``--llm-max-failure-rate`` (``GPURAG_LLM_*`` otherwise)."""
     group = parser.add_argument_group("LLM server (any OpenAI-compatible one)")
     group.add_argument("--llm-url", help="base URL, e.g. http://127.0.0.1:8000/v1 "
                        "(env GPURAG_LLM_URL); the API key comes from $OPENAI_API_KEY")
@@ -30,6 +31,9 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--llm-cache-dir", help="response cache directory ('none' disables)")
     group.add_argument("--llm-structured", choices=STRUCTURED_MODES,
                        help="how JSON Schemas are sent (default auto)")
+    group.add_argument("--llm-max-failure-rate", type=float, metavar="SHARE",
+                       help="share of extraction calls that may fail before the build stops "
+                       "(default 0.05; 0 tolerates none)")
 
 
 def config_from_args(args: argparse.Namespace) -> LLMConfig:
@@ -42,6 +46,7 @@ def config_from_args(args: argparse.Namespace) -> LLMConfig:
         "timeout_s": getattr(args, "llm_timeout", None),
         "max_tokens": getattr(args, "llm_max_tokens", None),
         "structured": getattr(args, "llm_structured", None),
+        "max_failure_rate": getattr(args, "llm_max_failure_rate", None),
     }
     config = LLMConfig.from_env(**overrides)
     if cache_dir is not None:

@@ -3,9 +3,11 @@
 Every request goes through one semaphore of ``config.concurrency`` slots, so callers may
 launch as many coroutines as they like. Responses are looked up in and written to the
 content-addressed cache first (a request already answered, on disk or in flight, is never
-sent again). Transient failures (HTTP 408/409/425/429/5xx, connection errors, timeouts,
-broken responses) are retried with exponential backoff and jitter. When the server stays
-unreachable the client fails the rest of the run fast instead of retrying every request.
+sent again). Only answers that pass the request's check (by default: JSON, when a schema was
+asked for) are cached; a cached answer that fails it is dropped and asked again. Transient
+failures (HTTP 408/409/425/429/5xx, connection errors, timeouts, broken responses) are
+retried with exponential backoff and jitter. When the server stays unreachable the client
+fails the rest of the run fast instead of retrying every request.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import dataclasses
 import logging
 import random
 import time
@@ -25,6 +28,7 @@ import httpx
 from gpurag.errors import GpuragError
 from gpurag.llm.cache import ResponseCache, cache_key
 from gpurag.llm.config import LLMConfig
+from gpurag.llm.jsonrepair import JSONRepairError, parse_json
 
 log = logging.getLogger("gpurag.llm")
 
@@ -40,6 +44,9 @@ class ChatRequest:
 
     ``tag`` names the request in logs and errors (a chunk id, a question id).
     ``max_tokens``/``temperature`` ``None`` take the config's values.
+    ``validate`` reads an answer and returns its parsed value (kept as ``ChatResult.parsed``)
+    or raises ``ValueError``: the answer is then an ``LLMError`` of kind ``malformed`` and is
+    never cached. Without it, a request with a ``schema`` must get a JSON object or array.
     """
 
     messages: list[dict[str, str]]
@@ -48,11 +55,14 @@ class ChatRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     tag: str = ""
+    validate: Callable[[ChatResult], Any] | None = field(default=None, repr=False,
+                                                         compare=False)
 
 
 @dataclass
 class ChatResult:
-    """The assistant's answer, its token usage and whether it came from the cache."""
+    """The assistant's answer, its token usage, whether it came from the cache, and what the
+    request's ``validate`` made of it (``parsed``)."""
 
     content: str
     finish_reason: str = ""
@@ -60,6 +70,7 @@ class ChatResult:
     completion_tokens: int = 0
     cached: bool = False
     tag: str = ""
+    parsed: Any = field(default=None, repr=False, compare=False)
 
     @property
     def truncated(self) -> bool:
@@ -69,19 +80,32 @@ class ChatResult:
 
 class LLMError(GpuragError):
     """A request that failed for good. ``kind``: http | timeout | connect | protocol |
-    bad_response | unavailable (the server stayed unreachable; the rest of the run fails fast)."""
+    bad_response | malformed (an answer that fails its request's check; ``content`` holds it)
+    | unavailable (the server stayed unreachable; the rest of the run fails fast).
+    ``reason`` is a short label to group failures by ("HTTP 500", "timeout", "no choices",
+    "malformed JSON", ...)."""
 
     def __init__(self, message: str, *, kind: str, status: int | None = None, tag: str = "",
-                 retriable: bool = False, retry_after: float | None = None) -> None:
+                 retriable: bool = False, retry_after: float | None = None,
+                 reason: str | None = None, content: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.tag = tag
         self.retriable = retriable
         self.retry_after = retry_after
+        self.content = content
+        self.reason = reason or _REASONS.get(kind, kind)
+        if kind == "http" and reason is None:
+            self.reason = f"HTTP {status}"
 
     def __repr__(self) -> str:
         return f"LLMError({self.kind!r}, status={self.status}, tag={self.tag!r}: {self})"
+
+
+_REASONS = {"timeout": "timeout", "connect": "connection failed",
+            "protocol": "broken connection", "bad_response": "bad response",
+            "malformed": "malformed answer", "unavailable": "server unreachable"}
 
 
 @dataclass
@@ -97,6 +121,7 @@ class Usage:
     saved_completion_tokens: int = 0
     retries: int = 0
     errors: int = 0
+    dropped_cache_entries: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0
     network_s: float = 0.0
@@ -287,7 +312,8 @@ class LLMClient:
             if not self.model:
                 models = await self.amodels()
                 if not models:
-                    raise LLMError("server lists no models", kind="bad_response")
+                    raise LLMError("server lists no models", kind="bad_response",
+                                   reason="no models")
                 self.model = models[0]
         return self.model
 
@@ -303,31 +329,45 @@ class LLMClient:
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                self.usage.cache_hits += 1
-                self._count_saved(hit)
-                return _result(hit, cached=True, tag=request.tag)
+                result = _result(hit, cached=True, tag=request.tag)
+                try:
+                    result.parsed = _validated(request, result)
+                except LLMError as exc:  # written before answers were checked: ask again
+                    log.info("dropping a malformed cached answer for %s: %s",
+                             request.tag or "?", exc)
+                    self.cache.delete(key)
+                    self.usage.dropped_cache_entries += 1
+                else:
+                    self.usage.cache_hits += 1
+                    self._count_saved(hit)
+                    return result
         twin = self._pending.get(key)
         if twin is not None:
             self.usage.deduplicated += 1
             done = await asyncio.shield(twin)
-            return ChatResult(**{**asdict(done), "cached": True, "tag": request.tag})
+            return dataclasses.replace(done, cached=True, tag=request.tag,
+                                       parsed=copy.deepcopy(done.parsed))
         future: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
             data = await self._send("POST", "/chat/completions", (request, model), request.tag)
             stored = _stored(data, request.tag)
-            if self.cache is not None:
-                self.cache.put(key, stored)
             self.usage.requests += 1
             self.usage.prompt_tokens += stored["usage"]["prompt_tokens"]
             self.usage.completion_tokens += stored["usage"]["completion_tokens"]
             result = _result(stored, cached=False, tag=request.tag)
+            result.parsed = _validated(request, result)
+            if self.cache is not None:
+                self.cache.put(key, stored)
             future.set_result(result)
             return result
         except BaseException as exc:
             if isinstance(exc, LLMError):
                 self.usage.errors += 1
-                level = logging.DEBUG if exc.kind == "unavailable" else logging.WARNING
+                # unavailable: reported once by the caller; malformed: by the caller, which
+                # knows what the answer was for
+                level = (logging.DEBUG if exc.kind in ("unavailable", "malformed")
+                         else logging.WARNING)
                 log.log(level, "LLM request %s failed: %s", request.tag or "?", exc)
             if isinstance(exc, Exception):
                 future.set_exception(exc)
@@ -412,7 +452,7 @@ class LLMClient:
                                    retriable=True)
                 except ValueError as exc:  # a 200 whose body is not JSON
                     err = LLMError(f"undecodable response: {exc}", kind="bad_response", tag=tag,
-                                   retriable=True)
+                                   retriable=True, reason="body not JSON")
                 finally:
                     self.usage.in_flight -= 1
                     self.usage.network_s += time.monotonic() - t0
@@ -474,7 +514,7 @@ def _stored(data: dict[str, Any], tag: str) -> dict[str, Any]:
         content = choice["message"].get("content") or ""
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise LLMError(f"response without choices[0].message: {str(data)[:200]}",
-                       kind="bad_response", tag=tag) from exc
+                       kind="bad_response", tag=tag, reason="no choices") from exc
     usage = data.get("usage") or {}
     return {
         "content": content,
@@ -484,6 +524,30 @@ def _stored(data: dict[str, Any], tag: str) -> dict[str, Any]:
             "completion_tokens": int(usage.get("completion_tokens") or 0),
         },
     }
+
+
+def _json_answer(result: ChatResult) -> Any:
+    """The default check of a schema-constrained answer: a JSON object or array."""
+    value, _ = parse_json(result.content, keep_partial=not result.truncated)
+    if not isinstance(value, dict | list):
+        raise JSONRepairError(f"not a JSON object or array: {result.content[:80]!r}")
+    return value
+
+
+def _validated(request: ChatRequest, result: ChatResult) -> Any:
+    """``request.validate(result)`` (or the default check); raises ``LLMError`` (malformed)."""
+    check = request.validate
+    if check is None:
+        if request.schema is None:
+            return None
+        check = _json_answer
+    try:
+        return check(result)
+    except ValueError as exc:
+        bad_json = isinstance(exc, JSONRepairError) or isinstance(exc.__cause__, JSONRepairError)
+        raise LLMError(f"malformed answer: {exc}", kind="malformed", tag=request.tag,
+                       reason="malformed JSON" if bad_json else "answer off schema",
+                       content=result.content) from exc
 
 
 def _result(stored: dict[str, Any], *, cached: bool, tag: str) -> ChatResult:

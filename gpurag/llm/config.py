@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpurag.errors import ConfigError
+
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
 
 
@@ -32,6 +34,10 @@ def normalize_url(url: str) -> str:
     return url
 
 
+class LLMConfigError(ConfigError, ValueError):
+    """An LLM setting out of range or unreadable (a ``ValueError`` too, as it used to be)."""
+
+
 @dataclass
 class LLMConfig:
     """How to reach the server and how to call it.
@@ -42,6 +48,9 @@ class LLMConfig:
     llama-cpp-python wants), ``auto`` (try the first, fall back to the second once the server
     rejects it) or ``off`` (prompt only, parse tolerantly).
     ``cache_dir`` ``None`` turns the response cache off.
+    ``max_failure_rate``: the largest share of an extraction batch's LLM calls that may fail
+    (HTTP errors, timeouts, malformed answers...) before the build stops with an error; 0
+    tolerates none. The failed calls are retried by the rerun that resumes the build.
     """
 
     url: str = "http://127.0.0.1:8000/v1"
@@ -59,18 +68,22 @@ class LLMConfig:
     structured: str = "auto"
     cache_dir: str | None = field(default_factory=default_cache_dir)
     extra_body: dict[str, Any] = field(default_factory=dict)
+    max_failure_rate: float = 0.05
 
     def __post_init__(self) -> None:
         self.url = normalize_url(self.url)
         if self.structured not in STRUCTURED_MODES:
-            raise ValueError(
+            raise LLMConfigError(
                 f"structured must be one of {STRUCTURED_MODES}, got {self.structured!r}")
         if self.concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
+            raise LLMConfigError("concurrency must be >= 1")
         if self.max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+            raise LLMConfigError("max_retries must be >= 0")
         if self.timeout_s <= 0:
-            raise ValueError("timeout_s must be > 0")
+            raise LLMConfigError("timeout_s must be > 0")
+        if not 0.0 <= self.max_failure_rate <= 1.0:  # also refuses NaN
+            raise LLMConfigError(f"LLM max_failure_rate must be within [0, 1], got "
+                                 f"{self.max_failure_rate!r}")
 
     @property
     def api_key(self) -> str | None:
@@ -99,14 +112,17 @@ class LLMConfig:
         Variables: ``URL``, ``MODEL``, ``API_KEY_ENV``, ``CONCURRENCY``, ``TIMEOUT_S``,
         ``CONNECT_TIMEOUT_S``, ``MAX_RETRIES``, ``BACKOFF_S``, ``BACKOFF_MAX_S``, ``TEMPERATURE``,
         ``MAX_TOKENS``, ``SEED`` (``none`` for no seed), ``STRUCTURED``, ``CACHE_DIR`` (``none``
-        turns the cache off), ``EXTRA_BODY`` (a JSON object).
+        turns the cache off), ``EXTRA_BODY`` (a JSON object), ``MAX_FAILURE_RATE``.
         """
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             raw = os.environ.get(prefix + f.name.upper())
             if raw is None or raw == "":
                 continue
-            values[f.name] = _parse_field(f.name, raw)
+            try:
+                values[f.name] = _parse_field(f.name, raw)
+            except ValueError as exc:
+                raise LLMConfigError(f"{prefix}{f.name.upper()}={raw!r}: {exc}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -117,7 +133,8 @@ class LLMConfig:
 
 
 _INTS = {"concurrency", "max_retries", "max_tokens", "seed"}
-_FLOATS = {"timeout_s", "connect_timeout_s", "backoff_s", "backoff_max_s", "temperature"}
+_FLOATS = {"timeout_s", "connect_timeout_s", "backoff_s", "backoff_max_s", "temperature",
+           "max_failure_rate"}
 
 
 def _parse_field(name: str, raw: str) -> Any:

@@ -4,6 +4,10 @@ Map: the reports of one level, best rated first, are packed into groups that fit
 budget; every (question, group) pair is one call in a single batch, answering key points with a
 0-100 helpfulness score. Points scored 0 are dropped. Reduce: per question, the points, best
 first, fill the reduce budget and one call (again batched over questions) writes the answer.
+
+LLM failures are never hidden behind "I do not know": when community reports could not be
+written, map calls failed or the reduce call failed, the answer's ``error`` says so (the answer
+is then empty, or built from what did succeed).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class GlobalAnswer:
     dropped_points: int = 0
     used_points: int = 0
     error: str | None = None
+    map_failures: dict[str, str] = field(default_factory=dict)  # reason -> first error
 
 
 def pack_reports(reports: pd.DataFrame, token_budget: int,
@@ -93,11 +98,14 @@ def collect_points(answers: list[GlobalAnswer], pairs: Sequence[tuple[int, int]]
         answers[qi].map_calls += 1
         if isinstance(result, LLMError):
             answers[qi].map_errors += 1
+            answers[qi].map_failures.setdefault(result.reason, str(result))
             continue
         try:
-            found = _points(result.content, result.truncated)
+            found = (result.parsed if result.parsed is not None
+                     else _points(result.content, result.truncated))
         except JSONRepairError as exc:
             answers[qi].map_errors += 1
+            answers[qi].map_failures.setdefault("malformed JSON", str(exc))
             log.warning("malformed map answer (question %d, group %d): %s", qi, gi, exc)
             continue
         dropped = sum(1 for p in found if p["score"] <= 0)
@@ -128,7 +136,7 @@ def reduce_requests(answers: list[GlobalAnswer], reduce_budget: int, count: Coun
         reduce_ids.append(qi)
         reduces.append(ChatRequest(prompts.reduce_messages("\n".join(taken), ans.question),
                                    prompts.REDUCE_SCHEMA, "answer", max_tokens,
-                                   tag=f"reduce:{qi}"))
+                                   tag=f"reduce:{qi}", validate=_reduce_answer))
     return reduce_ids, reduces
 
 
@@ -140,32 +148,62 @@ async def aglobal_search(client: LLMClient, questions: Sequence[str], reports: p
     """Async ``global_search``."""
     count = count_tokens or approx_tokens
     chosen = reports if level is None else reports[reports["level"] == level]
+    report_problem = None
     if "error" in chosen:
-        chosen = chosen[chosen["error"].fillna("") == ""]
+        errors = chosen["error"].fillna("").astype(str)
+        failed = errors[errors != ""]
+        if len(failed):
+            report_problem = (f"{len(failed)} of {len(chosen)} community reports could not be "
+                              f"written (first: {failed.iloc[0][:300]})")
+            log.warning("global search: %s", report_problem)
+        chosen = chosen[(errors == "").to_numpy()]
     groups = pack_reports(chosen, token_budget, count)
     answers = [GlobalAnswer(q, NO_ANSWER) for q in questions]
     pairs = [(qi, gi) for qi in range(len(questions)) for gi in range(len(groups))]
     maps = [ChatRequest(prompts.map_messages(groups[gi], questions[qi]), prompts.MAP_SCHEMA,
-                        "points", map_max_tokens, tag=f"map:{qi}:{gi}") for qi, gi in pairs]
+                        "points", map_max_tokens, tag=f"map:{qi}:{gi}",
+                        validate=lambda r: _points(r.content, r.truncated)) for qi, gi in pairs]
     results = await client.acomplete_batch(maps) if maps else []
     collect_points(answers, pairs, results)
     reduce_ids, reduces = reduce_requests(answers, reduce_budget, count, reduce_max_tokens)
     results = await client.acomplete_batch(reduces) if reduces else []
     for qi, result in zip(reduce_ids, results, strict=True):
-        if isinstance(result, LLMError):
-            answers[qi].error = str(result)
-            answers[qi].answer = ""
-            continue
-        try:
-            value, _ = parse_json(result.content)
-            text = value.get("answer") if isinstance(value, dict) else None
-        except JSONRepairError:
-            text = None
-        if not isinstance(text, str):
+        if isinstance(result, LLMError) and result.kind == "malformed":  # not cached
             answers[qi].error = "malformed reduce answer (kept as text)"
-            text = result.content
-        answers[qi].answer = text.strip()
+            answers[qi].answer = (result.content or "").strip()
+        elif isinstance(result, LLMError):
+            answers[qi].error = f"reduce call failed: {result}"
+            answers[qi].answer = ""
+        else:
+            answers[qi].answer = result.parsed.strip()
+    for ans in answers:
+        _note_failures(ans, report_problem)
     return answers
+
+
+def _reduce_answer(result: ChatResult) -> str:
+    """A ``ChatRequest.validate`` for reduce calls: the ``answer`` string."""
+    value, _ = parse_json(result.content)
+    text = value.get("answer") if isinstance(value, dict) else None
+    if not isinstance(text, str):
+        raise JSONRepairError("no 'answer' string")
+    return text
+
+
+def _note_failures(ans: GlobalAnswer, report_problem: str | None) -> None:
+    """Put every failure behind an answer in its ``error``; a "no report holds anything
+    relevant" answer is not kept when failures may have hidden the relevant part."""
+    problems = [report_problem] if report_problem else []
+    if ans.map_errors:
+        why = "; ".join(f"{reason}: {first[:200]}" for reason, first in ans.map_failures.items())
+        problems.append(f"{ans.map_errors} of {ans.map_calls} map calls failed ({why})")
+    if ans.error and ans.error != "every map call failed":
+        problems.append(ans.error)
+    if not problems:
+        return
+    ans.error = "; ".join(problems)
+    if ans.answer == NO_ANSWER:
+        ans.answer = ""
 
 
 def global_search(client: LLMClient, questions: Sequence[str], reports: pd.DataFrame,

@@ -146,7 +146,7 @@ class CommunityReporter:
             keys = [k for k in todo if k[0] == level]
             requests = [ChatRequest(prompts.report_messages(self.context(k)),
                                     prompts.REPORT_SCHEMA, "report", self.max_tokens,
-                                    tag=f"report:{k[0]}:{k[1]}") for k in keys]
+                                    tag=f"report:{k[0]}:{k[1]}", validate=_object) for k in keys]
             results = await self.client.acomplete_batch(requests)
             for key, result in zip(keys, results, strict=True):
                 self.reports[key] = self._report(key, result)
@@ -162,18 +162,15 @@ class CommunityReporter:
         base = {"level": level, "community": community, "parent": self.parent.get(key, -1),
                 "n_nodes": len(self.members[key]), "title": f"Community {community}",
                 "summary": "", "rating": 0.0, "findings": "[]", "text": "", "error": ""}
+        if isinstance(result, LLMError) and result.kind == "malformed":  # not cached
+            self.stats["malformed_reports"] += 1
+            log.warning("malformed report for community %s/%s: %s", level, community, result)
+            text = (result.content or "").strip()
+            return {**base, "summary": text[:1000], "text": text, "error": "malformed report"}
         if isinstance(result, LLMError):
             self.stats["report_errors"] += 1
             return {**base, "error": str(result)}
-        try:
-            value, repaired = parse_json(result.content, keep_partial=not result.truncated)
-            if not isinstance(value, dict):
-                raise JSONRepairError("not an object")
-        except JSONRepairError as exc:
-            self.stats["malformed_reports"] += 1
-            log.warning("malformed report for community %s/%s: %s", level, community, exc)
-            text = result.content.strip()
-            return {**base, "summary": text[:1000], "text": text, "error": "malformed report"}
+        value, repaired = result.parsed
         self.stats["repaired_reports"] += int(repaired)
         findings = [f for f in value.get("findings") or [] if isinstance(f, dict)]
         findings = [{"summary": str(f.get("summary", "")),
@@ -200,6 +197,15 @@ class CommunityReporter:
     def community_keys(self, level: int | None = None) -> list[Key]:
         """All community keys, or those of one level."""
         return sorted(k for k in self.members if level is None or k[0] == level)
+
+
+def _object(result: Any) -> tuple[dict[str, Any], bool]:
+    """A ``ChatRequest.validate`` for reports: ``(object, repaired)``; raises unless the
+    answer holds a JSON object."""
+    value, repaired = parse_json(result.content, keep_partial=not result.truncated)
+    if not isinstance(value, dict):
+        raise JSONRepairError("not a JSON object")
+    return value, repaired
 
 
 def generate_reports(client: LLMClient, communities: pd.DataFrame, entities: pd.DataFrame,

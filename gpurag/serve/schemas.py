@@ -1,0 +1,105 @@
+"""Request and response models: they validate input and make the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Query settings a caller may change per request (all of QueryConfig's retrieval knobs that are
+# safe to expose); anything else is rejected as an unknown field.
+OPTION_FIELDS = ("damping", "seed_entities", "seed_facts", "seed_passages", "sim_power",
+                 "entity_weight", "fact_weight", "passage_weight", "dense_head", "dense_blend",
+                 "rerank", "rerank_candidates")
+
+
+class QueryRequest(BaseModel):
+    """One question (``question``) or a batch (``questions``), with optional settings."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"question": "Who founded the lighthouse society?", "k": 5}]})
+
+    question: str | None = Field(None, min_length=1, description="one question")
+    questions: list[str] | None = Field(None, min_length=1,
+                                        description="several questions, answered as a batch")
+    k: int | None = Field(None, ge=1, description="passages per question (default 5)")
+    mode: str | None = Field(None, description="dense | graph (default: graph when the index "
+                             "has a knowledge graph)")
+    damping: float | None = Field(None, gt=0, lt=1, description="PPR damping")
+    seed_entities: int | None = Field(None, ge=1, le=1000)
+    seed_facts: int | None = Field(None, ge=1, le=1000)
+    seed_passages: int | None = Field(None, ge=1, le=1000)
+    sim_power: float | None = Field(None, ge=0, le=100)
+    entity_weight: float | None = Field(None, ge=0)
+    fact_weight: float | None = Field(None, ge=0)
+    passage_weight: float | None = Field(None, ge=0)
+    dense_head: int | None = Field(None, ge=0, le=1000)
+    dense_blend: float | None = Field(None, ge=0, le=1)
+    rerank: str | None = Field(None, description="none | gat")
+    rerank_candidates: int | None = Field(None, ge=1, le=1000)
+
+    def question_list(self) -> list[str]:
+        return [self.question] if self.question is not None else list(self.questions or [])
+
+    def options(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in OPTION_FIELDS
+                if getattr(self, name) is not None}
+
+
+class Passage(BaseModel):
+    rank: int
+    chunk_id: str
+    doc_id: str
+    title: str
+    text: str
+    char_start: int
+    char_end: int
+    score: float
+
+
+class SeedEntity(BaseModel):
+    entity_id: int
+    name: str
+    score: float
+    via: str
+
+
+class EntityPath(BaseModel):
+    chunk_id: str
+    entities: list[str]
+    relations: list[str]
+
+
+class QueryResult(BaseModel):
+    """``QueryResult.to_dict()`` of the Python API."""
+
+    question: str
+    mode: str
+    passages: list[Passage]
+    seeds: list[SeedEntity] = []
+    paths: list[EntityPath] = []
+    timings_ms: dict[str, float] = {}
+    answer: str | None = None
+    citations: list[str] = []
+    error: str | None = None
+
+
+class QueryResponse(BaseModel):
+    """Results in the order of the questions, and the index version that answered them."""
+
+    index_version: str
+    results: list[QueryResult]
+
+
+class ErrorResponse(BaseModel):
+    detail: Any
+
+
+class ReloadResponse(BaseModel):
+    reloaded: bool
+    index_version: str
+
+
+class StatusResponse(BaseModel):
+    status: str
+    index_version: str | None = None

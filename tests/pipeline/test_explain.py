@@ -1,0 +1,102 @@
+"""`QueryResult.subgraph()` and `gpurag query --explain`: the evidence graph, rendered into a
+self-contained page and checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpurag.cli import main as gpurag_main
+from gpurag.export.evidence import QUESTION_ID, passage_node_id
+from gpurag.export.html import write_explain_html
+from gpurag.query.results import Passage, QueryResult, SeedEntity
+
+QUESTION = "Where is the headquarters of the company founded by the inventor of the Pellucid cell?"
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(n)), None)
+needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium installed")
+
+PROBE = """<script>setTimeout(function () {
+  var c = document.querySelector('#mynetwork canvas'), painted = 0;
+  if (c) { var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (var i = 0; i < d.length; i += 4)
+      if (d[i + 3] > 0 && !(d[i] > 240 && d[i + 1] > 240 && d[i + 2] > 240)) painted++; }
+  document.body.setAttribute('data-probe', JSON.stringify({
+    nodes: network.body.data.nodes.length, edges: network.body.data.edges.length,
+    placed: Object.keys(network.getPositions()).length, painted: painted}));
+}, 1500);</script></body>"""
+
+
+def render_in_browser(page: Path, tmp_path: Path) -> dict:
+    """Open ``page`` (plus a probe script) in headless Chromium; what vis-network drew."""
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE),
+                     encoding="utf-8")
+    dom = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=6000",
+         f"--user-data-dir={tmp_path / 'chrome'}", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    assert found, "the page did not run its script (no probe in the DOM)"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+@pytest.fixture(scope="module")
+def result(graph_index) -> QueryResult:
+    return graph_index.query(QUESTION, k=5)
+
+
+def test_subgraph_links_question_seeds_paths_and_passages(result):
+    sub = result.subgraph()
+    nodes = {n["id"]: n for n in sub["nodes"]}
+    assert nodes[QUESTION_ID]["label"] == QUESTION
+    passages = [n for n in sub["nodes"] if n["kind"] == "passage"]
+    assert [p["chunk_id"] for p in passages] == result.chunk_ids
+    assert {s.name for s in result.seeds} <= {n["label"] for n in sub["nodes"]
+                                              if n["kind"] in ("seed", "entity")}
+    for edge in sub["edges"]:
+        assert edge["source"] in nodes and edge["target"] in nodes
+    # Every passage is reachable from the question, through entity paths or directly.
+    adjacency: dict[str, set[str]] = {}
+    for edge in sub["edges"]:
+        adjacency.setdefault(edge["source"], set()).add(edge["target"])
+    seen, frontier = {QUESTION_ID}, [QUESTION_ID]
+    while frontier:
+        nxt = [t for s in frontier for t in adjacency.get(s, ()) if t not in seen]
+        seen.update(nxt)
+        frontier = nxt
+    assert {passage_node_id(c) for c in result.chunk_ids} <= seen
+    path = next(p for p in result.paths if len(p.entities) >= 1)
+    assert any(e["kind"] == "mentions" and e["target"] == passage_node_id(path.chunk_id)
+               for e in sub["edges"])
+
+
+@needs_browser
+def test_explain_page_renders_every_node_offline(graph_index, result, tmp_path):
+    out = tmp_path / "evidence.html"
+    assert gpurag_main(["query", str(graph_index.path), QUESTION, "--explain", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r'(src|href)="https?://', page), "the page must open without a network"
+    sub = result.subgraph()
+    drawn = render_in_browser(out, tmp_path)
+    assert drawn["nodes"] == len(sub["nodes"]) and drawn["edges"] == len(sub["edges"])
+    assert drawn["placed"] == len(sub["nodes"])
+    assert drawn["painted"] > 1000  # the canvas holds the drawn graph, not a blank page
+
+
+@needs_browser
+def test_hostile_passage_text_cannot_break_the_page(tmp_path):
+    hostile = "</script><script>document.body.innerHTML='owned'</script><!-- x"
+    fake = QueryResult(
+        question=f"what about {hostile}?", mode="graph",
+        passages=[Passage(1, "c1", "d1", "T <b>1</b>", hostile, 0, 10, 0.9),
+                  Passage(2, "c2", "d2", "T2", "plain text", 0, 5, 0.5)],
+        seeds=[SeedEntity(7, "Seed </script>", 0.8, "entity")])
+    out = write_explain_html(fake.subgraph(), tmp_path / "x.html", title=fake.question)
+    drawn = render_in_browser(out, tmp_path)
+    assert drawn["nodes"] == 4 and drawn["painted"] > 100
