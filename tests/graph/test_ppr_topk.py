@@ -119,3 +119,27 @@ def test_device_ppr_component_on_cpu_torch_matches_host(monkeypatch):
     for row in range(10):
         upto = int(np.argmin(np.r_[clear[row], False]))
         assert set(got.ids[row, :upto]) == set(want.ids[row, :upto])
+
+
+def _cuda() -> bool:
+    from gpurag.device import cuda_available
+
+    return cuda_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_cuda_ppr_component_returns_only_topk_and_matches_host():
+    import torch
+
+    g = _graph(8, 20000, 150000)
+    reset = _reset(9, 64, g.n_nodes)
+    b = backend.Backends.for_device("cuda")
+    gather = np.tile(np.arange(10), (64, 1))
+    torch.cuda.reset_peak_memory_stats()
+    got = b.ppr(g, reset, k=30, lo=5000, gather=gather, damping=0.8, tol=1e-7)
+    want = backend.host_ppr_topk(g, reset, k=30, lo=5000, gather=gather, damping=0.8,
+                                 tol=1e-7, method="power")
+    assert got.full is None and isinstance(got.values, np.ndarray)
+    np.testing.assert_allclose(got.values, want.values, atol=1e-5)
+    np.testing.assert_allclose(got.gathered, want.gathered, atol=1e-5)
