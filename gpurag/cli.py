@@ -40,14 +40,6 @@ def _index_config(args: argparse.Namespace):
     return apply_overrides(cfg, overrides, "command line")
 
 
-def _llm_client(args: argparse.Namespace):
-    """An LLM client from ``--llm-*`` options and ``GPURAG_LLM_*`` variables."""
-    from gpurag.llm.cli import config_from_args
-    from gpurag.llm.client import LLMClient
-
-    return LLMClient(config_from_args(args))
-
-
 def make_runtime(args: argparse.Namespace):
     """The one runtime of this command: device and progress from the environment and
     ``--quiet``, LLM settings from ``GPURAG_LLM_*`` and the ``--llm-*`` options."""
@@ -80,14 +72,19 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
 
-    index = Index.open(args.index, runtime=make_runtime(args))
+    runtime = make_runtime(args)
+    index = Index.open(args.index, runtime=runtime)
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += [q.strip() for q in Path(args.questions_file).read_text(
             encoding="utf-8").splitlines() if q.strip()]
     if not questions:
         raise GpuragError("give a question or --questions-file")
-    client = _llm_client(args) if (args.answer or args.mode == "global") else None
+    client = None
+    if args.answer or args.mode == "global":
+        from gpurag.llm.client import LLMClient
+
+        client = LLMClient(runtime.llm)
     if args.mode == "global":
         from gpurag.query.generate import global_answers
 
