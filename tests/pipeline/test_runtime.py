@@ -111,3 +111,17 @@ def test_index_graph_is_a_deprecated_alias(graph_index):
     with pytest.warns(DeprecationWarning):
         assert graph_index.graph is graph_index.retriever
     assert np.asarray(graph_index.retriever.graph.indptr).ndim == 1
+
+
+def test_llm_extractor_gets_the_runtime_settings_not_the_environment(monkeypatch):
+    from gpurag.config import IndexConfig
+    from gpurag.llm.config import LLMConfig
+    from gpurag.pipeline.graph_stage import make_stage_extractor
+
+    monkeypatch.setenv("GPURAG_LLM_URL", "http://from-env:9/v1")
+    monkeypatch.setenv("GPURAG_LLM_MODEL", "env-model")
+    cfg = IndexConfig(extractor="llm", llm_model="cfg-model", llm_url="http://cfg:1/v1")
+    ex = make_stage_extractor(cfg, LLMConfig(url="http://runtime:2/v1", concurrency=3),
+                              progress=False)
+    assert ex.config.model == "cfg-model" and ex.config.url.startswith("http://cfg:1")
+    assert ex.config.concurrency == 3 and ex.progress is False
