@@ -85,7 +85,7 @@ class Runtime:
     embed_cache: str | None = None
     gat_checkpoint: str | None = None
     llm_config: LLMConfig | None = None
-    _embedders: dict[str, Embedder] = field(default_factory=dict, repr=False)
+    _embedders: dict[str, Embedder] = field(default_factory=dict, repr=False, init=False)
 
     @classmethod
     def create(cls, settings: Settings | None = None, *, device: str | None = None,
