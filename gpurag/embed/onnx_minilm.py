@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpurag.config import threads_from_env
 from gpurag.errors import ConfigError
 
 SMALL_BATCH = 4
@@ -57,7 +58,7 @@ class OnnxMiniLMEmbedder:
         self._plain_tokenizer.no_padding()
         self._plain_tokenizer.no_truncation()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or int(os.environ.get("GPURAG_THREADS", "0"))
+        options.intra_op_num_threads = threads or threads_from_env()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
