@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pandas as pd
 import pytest
 
+from gpurag.contracts import check_embedder, check_extractor, check_reranker
 from gpurag.extract import EXTRACTORS, make_extractor
-from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction
 
 from .conftest import SAMPLE
 
@@ -43,38 +42,14 @@ def _extractor_options(name: str, tmp_path) -> dict:
         except Exception as exc:
             pytest.skip(f"no spaCy English model: {exc}")
     if name == "llm" and not os.environ.get("GPURAG_LLM_URL"):
-        pytest.skip("the LLM extractor needs a server (GPURAG_LLM_URL; see tests/llm)")
+        pytest.skip("checked against the real local server in tests/llm/test_contract_llm.py")
     return {}
 
 
 @pytest.mark.parametrize("name", sorted(EXTRACTORS))
 def test_extractor_contract(name, tmp_path):
-    ex = make_extractor(name, **_extractor_options(name, tmp_path))
-    assert isinstance(ex.name, str) and ex.name
-    out = ex.extract(CHUNKS, offset=100)
-    assert isinstance(out, Extraction)
-    assert set(MENTION_COLUMNS) <= set(out.mentions.columns)
-    assert set(RELATION_COLUMNS) <= set(out.relations.columns)
-    assert len(out.mentions), "the sample names people, places and companies"
-    # chunk positions are offset rows of the batch, spans lie inside the chunk text
-    m = out.mentions
-    assert m["chunk"].between(100, 100 + len(CHUNKS) - 1).all()
-    located = m[m["start"] >= 0]
-    texts = CHUNKS["text"].to_numpy()
-    for chunk, start, end in zip(located["chunk"], located["start"], located["end"],
-                                 strict=True):
-        assert 0 <= start < end <= len(texts[chunk - 100])
-    assert out.relations["chunk"].between(100, 100 + len(CHUNKS) - 1).all()
-    assert all(isinstance(v, (int, np.integer)) for v in out.stats.values())
-    # deterministic: the same batch gives the same tables
-    again = make_extractor(name, **_extractor_options(name, tmp_path)).extract(CHUNKS, 100)
-    pd.testing.assert_frame_equal(out.mentions.reset_index(drop=True),
-                                  again.mentions.reset_index(drop=True))
-    pd.testing.assert_frame_equal(out.relations.reset_index(drop=True),
-                                  again.relations.reset_index(drop=True))
-    # an empty batch is an empty extraction, not an error
-    empty = ex.extract(CHUNKS.iloc[:0], offset=0)
-    assert len(empty.mentions) == 0 and len(empty.relations) == 0
+    options = _extractor_options(name, tmp_path)
+    check_extractor(lambda: make_extractor(name, **options), CHUNKS)
 
 
 def _embedder_specs() -> list[str]:
@@ -90,22 +65,8 @@ def _embedder_specs() -> list[str]:
 @pytest.mark.parametrize("spec", _embedder_specs())
 def test_embedder_contract(spec):
     from gpurag.embed import load_embedder
-    from gpurag.embed.base import Embedder
 
-    emb = load_embedder(spec, device="cpu")
-    assert isinstance(emb, Embedder)
-    assert isinstance(emb.name, str) and emb.dim > 0 and emb.max_tokens > 0
-    texts = [*CHUNKS["text"].tolist()[:6], "", "x"]
-    vecs = emb.encode(texts, batch_size=3)
-    assert vecs.shape == (len(texts), emb.dim) and vecs.dtype == np.float32
-    assert np.isfinite(vecs).all()
-    np.testing.assert_allclose(np.linalg.norm(vecs[:6], axis=1), 1.0, atol=1e-3)
-    np.testing.assert_array_equal(emb.encode(texts, batch_size=3), vecs)  # deterministic
-    # batching does not change a text's vector beyond float noise
-    np.testing.assert_allclose(emb.encode(texts, batch_size=64), vecs, atol=1e-3)
-    assert emb.encode([], batch_size=4).shape == (0, emb.dim)
-    counts = emb.count_tokens(texts)
-    assert len(counts) == len(texts) and all(isinstance(c, int) and c >= 0 for c in counts)
+    check_embedder(load_embedder(spec, device="cpu"), CHUNKS["text"].tolist()[:6])
 
 
 def _rerankers() -> list[str]:
@@ -132,9 +93,4 @@ def test_reranker_contract(name, graph_index, sample_questions):
     reset, _ = retriever.reset_matrix(qvecs, graph_index.query_config, dense)
     top = retriever.backends.ppr(retriever.graph, reset, k=1, lo=retriever.n_ent, damping=0.8,
                                  tol=1e-4, full=True)
-    out = rr.score(qvecs, cand, top.full, dense)
-    assert out.shape == cand.shape and out.dtype == np.float32 and np.isfinite(out).all()
-    np.testing.assert_array_equal(rr.score(qvecs, cand, top.full, dense), out)
-    # one question at a time gives its rows of the batch
-    np.testing.assert_allclose(rr.score(qvecs[:1], cand[:1], top.full[:1],
-                                        (dense[0][:1], dense[1][:1])), out[:1], atol=1e-5)
+    check_reranker(rr, qvecs, cand, top.full, dense)
