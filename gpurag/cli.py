@@ -116,7 +116,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not questions:
         raise GpuragError("give a question or --questions-file")
     runtime = make_runtime(args)
-    index = Index.open(args.index, runtime=runtime)
+    index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
+                       runtime=runtime)
     client = None
     if args.answer or args.mode == "global":
         from gpurag.llm.client import LLMClient
@@ -223,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="check every index file's sha256 first (open always checks block CRCs)")
+    p.add_argument("--embedder", help="query embedder spec, needed for an index built with a "
+                                      "model other than the bundled one: onnx:PATH | st:PATH")
     p.add_argument("--explain", metavar="OUT.html",
                    help="write the evidence (seeds, entity paths, passages) as an interactive "
                         "graph page (needs the viz extra)")

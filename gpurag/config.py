@@ -144,6 +144,8 @@ def setting(default: Any, kind: type, **rule: Any) -> Any:
 
 
 POS_INT = {"lo": 1}
+HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+title+ppr",
+                "dense+bm25+title+ppr")
 NONNEG_INT = {"lo": 0}
 NONNEG = {"lo": 0}
 UNIT = {"lo": 0, "hi": 1}
@@ -176,6 +178,9 @@ class IndexConfig:
     synonym_threshold: float = setting(0.8, float, **UNIT)
     max_community_size: int = setting(64, int, **POS_INT)
     graph_dates: bool = setting(False, bool)
+    # Weight of the edge between an entity and a passage whose title names it (other mention
+    # edges weigh 1): the walk from an entity then prefers the entity's own page.
+    title_edge_weight: float = setting(10.0, float, lo=0, open_lo=True)
     seed: int = setting(42, int, lo=0, hi=2**32 - 1)
 
     def __post_init__(self) -> None:
@@ -203,9 +208,20 @@ class QueryConfig:
     entity_weight: float = setting(1.0, float, **NONNEG)
     fact_weight: float = setting(1.0, float, **NONNEG)
     passage_weight: float = setting(0.05, float, **NONNEG)
+    # Question entity linking: entities the question names (exact alias match) get this much
+    # reset mass on top of the FAISS seeds (whose mass is 1), shared equally and scaled by
+    # specificity; 0 turns linking off.
+    link_weight: float = setting(4.0, float, **NONNEG)
+    # Lexical seeds: the top `lexical_seeds` BM25 passages enter the reset vector with
+    # `lexical_weight` (min-max scaled), beside the dense passages.
+    lexical_seeds: int = setting(10, int, **NONNEG_INT)
+    lexical_weight: float = setting(0.05, float, **NONNEG)
     # Ranking: the first `dense_head` ranks keep the dense order; `dense_blend` mixes the
     # dense score into the PPR score for the rest.
-    dense_head: int = setting(2, int, **NONNEG_INT)
+    dense_head: int = setting(1, int, **NONNEG_INT)
+    # How the head is ordered: the dense ranking alone, or the reciprocal-rank fusion of it
+    # with BM25, the PPR ranking and the passages titled by an entity the question names.
+    head_fusion: str = setting("dense+bm25", str, choices=HEAD_FUSIONS)
     dense_blend: float = setting(0.0, float, **UNIT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)

@@ -80,11 +80,12 @@ def manifest_info(m: Any, path: Any) -> dict[str, Any]:
 
 
 def index_info(path: str, verify: bool = False) -> dict[str, Any]:
-    """Manifest facts of an index (and a full checksum check with ``verify``)."""
+    """Manifest facts of an index, checked as on open (every file's sha256 with ``verify``)."""
     from gpurag.store import open_index_dir
 
     d = open_index_dir(path, verify=verify)
-    return {**manifest_info(d.manifest, d.path), "verified_checksums": verify}
+    d.close()
+    return {**manifest_info(d.manifest, d.root), "verified_checksums": verify}
 
 
 def format_info(report: dict[str, Any]) -> str:

@@ -116,13 +116,13 @@ class Runtime:
             return False
         return self.progress
 
-    def embedder(self, spec: str | None) -> Embedder:
+    def embedder(self, spec: str | None, cache: bool = True) -> Embedder:
         """The embedder ``spec`` on this device (loaded once per runtime), behind the
-        embedding cache when one is set."""
-        key = spec or ""
+        embedding cache when one is set and ``cache`` (builds; queries pass False)."""
+        key = f"{spec or ''}\0{cache}"
         if key not in self._embedders:
             embedder = self.backends.embedder(spec, device=self.device)
-            if self.embed_cache:
+            if cache and self.embed_cache:
                 from gpurag.embed.cache import CachedEmbedder
 
                 embedder = CachedEmbedder(embedder, self.embed_cache)

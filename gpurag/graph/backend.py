@@ -251,8 +251,9 @@ class PPRTop:
 
 
 def numpy_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` of each row of a 2-D array, best first (ties: lower id first); padded with
-    -1 ids and ``-inf`` values where a row has fewer than ``k`` entries."""
+    """Top-``k`` of each row of a 2-D array, best first; ties, also at the cut, go to the lower
+    id (as a stable sort of the whole row would); padded with -1 ids and ``-inf`` values where
+    a row has fewer than ``k`` entries. O(n) per row plus a sort of the ``k`` kept."""
     scores = np.asarray(scores)
     q, n = scores.shape
     kk = min(k, n)
@@ -260,9 +261,16 @@ def numpy_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     ids = np.full((q, k), -1, dtype=np.int64)
     if kk > 0 and q:
         part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-        vals = np.take_along_axis(scores, part, axis=1)
-        order = np.lexsort((part, -vals), axis=-1)
-        ids[:, :kk] = np.take_along_axis(part, order, axis=1)
+        cut = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        above = scores > cut
+        at_cut = scores == cut
+        need = kk - above.sum(axis=1, keepdims=True)
+        keep = above | (at_cut & (np.cumsum(at_cut, axis=1) <= need))
+        _, c = np.nonzero(keep)  # kk per row, by id
+        sel = c.reshape(q, kk)
+        vals = np.take_along_axis(scores, sel, axis=1)
+        order = np.lexsort((sel, -vals), axis=-1)
+        ids[:, :kk] = np.take_along_axis(sel, order, axis=1)
         values[:, :kk] = np.take_along_axis(vals, order, axis=1)
     return values, ids
 

@@ -16,7 +16,8 @@ from gpurag.ingest.readers import source_fingerprint
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
-from gpurag.store import IndexWriter
+from gpurag.store import IndexWriter, WriteLock, layout
+from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,14 @@ def _build_key(source: str | Path, cfg: IndexConfig) -> str:
 
 
 def check_target(out: Path) -> None:
-    """Refuse, before any work, to write over something that is not a gpurag index."""
+    """Refuse, before any work, to write over something that is not a gpurag index, or over
+    an index holding files gpurag did not write."""
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
-    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
+    if out.is_dir() and any(out.iterdir()) and not (out / layout.MANIFEST).exists():
         raise IndexFormatError(
             f"refusing to write the index into {out}: it exists and is not a gpurag index")
+    check_replaceable(out)
 
 
 def pin_llm(cfg: IndexConfig, runtime: Runtime) -> IndexConfig:
@@ -51,15 +54,25 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
           show_progress: bool = True, runtime: Runtime | None = None) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
 
+    The whole build holds the write lock of ``out``: a second build of the same path fails at
+    once with :class:`~gpurag.errors.IndexBusyError` instead of sharing its work folder.
     ``runtime`` (default: from the environment) gives the device, the backends and the LLM
     settings; what this build ran is recorded in its manifest, and nothing else.
     """
     runtime = runtime or Runtime.create()
     cfg = pin_llm(cfg or IndexConfig(), runtime)
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise IndexFormatError(f"cannot write the index to {out}: it is a file")
+    with WriteLock(out) as lock:
+        return _build_locked(source, out, cfg, show_progress, lock, runtime)
+
+
+def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
+                  lock: WriteLock, runtime: Runtime) -> Path:
     record = BuildRecord()
     record.record("device", runtime.device)
     show = runtime.show_progress(show_progress)
-    out = Path(out).resolve()
     check_target(out)
     work = WorkDir(out, _build_key(source, cfg))
     if work.resumed:
@@ -77,13 +90,13 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
 
-    writer = IndexWriter(out)
+    writer = IndexWriter(out, lock=lock)
     try:
-        writer.write_table("tables/chunks.parquet", chunks)
-        writer.write_array("arrays/passage_emb.npy", vectors)
+        writer.write_table(layout.CHUNKS, chunks)
+        writer.write_array(layout.PASSAGE_EMB, vectors)
         t0 = time.perf_counter()
         save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
-                   writer.path("vectors/passages.faiss"))
+                   writer.path(layout.PASSAGES_FAISS))
         record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
         timings["passage_index_s"] = time.perf_counter() - t0
         counts = {"documents": report.documents, "chunks": len(chunks)}

@@ -30,6 +30,7 @@ from gpurag.graph.csr import CSRGraph
 from gpurag.pipeline.facts import sentence_facts, triple_facts
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
+from gpurag.store import layout
 from gpurag.store.writer import IndexWriter
 from gpurag.vectors import build_index, save_index
 
@@ -241,9 +242,19 @@ def build_facts(chunks: pd.DataFrame, ents: ResolvedEntities) -> Facts:
     return Facts(facts, indptr, fact_entities)
 
 
-def build_graph(ents: ResolvedEntities, n_passages: int) -> KnowledgeGraph:
+def mention_weights(mentions: pd.DataFrame, title_weight: float) -> np.ndarray:
+    """One weight per (entity, chunk) pair, in ``groupby(["entity", "chunk"], sort=False)``
+    order: ``title_weight`` where the chunk's title names the entity, else 1."""
+    is_title = (mentions["label"] == "TITLE").groupby(
+        [mentions["entity"], mentions["chunk"]], sort=False).max().to_numpy(bool)
+    return np.where(is_title, title_weight, 1.0).astype(np.float32)
+
+
+def build_graph(ents: ResolvedEntities, n_passages: int, title_weight: float = 1.0
+                ) -> KnowledgeGraph:
     """The symmetric CSR graph over entities then passages: relations (summed weights),
-    mentions (weight 1) and synonym pairs (their cosine); and its entity-entity part."""
+    mentions (``title_weight`` where the passage's title names the entity, else 1) and synonym
+    pairs (their cosine); and its entity-entity part."""
     from gpurag.graph import build_csr
 
     n_ent = len(ents.entities)
@@ -257,7 +268,7 @@ def build_graph(ents: ResolvedEntities, n_passages: int) -> KnowledgeGraph:
                           ment_pairs["chunk"].to_numpy(np.int64) + n_ent,
                           syn["b"].to_numpy(np.int64)])
     w = np.concatenate([pair["weight"].to_numpy(np.float32),
-                        np.ones(len(ment_pairs), np.float32),
+                        mention_weights(mentions, title_weight),
                         syn["score"].to_numpy(np.float32)])
     graph = build_csr(src, dst, w, n_nodes=n_ent + n_passages, symmetric=True)
     ent_mask = (src < n_ent) & (dst < n_ent)
@@ -290,26 +301,26 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
     """Write every graph artifact: arrays, the CSR graph, FAISS files and tables."""
     from gpurag.graph import csr as csr_mod
 
-    writer.write_array("arrays/fact_entity_indptr.npy", facts.indptr)
-    writer.write_array("arrays/fact_entity_indices.npy", facts.entities)
-    csr_mod.save(kg.graph, writer.path("graph"))
-    writer.write_array("arrays/entity_emb.npy", ents.vectors)
-    writer.write_array("arrays/fact_emb.npy", fact_vecs)
+    writer.write_array(layout.FACT_ENTITY_INDPTR, facts.indptr)
+    writer.write_array(layout.FACT_ENTITY_INDICES, facts.entities)
+    csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
+    writer.write_array(layout.ENTITY_EMB, ents.vectors)
+    writer.write_array(layout.FACT_EMB, fact_vecs)
     save_index(build_index(ents.vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
-               writer.path("vectors/entities.faiss"))
+               writer.path(layout.ENTITIES_FAISS))
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
-               writer.path("vectors/facts.faiss"))
-    writer.write_table("tables/entities.parquet", ents.entities)
-    writer.write_table("tables/aliases.parquet", ents.aliases)
-    writer.write_table("tables/mentions.parquet",
+               writer.path(layout.FACTS_FAISS))
+    writer.write_table(layout.ENTITIES, ents.entities)
+    writer.write_table(layout.ALIASES, ents.aliases)
+    writer.write_table(layout.MENTIONS,
                        ents.mentions[["entity", "chunk", "name", "label", "start", "end"]])
-    writer.write_table("tables/relations.parquet",
+    writer.write_table(layout.RELATIONS,
                        ents.relations[["head_entity", "relation", "tail_entity", "chunk",
                                        "weight", "head", "tail"]])
-    writer.write_table("tables/facts.parquet", facts.table)
-    writer.write_table("tables/communities.parquet", communities)
+    writer.write_table(layout.FACTS, facts.table)
+    writer.write_table(layout.COMMUNITIES, communities)
     if descriptions is not None:
-        writer.write_table("tables/descriptions.parquet", descriptions)
+        writer.write_table(layout.DESCRIPTIONS, descriptions)
 
 
 def graph_counts(ents: ResolvedEntities, facts: Facts, kg: KnowledgeGraph,
@@ -360,7 +371,7 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
 
     t0 = time.perf_counter()
     facts = build_facts(chunks, ents)
-    kg = build_graph(ents, len(chunks))
+    kg = build_graph(ents, len(chunks), cfg.title_edge_weight)
     timings["graph_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -2,7 +2,8 @@
 
 The PPR runs on the runtime's backend (the device when there is one) and only each
 question's top candidates come back to the host (:class:`~gpurag.graph.backend.PPRTop`), never
-a dense ``(q, n)`` array; the ranking below works on those ``(q, k + depth)`` candidates.
+a dense ``(q, n)`` array; the ranking below works on those candidates (the PPR top-k, the dense
+hits and the other head sources' passages) and equals the ranking over all passages.
 
 Seeds come from three FAISS searches per question: entities by name, facts (triples embedded
 as text) and passages. Entity and fact seeds are weighted by similarity and by specificity
@@ -22,6 +23,7 @@ import scipy.sparse as sp
 from gpurag.config import QueryConfig
 from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query.results import EntityPath, SeedEntity
+from gpurag.store import layout
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, search
 
@@ -30,6 +32,32 @@ def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
     lo = x.min(axis=axis, keepdims=True)
     hi = x.max(axis=axis, keepdims=True)
     return (x - lo) / np.maximum(hi - lo, 1e-9)
+
+
+def rrf_order(*rankings: np.ndarray, n: int, c: float = 60.0) -> np.ndarray:
+    """Rows fused by reciprocal rank (each ``(q, d)`` of row ids in ``[0, n)``, -1 padded),
+    best first (ties: lower row first), -1 padded to the widest ranking. Works on the rows the
+    rankings name, never a ``(q, n)`` array."""
+    q = rankings[0].shape[0]
+    depth = max(r.shape[1] for r in rankings)
+    qs = np.concatenate([np.broadcast_to(np.arange(q)[:, None], r.shape)[r >= 0]
+                         for r in rankings])
+    ids = np.concatenate([r[r >= 0] for r in rankings])
+    gain = np.concatenate([np.broadcast_to(1.0 / (c + 1.0 + np.arange(r.shape[1])),
+                                           r.shape)[r >= 0] for r in rankings])
+    key = qs * (n + 1) + ids
+    uniq, inv = np.unique(key, return_inverse=True)
+    score = np.zeros(len(uniq))
+    np.add.at(score, inv, gain)  # in ranking order, as a dense accumulation would
+    uq, urow = uniq // (n + 1), uniq % (n + 1)
+    order = np.lexsort((urow, -score, uq))
+    uq, urow = uq[order], urow[order]
+    first = np.searchsorted(uq, np.arange(q))
+    pos = np.arange(len(uq)) - first[uq]
+    out = np.full((q, depth), -1, np.int64)
+    keep = pos < depth
+    out[uq[keep], pos[keep]] = urow[keep]
+    return out
 
 
 class GraphRetriever:
@@ -53,14 +81,38 @@ class GraphRetriever:
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
         self.backends = backends or Backends.for_device("cpu")
-        self.gat_checkpoint = gat_checkpoint  # the runtime's default GAT weights
         self.ppr_name = self.backends.names["ppr"]
+        self.gat_checkpoint = gat_checkpoint  # the runtime's default GAT weights
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
+        self._chunks = chunks
+        self._linker = None
+        self._lexical = None
+
+    @property
+    def linker(self):
+        """Question entity linker over the alias table (built on first use)."""
+        if self._linker is None:
+            from gpurag.query.linking import EntityLinker
+
+            self._linker = EntityLinker(self.dir.table("tables/aliases.parquet"))
+        return self._linker
+
+    @property
+    def lexical(self):
+        """BM25 over the passages (built on first use)."""
+        if self._lexical is None:
+            from gpurag.query.lexical import BM25Index
+
+            self._lexical = BM25Index(self._chunks)
+        return self._lexical
 
     # -- seeds --------------------------------------------------------------------------
     def reset_matrix(self, qvecs: np.ndarray, cfg: QueryConfig,
-                     dense: tuple[np.ndarray, np.ndarray]) -> tuple[sp.csr_array, list]:
+                     dense: tuple[np.ndarray, np.ndarray],
+                     questions: list[str] | None = None,
+                     lexical: tuple[np.ndarray, np.ndarray] | None = None,
+                     ) -> tuple[sp.csr_array, list]:
         """The ``(q, n)`` personalization matrix and, per question, its seed entities."""
         q = len(qvecs)
         n = self.n_ent + self.n_psg
@@ -102,12 +154,22 @@ class GraphRetriever:
             rows.append(r)
             cols.append(pi[r, c] + self.n_ent)
             vals.append(w[r, c])
+        if lexical is not None and cfg.lexical_weight > 0:
+            ls, li = lexical
+            ok = li >= 0
+            w = np.where(ok, _minmax(np.where(ok, ls, 0.0)), 0.0) * cfg.lexical_weight
+            r, c = np.nonzero(w > 0)
+            rows.append(r)
+            cols.append(li[r, c] + self.n_ent)
+            vals.append(w[r, c])
         reset = sp.csr_array(
             (np.concatenate(vals) if vals else np.zeros(0),
              (np.concatenate(rows) if rows else np.zeros(0, np.int64),
               np.concatenate(cols) if cols else np.zeros(0, np.int64))),
             shape=(q, n))
         reset.sum_duplicates()
+        if questions is not None and cfg.link_weight > 0 and self.n_ent:
+            reset = self._add_linked(reset, questions, cfg, seeds)
         empty = np.flatnonzero(np.diff(reset.indptr) == 0)
         if len(empty):  # no seed at all: fall back to the dense top passage
             fill = sp.csr_array((np.ones(len(empty)), (empty, di[empty, 0] + self.n_ent)),
@@ -115,28 +177,121 @@ class GraphRetriever:
             reset = reset + fill
         return reset, seeds
 
+    def _add_linked(self, reset: sp.csr_array, questions: list[str], cfg: QueryConfig,
+                    seeds: list[list[SeedEntity]]) -> sp.csr_array:
+        """Rows scaled to sum 1, plus ``link_weight`` shared equally by the entities each
+        question names (each share scaled by the entity's specificity)."""
+        linked = self.linker.link(questions)
+        sums = np.asarray(reset.sum(axis=1)).ravel()
+        scale = sp.diags_array(np.where(sums > 0, 1.0 / np.maximum(sums, 1e-30), 0.0))
+        q_idx = np.repeat(np.arange(len(linked)), [len(row) for row in linked])
+        ents = np.fromiter((e.entity_id for row in linked for e in row), np.int64,
+                           count=len(q_idx))
+        if not len(ents):
+            return reset
+        # Each named entity's equal share, scaled by its specificity: a name found in many
+        # passages ("English", "Show") says less about where the answer is.
+        count = np.bincount(q_idx, minlength=len(linked))[q_idx]
+        share = cfg.link_weight * self.specificity[ents] / count
+        extra = sp.csr_array((share, (q_idx, ents)), shape=reset.shape)
+        for qi, row in enumerate(linked):
+            known = {s.entity_id for s in seeds[qi]}
+            seeds[qi].extend(SeedEntity(e.entity_id, str(self.entity_names[e.entity_id]), 1.0,
+                                        "name") for e in row if e.entity_id not in known)
+        out = sp.csr_array(scale @ reset + extra)
+        out.sum_duplicates()
+        return out
+
     # -- retrieval ----------------------------------------------------------------------
-    def retrieve(self, qvecs: np.ndarray, cfg: QueryConfig,
+    def retrieve(self, questions: list[str], qvecs: np.ndarray, cfg: QueryConfig,
                  passage_index) -> tuple[np.ndarray, np.ndarray, list[dict]]:
         """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths."""
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
-        reset, seeds = self.reset_matrix(qvecs, cfg, dense)
+        want_lexical = (cfg.lexical_weight > 0 and cfg.lexical_seeds > 0) or (
+            "bm25" in cfg.head_fusion.split("+") and cfg.dense_head > 0)
+        lexical = (self.lexical.search(questions, max(cfg.lexical_seeds, depth))
+                   if want_lexical else None)
+        lex_seeds = None
+        if lexical is not None and cfg.lexical_seeds > 0:
+            lex_seeds = (lexical[0][:, :cfg.lexical_seeds], lexical[1][:, :cfg.lexical_seeds])
+        reset, seeds = self.reset_matrix(qvecs, cfg, dense, questions, lex_seeds)
+        sources = cfg.head_fusion.split("+") if cfg.dense_head else []
+        # Passages the head sources name before PPR: their PPR scores come back with the
+        # top-k, so the ranking over candidates is the ranking over all passages.
+        known = [dense[1]]
+        if "bm25" in sources and lexical is not None:
+            known.append(lexical[1][:, :depth])
+        title = self._title_rows(questions, dense[1]) if "title" in sources else None
+        if title is not None:
+            known.append(title)
+        gather = np.concatenate(known, axis=1)
         reranking = cfg.rerank not in ("", "none")
         k = min(cfg.k, self.n_psg)
-        # Enough candidates that the top-k after blending and reranking is among them.
-        want = max(k, cfg.rerank_candidates if reranking else 0) + dense[1].shape[1]
+        want = max(k, cfg.rerank_candidates if reranking else 0, depth) + gather.shape[1]
         top = self.backends.ppr(
             self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
-            hi=self.n_ent + self.n_psg, gather=dense[1], damping=cfg.damping,
-            tol=cfg.ppr_tol, method=cfg.ppr_method, full=reranking)
-        cand, score = rank_candidates(top, dense, cfg)
+            hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
+            method=cfg.ppr_method, full=reranking)
+        cand, score = candidate_scores(top, gather, dense, cfg)
+        if cfg.dense_head:
+            head_rows = self._head_order(cfg, dense, lexical, cand, score, title)
+            lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
         if reranking:
             score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
-        top_rows, top_scores = _best(cand, score, k)
+        top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
         return top_scores.astype(np.float32), top_rows, extras
+
+    def _head_order(self, cfg: QueryConfig, dense, lexical, cand: np.ndarray,
+                    score: np.ndarray, title: np.ndarray | None) -> np.ndarray:
+        """Passage rows for the head of the list: the dense order, or the reciprocal-rank
+        fusion of the sources named in ``cfg.head_fusion`` (dense, bm25, ppr, title)."""
+        sources = cfg.head_fusion.split("+")
+        depth = dense[1].shape[1]
+        rankings = []
+        for source in sources:
+            if source == "dense":
+                rankings.append(dense[1])
+            elif source == "bm25" and lexical is not None:
+                rankings.append(lexical[1][:, :depth])
+            elif source == "ppr":
+                rankings.append(best_candidates(cand, score, depth)[0])
+            elif source == "title" and title is not None:
+                rankings.append(title)
+        if len(rankings) == 1:
+            return rankings[0]
+        return rrf_order(*rankings, n=self.n_psg)
+
+    def _title_rows(self, questions: list[str], dense_rows: np.ndarray) -> np.ndarray:
+        """Per question, the passages titled by an entity the question names (in dense order,
+        then the rest), -1 padded."""
+        linked = self.linker.link(questions)
+        title_entity = self.title_entity
+        out = np.full(dense_rows.shape, -1, np.int64)
+        for qi, row in enumerate(linked):
+            ents = np.array([e.entity_id for e in row], np.int64)
+            if not len(ents):
+                continue
+            hits = np.flatnonzero(np.isin(title_entity, ents))
+            order = np.argsort(np.argmax(dense_rows[qi][:, None] == hits[None, :], axis=0)
+                               + (~np.isin(hits, dense_rows[qi])) * len(dense_rows[qi]),
+                               kind="stable")
+            hits = hits[order][: out.shape[1]]
+            out[qi, : len(hits)] = hits
+        return out
+
+    @property
+    def title_entity(self) -> np.ndarray:
+        """Per passage row, the entity its title names (-1 when none)."""
+        if getattr(self, "_title_entity", None) is None:
+            m = self.dir.table(layout.MENTIONS, columns=["entity", "chunk", "label"])
+            m = m[m["label"] == "TITLE"]
+            out = np.full(self.n_psg, -1, np.int64)
+            out[m["chunk"].to_numpy(np.int64)] = m["entity"].to_numpy(np.int64)
+            self._title_entity = out
+        return self._title_entity
 
     def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
                 ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]
@@ -151,7 +306,7 @@ class GraphRetriever:
 
         reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
         n_cand = min(cfg.rerank_candidates, self.n_psg)
-        head_rows, _ = _best(cand, score, n_cand)
+        head_rows, _ = best_candidates(cand, score, n_cand)
         new = reranker.score(qvecs, head_rows, np.asarray(ppr_scores), dense)  # (q, n_cand)
         valid = cand >= 0
         out = score - score[valid].max() - 1.0 - np.abs(new).max()
@@ -196,40 +351,53 @@ class GraphRetriever:
         return out
 
 
-def rank_candidates(top: PPRTop, dense: tuple[np.ndarray, np.ndarray], cfg: QueryConfig
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate passage rows (q, c) and their final scores (float64; ``-inf`` for padding
-    and for repeats) from the PPR top-k and the dense results.
+def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, np.ndarray],
+                     cfg: QueryConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate passage rows ``(q, c)`` (-1 where padded or repeated) and their scores
+    (float64, ``-inf`` there) from the PPR top-k and the gathered rows (the dense hits first).
 
-    The score of a passage is its PPR mass over the question's largest passage mass, plus
-    ``dense_blend`` times its min-max dense score; the first ``dense_head`` dense passages are
-    lifted above every other passage in dense order. Every passage outside the candidates
-    scores at most the lowest PPR top-k value, so the best ``k`` are among them.
+    A passage's score is its PPR mass over the question's largest passage mass, plus
+    ``dense_blend`` times its min-max dense score. Every passage outside the candidates scores
+    at most the lowest top-k value, so the best ones are among them.
     """
     ds, di = dense
     k = top.ids.shape[1]
     denom = np.maximum(top.values[:, :1].astype(np.float64), 1e-30)
-    cand = np.concatenate([top.ids, di], axis=1)
+    cand = np.concatenate([top.ids, gather], axis=1)
     score = np.concatenate([top.values, top.gathered], axis=1).astype(np.float64) / denom
-    valid = cand >= 0
-    repeat = (top.ids[:, :, None] == di[:, None, :]).any(axis=2)  # also in the dense part
-    valid[:, :k] &= ~repeat
     if cfg.dense_blend:
-        score[:, k:] += cfg.dense_blend * np.where(di >= 0, _minmax(ds), 0.0).astype(np.float64)
+        blend = np.where(di >= 0, _minmax(ds), 0.0).astype(np.float64)
+        score[:, k:k + di.shape[1]] += cfg.dense_blend * blend
+    # One copy per row: the dense one first (it carries the blend), then the other gathered
+    # ones, then the top-k one.
+    q, c = cand.shape
+    priority = np.r_[np.full(k, 2), np.zeros(di.shape[1]), np.ones(c - k - di.shape[1])]
+    order = np.lexsort((np.broadcast_to(priority, (q, c)), cand), axis=-1)
+    sorted_cand = np.take_along_axis(cand, order, axis=1)
+    repeat = np.zeros((q, c), dtype=bool)
+    repeat[:, 1:] = sorted_cand[:, 1:] == sorted_cand[:, :-1]
+    valid = np.ones((q, c), dtype=bool)
+    np.put_along_axis(valid, order, ~repeat, axis=1)
+    valid &= cand >= 0
     score[~valid] = -np.inf
-    head = cfg.dense_head
-    if head:  # the first ``head`` ranks keep the dense order; PPR ranks the rest
-        n_head = min(head, di.shape[1])
-        lift = score.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(n_head))
-        part = score[:, k:k + n_head]
-        ok = di[:, :n_head] >= 0
-        part[ok] = np.broadcast_to(lift, part.shape)[ok]
-    cand = np.where(valid, cand, -1)
-    return cand, score
+    return np.where(valid, cand, -1), score
 
 
-def _best(cand: np.ndarray, score: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def lift_head(cand: np.ndarray, score: np.ndarray, head_rows: np.ndarray, head: int) -> None:
+    """Lift ``head_rows`` (q, <= head) above every other candidate, in their order (in place);
+    the rows are among the candidates."""
+    lift = score.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(head_rows.shape[1]))
+    match = (cand[:, :, None] == head_rows[:, None, :]) & (head_rows[:, None, :] >= 0)
+    hit = match.any(axis=2)
+    score[hit] = np.take_along_axis(np.broadcast_to(lift, head_rows.shape),
+                                    match.argmax(axis=2), axis=1)[hit]
+
+
+def best_candidates(cand: np.ndarray, score: np.ndarray, k: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best candidates per row by score (ties: lower passage row first)."""
     order = np.lexsort((np.where(cand >= 0, cand, np.iinfo(np.int64).max), -score), axis=-1)
     order = order[:, :k]
-    return np.take_along_axis(cand, order, axis=1), np.take_along_axis(score, order, axis=1)
+    rows = np.take_along_axis(cand, order, axis=1)
+    scores = np.take_along_axis(score, order, axis=1)
+    return np.where(np.isfinite(scores), rows, -1), scores
