@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from gpurag.cli import make_runtime
     from gpurag.config import IndexConfig, check_value
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, format_table, open_or_build_index
@@ -25,7 +26,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
-                                              show_progress=not args.quiet, **overrides)
+                                              show_progress=not args.quiet,
+                                              runtime=make_runtime(args), **overrides)
     try:
         client = None
         if args.answer:
