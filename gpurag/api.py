@@ -68,6 +68,7 @@ class Index:
         self._embedder_given = embedder
         self._embedder = None
         self._retriever = None
+        self.last_update = None  # the UpdateResult of the insert/delete that returned this
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -94,6 +95,42 @@ class Index:
         ``runtime``: device and backends (default from the environment).
         """
         return cls(Path(path), verify=verify, embedder=embedder, runtime=runtime)
+
+    # -- incremental updates ------------------------------------------------------------
+    def insert(self, sources: str | os.PathLike | list[str | os.PathLike],
+               show_progress: bool = True) -> Index:
+        """Add the documents under ``sources`` (files or folders) as a new version of this
+        index and return it opened; this object stays pinned to its own version.
+
+        Only the new documents are chunked, embedded and extracted; the graph is re-derived
+        over all chunks, so the result equals a full build of the union. Documents whose id is
+        already indexed are skipped and reported (``last_update.skipped``).
+        """
+        from gpurag.pipeline.incremental import insert_documents
+
+        if isinstance(sources, (str, os.PathLike)):
+            sources = [sources]
+        spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
+        result = insert_documents(self.path, list(sources), runtime=self.runtime,
+                                  embedder=spec, show_progress=show_progress)
+        return self._reopened(result)
+
+    def delete(self, doc_ids: list[str], show_progress: bool = True) -> Index:
+        """Remove the documents ``doc_ids`` and everything only they supported (chunks,
+        vectors, mentions, relations, facts, entities) as a new version; returns it opened."""
+        from gpurag.pipeline.incremental import delete_documents
+
+        if isinstance(doc_ids, str):
+            doc_ids = [doc_ids]
+        spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
+        result = delete_documents(self.path, list(doc_ids), runtime=self.runtime,
+                                  embedder=spec, show_progress=show_progress)
+        return self._reopened(result)
+
+    def _reopened(self, result: Any) -> Index:
+        new = Index(self.path, embedder=self._embedder_given, runtime=self.runtime)
+        new.last_update = result
+        return new
 
     def close(self) -> None:
         """Release the files of the opened version now (also done when collected)."""

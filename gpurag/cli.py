@@ -1,4 +1,4 @@
-"""The ``gpurag`` command line: index, query, info, demo, eval, llm."""
+"""The ``gpurag`` command line: index, insert, delete, query, info, demo, eval, llm."""
 
 from __future__ import annotations
 
@@ -99,6 +99,33 @@ def cmd_index(args: argparse.Namespace) -> int:
         say("  warnings: " + ", ".join(f"{n} {r}" for r, n in warnings.items() if n))
     for problem in ingest.get("problems", [])[:10]:
         say(f"    {problem}")
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    """``gpurag insert`` / ``gpurag delete``: a new index version, what changed printed."""
+    from gpurag import Index
+
+    index = Index.open(args.index, embedder=args.embedder, runtime=make_runtime(args))
+    if args.command == "insert":
+        new = index.insert(args.sources, show_progress=not args.quiet)
+    else:
+        from gpurag.pipeline.incremental import read_ids_file
+
+        ids = list(args.doc_ids or []) + (read_ids_file(args.ids_file) if args.ids_file else [])
+        new = index.delete(ids, show_progress=not args.quiet)
+    r = new.last_update
+    verb = "added" if r.op == "insert" else "removed"
+    if r.version is None:
+        say(f"nothing new to insert into {r.path} (index unchanged)")
+    else:
+        say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
+            f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
+            f"embedded ({r.reused_vectors} reused); communities: full re-cluster")
+    if r.skipped:
+        say("  skipped: " + ", ".join(f"{n} {k}" for k, n in r.skipped.items()))
+    if r.not_found:
+        say(f"  not in the index: {len(r.not_found)} ids (first: {r.not_found[0]})")
     return 0
 
 
@@ -212,6 +239,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_index_options(p)
     add_llm_options(p)
     p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("insert", help="add documents to an index (a new version)")
+    p.add_argument("index", help="index directory")
+    p.add_argument("sources", nargs="+", help="files or folders of documents to add")
+    p.add_argument("--embedder", help="embedder spec, needed for an index built with a model "
+                                      "other than the bundled one")
+    add_llm_options(p)
+    p.set_defaults(func=cmd_update)
+
+    p = sub.add_parser("delete", help="remove documents from an index (a new version)")
+    p.add_argument("index", help="index directory")
+    ids = p.add_mutually_exclusive_group(required=True)
+    ids.add_argument("--doc-ids", nargs="+", help="ids of the documents to remove")
+    ids.add_argument("--ids-file", help="file with one document id a line")
+    p.add_argument("--embedder", help="embedder spec, needed for an index built with a model "
+                                      "other than the bundled one")
+    add_llm_options(p)
+    p.set_defaults(func=cmd_update)
 
     p = sub.add_parser("query", help="retrieve passages for a question")
     p.add_argument("index", help="index directory")

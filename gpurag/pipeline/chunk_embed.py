@@ -8,7 +8,7 @@ characters, so memory and the work a kill loses stay bounded even for one huge d
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -81,23 +81,28 @@ def chunk_documents(
 
 def run_chunk_embed(
     source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
-    show_progress: bool | None,
+    show_progress: bool | None, *,
+    documents: Callable[[IngestReport], Iterator[Document]] | None = None,
+    seen_chunks: set[str] | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
     """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints.
 
+    ``documents`` (default: every document under ``source``) gives the documents from a report
+    to fill; chunks whose id is in ``seen_chunks`` (an index's existing chunks) are duplicates.
     ``parts`` counts checkpoint files, ``units`` the document parts they hold (a resume skips
     that many), ``docs`` the documents finished."""
     stage = work.state.setdefault("chunk_embed", {"parts": 0, "units": 0, "docs": 0,
                                                    "duplicates": 0, "report": None,
                                                    "done": False})
     report = IngestReport()
-    seen: set[str] = set()
+    seen: set[str] = set(seen_chunks or ())
     for i in range(stage["parts"]):
         seen.update(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet"),
                                   columns=["chunk_id"]).column(0).to_pylist())
     was_done = stage["done"]
     if not stage["done"]:
-        parts = iter_parts(iter_documents(source, report), cfg.max_part_chars)
+        docs = documents(report) if documents is not None else iter_documents(source, report)
+        parts = iter_parts(docs, cfg.max_part_chars)
         skip = stage["units"]
         if skip:
             log.info("resuming: %d documents (%d parts) already chunked and embedded",

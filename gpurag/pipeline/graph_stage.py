@@ -67,7 +67,8 @@ def index_llm_config(cfg: IndexConfig, llm: LLMConfig) -> LLMConfig:
 def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
                    show_progress: bool | None) -> Extraction:
     """Extract in batches, each batch checkpointed so a killed run resumes after it."""
-    stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {}})
+    stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {},
+                                              "batch_stats": []})
     bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
                        show=show_progress)
     bar.update(stage["done_rows"])
@@ -85,6 +86,8 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
                            work.path(f"extract/descriptions-{i:05d}.parquet"))
         for key, value in part.stats.items():
             stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
+        stage.setdefault("batch_stats", []).append(
+            {"start": start, "stats": {k: int(v) for k, v in part.stats.items()}})
         stage["parts"] += 1
         stage["done_rows"] = start + len(batch)
         work.save()
@@ -92,7 +95,9 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     bar.close()
     parts = stage["parts"]
     if not parts:
-        return Extraction(stats=Counter(stage["stats"]))
+        ex = Extraction(stats=Counter(stage["stats"]))
+        ex.batch_stats = batch_stats_frame(stage.get("batch_stats", []))
+        return ex
     ex = Extraction(
         mentions=pd.concat([pq.read_table(work.path(f"extract/mentions-{i:05d}.parquet"))
                             .to_pandas() for i in range(parts)], ignore_index=True),
@@ -103,7 +108,17 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     desc_parts = sorted(work.root.glob("extract/descriptions-*.parquet"))
     ex.descriptions = (pd.concat([pq.read_table(p).to_pandas() for p in desc_parts],
                                  ignore_index=True) if desc_parts else None)
+    ex.batch_stats = batch_stats_frame(stage.get("batch_stats", []))
     return ex
+
+
+def batch_stats_frame(batches: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per-batch extraction counters as rows (``start``: the batch's first chunk, ``key``,
+    ``value``), so an incremental update can drop the counters of batches it re-extracts."""
+    rows = [(int(b["start"]), str(k), int(v)) for b in batches for k, v in b["stats"].items()]
+    return pd.DataFrame({"start": pd.Series([r[0] for r in rows], dtype="int64"),
+                         "key": pd.Series([r[1] for r in rows], dtype=object),
+                         "value": pd.Series([r[2] for r in rows], dtype="int64")})
 
 
 def _to_arrow(frame: pd.DataFrame):
@@ -165,6 +180,7 @@ class ResolvedEntities:
     merged_names: int
     stats: Counter
     descriptions: pd.DataFrame | None = None
+    name_vectors: np.ndarray | None = None  # one per ``name_to_entity`` row, kept for updates
 
 
 @dataclass
@@ -230,7 +246,7 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
         synonym_pairs=resolution.synonym_pairs, name_to_entity=name_to_entity,
         vectors=entity_vecs, mentions=mentions, relations=rel,
         merged_names=int(resolution.stats.get("merged", 0)), stats=Counter(ex.stats),
-        descriptions=getattr(ex, "descriptions", None),
+        descriptions=getattr(ex, "descriptions", None), name_vectors=name_vecs,
     )
 
 
@@ -323,6 +339,23 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
         writer.write_table(layout.DESCRIPTIONS, descriptions)
 
 
+def write_extraction(writer: IndexWriter, ex: Extraction, ents: ResolvedEntities) -> None:
+    """Keep what an incremental update reuses: the raw extraction (by chunk position), its
+    per-batch counters and every resolved surface name with its vector."""
+    writer.write_table(layout.EXTRACT_MENTIONS, ex.mentions)
+    writer.write_table(layout.EXTRACT_RELATIONS, ex.relations)
+    descriptions = getattr(ex, "descriptions", None)
+    if descriptions is not None and len(descriptions):
+        writer.write_table(layout.EXTRACT_DESCRIPTIONS, descriptions)
+    stats = getattr(ex, "batch_stats", None)
+    if stats is not None:
+        writer.write_table(layout.EXTRACT_STATS, stats)
+    if ents.name_vectors is not None:
+        writer.write_table(layout.NAMES, pd.DataFrame(
+            {"name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str)}))
+        writer.write_array(layout.NAME_EMB, ents.name_vectors)
+
+
 def graph_counts(ents: ResolvedEntities, facts: Facts, kg: KnowledgeGraph,
                  communities: pd.DataFrame) -> dict[str, int]:
     """The manifest counts of the graph stage."""
@@ -352,17 +385,24 @@ def _recording(fn: Callable[..., Any], record: BuildRecord, component: str,
     return call
 
 
-def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
+def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
+                    work: WorkDir | None,
                     writer: IndexWriter, timings: dict[str, float], runtime: Runtime,
-                    record: BuildRecord, show_progress: bool | None = None) -> dict[str, int]:
-    """Run the steps in order, write every graph artifact; returns counts for the manifest."""
+                    record: BuildRecord, show_progress: bool | None = None,
+                    ex: Extraction | None = None) -> dict[str, int]:
+    """Run the steps in order, write every graph artifact; returns counts for the manifest.
+
+    ``ex``: the extraction of ``chunks``, when the caller has it (an incremental update)."""
     backends = runtime.backends
-    t0 = time.perf_counter()
-    extractor = make_stage_extractor(cfg, runtime.llm if cfg.extractor.strip().lower() == "llm"
-                                     else None, show_progress)
-    record.record("extract", extractor.name)
-    ex = run_extraction(chunks, extractor, work, show_progress)
-    timings["extract_s"] = time.perf_counter() - t0
+    if ex is None:
+        t0 = time.perf_counter()
+        extractor = make_stage_extractor(
+            cfg, runtime.llm if cfg.extractor.strip().lower() == "llm" else None, show_progress)
+        record.record("extract", extractor.name)
+        if work is None:
+            raise ValueError("run_graph_stage needs a work folder to extract")
+        ex = run_extraction(chunks, extractor, work, show_progress)
+        timings["extract_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     knn = _recording(backends.knn, record, "knn", backends.names["knn"])
@@ -391,5 +431,6 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
                                            ents.entities, index_llm_config(cfg, runtime.llm))
     t0 = time.perf_counter()
     write_graph(writer, cfg, ents, facts, kg, communities, fact_vecs, descriptions)
+    write_extraction(writer, ex, ents)
     timings["graph_write_s"] = time.perf_counter() - t0
     return graph_counts(ents, facts, kg, communities)

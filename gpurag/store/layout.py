@@ -43,6 +43,18 @@ FACTS_FAISS = "vectors/facts.faiss"
 DESCRIPTIONS = "tables/descriptions.parquet"
 REPORTS = "tables/reports.parquet"
 
+# What incremental updates reuse (optional: an index without them is re-extracted): the raw
+# extractor output per chunk position, its per-batch counters, and every resolved surface
+# name with its vector.
+EXTRACT_MENTIONS = "extract/mentions.parquet"
+EXTRACT_RELATIONS = "extract/relations.parquet"
+EXTRACT_DESCRIPTIONS = "extract/descriptions.parquet"
+EXTRACT_STATS = "extract/stats.parquet"
+NAMES = "extract/names.parquet"
+NAME_EMB = "extract/name_emb.npy"
+EXTRACT_FILES: tuple[str, ...] = (EXTRACT_MENTIONS, EXTRACT_RELATIONS, EXTRACT_DESCRIPTIONS,
+                                  EXTRACT_STATS, NAMES, NAME_EMB)
+
 REQUIRED_DENSE: tuple[str, ...] = (CHUNKS, PASSAGE_EMB, PASSAGES_FAISS)
 REQUIRED_GRAPH: tuple[str, ...] = (
     ENTITIES, ALIASES, MENTIONS, RELATIONS, FACTS, COMMUNITIES,
@@ -50,7 +62,7 @@ REQUIRED_GRAPH: tuple[str, ...] = (
     FACT_ENTITY_INDPTR, FACT_ENTITY_INDICES, ENTITY_EMB, FACT_EMB,
     ENTITIES_FAISS, FACTS_FAISS,
 )
-OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS)
+OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS, *EXTRACT_FILES)
 
 # Siblings of an index directory ``<parent>/<name>``.
 LOCK_SUFFIX = "lock"

@@ -1,0 +1,497 @@
+"""Incremental updates: insert or delete documents, each committed as a new index version that
+holds what a full build of the resulting corpus would.
+
+The costly work is done only for what is new: an insert reads, chunks and embeds only the new
+documents (their chunks appended after the existing ones, in the order a full build of
+``old + new`` would give them) and extracts only the new chunks. The graph stage (alias
+resolution, facts, CSR, Leiden, entity/fact vectors) is then re-run over the union from the
+stored per-chunk extraction, with the stored surface-name and fact vectors (so only names and
+facts not seen before are embedded). Communities are a full re-cluster (Leiden over the whole
+entity graph: seconds for tens of thousands of passages); the manifest says so.
+
+Extractors whose output for a chunk depends on its batch (the fast extractor drops a
+sentence-initial word seen lower-case anywhere in its batch) are re-run from the first batch a
+change touches, on the batch boundaries a full build uses, so the result equals a rebuild;
+per-chunk extractors (LLM, triples) are never re-run on stored chunks.
+
+Everything happens under the index's write lock and is committed atomically; a killed insert
+leaves the previous version as it was and a rerun resumes its chunk+embed checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpurag.config import IndexConfig
+from gpurag.device import package_version
+from gpurag.embed.base import Embedder
+from gpurag.errors import InputError
+from gpurag.extract.base import Extraction, Extractor
+from gpurag.ingest import IngestReport, iter_documents
+from gpurag.ingest.readers import Document, source_fingerprint
+from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.graph_stage import (
+    EXTRACT_BATCH,
+    batch_stats_frame,
+    make_stage_extractor,
+    run_graph_stage,
+)
+from gpurag.pipeline.workdir import WorkDir
+from gpurag.runtime import BuildRecord, Runtime, implementation_name
+from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
+from gpurag.store.reader import IndexDir
+from gpurag.vectors import build_index, save_index
+
+log = logging.getLogger(__name__)
+
+PER_CHUNK_EXTRACTORS = ("LLMExtractor", "TriplesExtractor")  # output of a chunk is its own
+COMMUNITIES = "full re-cluster"
+MAX_IDS_RECORDED = 1000
+MAX_HISTORY = 50
+
+
+@dataclass
+class UpdateResult:
+    """What one insert or delete did (``version``: the committed version, None if unchanged)."""
+
+    op: str
+    path: Path
+    version: int | None
+    documents: list[str] = field(default_factory=list)
+    chunks: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    not_found: list[str] = field(default_factory=list)
+    reextracted_chunks: int = 0
+    embedded_texts: int = 0
+    reused_vectors: int = 0
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["path"] = str(self.path)
+        return out
+
+
+class KnownVectors:
+    """An embedder that answers texts it already has vectors for (the stored surface names and
+    facts) from memory and passes the rest to ``inner``; counts both."""
+
+    def __init__(self, inner: Embedder, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self.inner = inner
+        self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
+        keys = pd.Index(np.asarray(texts, dtype=object))
+        first = ~keys.duplicated()
+        self._keys = keys[first]
+        self._vectors = np.asarray(vectors, dtype=np.float32)[first]
+        self.hits = 0
+        self.misses = 0
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        texts = list(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        rows = self._keys.get_indexer(pd.Index(np.asarray(texts, dtype=object)))
+        known = rows >= 0
+        out[known] = self._vectors[rows[known]]
+        missing = np.flatnonzero(~known)
+        if missing.size:
+            out[missing] = self.inner.encode([texts[i] for i in missing], batch_size=batch_size)
+        self.hits += int(known.sum())
+        self.misses += int(missing.size)
+        return out
+
+
+@dataclass
+class Stored:
+    """The parts of the current version an update reuses."""
+
+    config: IndexConfig
+    manifest: Any
+    chunks: pd.DataFrame
+    vectors: np.ndarray
+    extraction: Extraction | None  # None: not stored (older index), re-extract everything
+    batch_stats: pd.DataFrame
+    known_texts: list[str]
+    known_vectors: np.ndarray
+
+
+def load_stored(d: IndexDir) -> Stored:
+    """Read the current version (tables into memory, arrays copied out of the pinned files)."""
+    names = {f.name for f in dataclasses.fields(IndexConfig)}
+    cfg = IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
+    chunks = d.table(layout.CHUNKS)
+    vectors = np.array(d.array(layout.PASSAGE_EMB), dtype=np.float32)
+    ex = None
+    stats = batch_stats_frame([])
+    texts: list[str] = []
+    vecs: list[np.ndarray] = []
+    if cfg.graph and d.has(layout.EXTRACT_MENTIONS) and d.has(layout.EXTRACT_RELATIONS):
+        ex = Extraction(mentions=d.table(layout.EXTRACT_MENTIONS),
+                        relations=d.table(layout.EXTRACT_RELATIONS))
+        ex.descriptions = (d.table(layout.EXTRACT_DESCRIPTIONS)
+                           if d.has(layout.EXTRACT_DESCRIPTIONS) else None)
+        if d.has(layout.EXTRACT_STATS):
+            stats = d.table(layout.EXTRACT_STATS)
+    if cfg.graph and d.has(layout.NAMES) and d.has(layout.NAME_EMB):
+        texts += d.table(layout.NAMES)["name"].astype(str).tolist()
+        vecs.append(np.asarray(d.array(layout.NAME_EMB), dtype=np.float32))
+    if cfg.graph and d.has(layout.FACTS) and d.has(layout.FACT_EMB):
+        texts += d.table(layout.FACTS, columns=["text"])["text"].astype(str).tolist()
+        vecs.append(np.asarray(d.array(layout.FACT_EMB), dtype=np.float32))
+    dim = vectors.shape[1] if vectors.ndim == 2 else 0
+    known = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
+    if len(texts) != len(known):  # inconsistent files: reuse nothing rather than misalign
+        texts, known = [], np.zeros((0, dim), np.float32)
+    return Stored(cfg, d.manifest, chunks, vectors, ex, stats, texts, known)
+
+
+# -- extraction -----------------------------------------------------------------------------
+def _batch_size(extractor: Extractor) -> int:
+    return int(getattr(extractor, "batch_size", EXTRACT_BATCH))
+
+
+def _per_chunk(extractor: Extractor) -> bool:
+    return type(extractor).__name__ in PER_CHUNK_EXTRACTORS
+
+
+def reuse_extraction(stored: Stored, new_pos: np.ndarray, keep_below: int,
+                     keep_all_stats: bool = False) -> tuple[Extraction, pd.DataFrame]:
+    """The stored extraction of chunks that stay, renumbered to their new positions
+    (``new_pos[old]``, -1 for removed chunks), limited to new positions below ``keep_below``
+    (the rest is re-extracted); and the per-batch counters of the batches kept."""
+    ex = stored.extraction
+    assert ex is not None
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        pos = new_pos[frame["chunk"].to_numpy(np.int64)]
+        ok = (pos >= 0) & (pos < keep_below)
+        return frame[ok].assign(chunk=pos[ok]).reset_index(drop=True)
+
+    out = Extraction(mentions=keep(ex.mentions), relations=keep(ex.relations))
+    desc = getattr(ex, "descriptions", None)
+    out.descriptions = keep(desc) if desc is not None else None
+    stats = stored.batch_stats
+    if not keep_all_stats:
+        stats = stats[stats["start"].to_numpy() < keep_below]
+    return out, stats.reset_index(drop=True)
+
+
+def extract_from(chunks: pd.DataFrame, extractor: Extractor, start: int
+                 ) -> tuple[Extraction, pd.DataFrame]:
+    """Extract ``chunks[start:]`` in batches on the boundaries a full build uses (multiples of
+    the extractor's batch size from ``start``, itself such a multiple or the end of the kept
+    chunks)."""
+    size = _batch_size(extractor)
+    parts: list[Extraction] = []
+    descs: list[pd.DataFrame] = []
+    batches: list[dict[str, Any]] = []
+    for a in range(start, len(chunks), size):
+        part = extractor.extract(chunks.iloc[a : a + size].reset_index(drop=True), offset=a)
+        parts.append(part)
+        desc = getattr(part, "descriptions", None)
+        if desc is not None and len(desc):
+            descs.append(desc)
+        batches.append({"start": a, "stats": {k: int(v) for k, v in part.stats.items()}})
+    ex = Extraction.concat(parts)
+    ex.descriptions = pd.concat(descs, ignore_index=True) if descs else None
+    return ex, batch_stats_frame(batches)
+
+
+def join_extractions(kept: Extraction, kept_stats: pd.DataFrame, new: Extraction,
+                     new_stats: pd.DataFrame) -> Extraction:
+    """Kept then new extraction, with counters summed as a full build sums its batches'."""
+    ex = Extraction.concat([kept, new])
+    descs = [d for d in (getattr(kept, "descriptions", None), getattr(new, "descriptions", None))
+             if d is not None and len(d)]
+    ex.descriptions = pd.concat(descs, ignore_index=True) if descs else None
+    stats = pd.concat([kept_stats, new_stats], ignore_index=True)
+    ex.batch_stats = stats
+    ex.stats = Counter({str(k): int(v) for k, v in
+                        stats.groupby("key", sort=False)["value"].sum().items()})
+    return ex
+
+
+def update_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
+                      first_changed: int, extractor: Extractor, op: str
+                      ) -> tuple[Extraction, int]:
+    """The extraction of ``chunks`` (the new version's), reusing the stored one where a full
+    build would give the same; returns it and how many chunks were (re-)extracted.
+
+    ``first_changed``: the first new position whose chunk or batch differs from the stored
+    version's (an insert: the old chunk count; a delete: the first removed chunk's position).
+    """
+    per_chunk = _per_chunk(extractor)
+    if stored.extraction is None:
+        start = 0
+    elif per_chunk:
+        start = len(chunks) if op == "delete" else first_changed
+    else:
+        start = (first_changed // _batch_size(extractor)) * _batch_size(extractor)
+    start = min(start, len(chunks))
+    if stored.extraction is None:
+        kept, kept_stats = Extraction(), batch_stats_frame([])
+        kept.descriptions = None
+    else:
+        kept, kept_stats = reuse_extraction(stored, new_pos, start,
+                                            keep_all_stats=per_chunk and op == "delete")
+    new, new_stats = extract_from(chunks, extractor, start)
+    return join_extractions(kept, kept_stats, new, new_stats), len(chunks) - start
+
+
+# -- commit ---------------------------------------------------------------------------------
+def _version(manifest: Any) -> int:
+    return int(manifest.extra.get("version", 1))
+
+
+def _ids(ids: Sequence[str]) -> dict[str, Any]:
+    ids = list(ids)
+    out: dict[str, Any] = {"count": len(ids), "ids": ids[:MAX_IDS_RECORDED]}
+    if len(ids) > MAX_IDS_RECORDED:
+        out["ids_truncated"] = True
+    return out
+
+
+def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFrame,
+                   vectors: np.ndarray, ex: Extraction | None, embedder: KnownVectors,
+                   runtime: Runtime, record: BuildRecord, change: dict[str, Any],
+                   timings: dict[str, float], show: bool | None,
+                   work: WorkDir | None = None) -> int:
+    """Write the new version (dense part, then the graph stage over all chunks from ``ex``)
+    and commit it atomically; returns its version number."""
+    cfg = stored.config
+    manifest = stored.manifest
+    version = _version(manifest) + 1
+    writer = IndexWriter(out, lock=lock)
+    try:
+        writer.write_table(layout.CHUNKS, chunks)
+        writer.write_array(layout.PASSAGE_EMB, vectors)
+        t0 = time.perf_counter()
+        save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
+                   writer.path(layout.PASSAGES_FAISS))
+        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+        timings["passage_index_s"] = time.perf_counter() - t0
+        counts = {"documents": int(chunks["doc_id"].nunique()), "chunks": len(chunks)}
+        if cfg.graph:
+            assert ex is not None
+            counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
+                                          runtime, record, show, ex=ex))
+        history = list(manifest.extra.get("history", []))[-(MAX_HISTORY - 1):]
+        history.append({"version": version, "op": change["op"],
+                        "documents": change["documents"]["count"],
+                        "chunks": change.get("chunks", 0)})
+        extra = {
+            **{k: v for k, v in manifest.extra.items()
+               if k not in ("timings_s", "change", "history", "parent")},
+            "timings_s": timings,
+            "version": version,
+            "parent": {"version": _version(manifest), "created": manifest.created,
+                       "checksum": manifest.checksum},
+            "change": change,
+            "history": history,
+            "communities": COMMUNITIES if cfg.graph else None,
+        }
+        components = {**manifest.components, **record.as_dict()}
+        writer.commit(config=dict(manifest.config), counts=counts, components=components,
+                      extra=extra)
+    except BaseException:
+        writer.abort()
+        raise
+    return version
+
+
+def _graph_embedder(stored: Stored, runtime: Runtime, spec: str | None) -> KnownVectors:
+    return KnownVectors(runtime.embedder(spec), stored.known_texts, stored.known_vectors)
+
+
+def _extractor(cfg: IndexConfig, runtime: Runtime, show: bool | None) -> Extractor:
+    llm = runtime.llm if cfg.extractor.strip().lower() == "llm" and not cfg.triples else None
+    return make_stage_extractor(cfg, llm, show)
+
+
+# -- insert ---------------------------------------------------------------------------------
+def new_documents(sources: Sequence[str | Path], existing: set[str], report: IngestReport
+                  ) -> Iterator[Document]:
+    """Documents of ``sources`` in order, skipping (and reporting) ids already in the index
+    or already read from an earlier source."""
+    taken = set(existing)
+    for src in sources:
+        for doc in iter_documents(src, report):
+            if doc.doc_id in taken:
+                report.documents -= 1
+                reason = "already in the index" if doc.doc_id in existing else "duplicate id"
+                report.skip(reason, doc.where or doc.source,
+                            f"id {doc.doc_id!r} is already indexed; delete it first to replace "
+                            "it" if doc.doc_id in existing else
+                            f"id {doc.doc_id!r} was already used; the first one is kept")
+                continue
+            taken.add(doc.doc_id)
+            yield doc
+
+
+def _insert_key(sources: Sequence[str | Path], stored: Stored) -> str:
+    payload = json.dumps({"op": "insert", "sources": [source_fingerprint(s) for s in sources],
+                          "parent": stored.manifest.checksum or stored.manifest.created,
+                          "config": stored.manifest.config}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def insert_documents(index: str | Path, sources: Sequence[str | Path],
+                     runtime: Runtime | None = None, embedder: str | None = None,
+                     show_progress: bool = True) -> UpdateResult:
+    """Add the documents under ``sources`` to the index at ``index`` as a new version.
+
+    Documents whose id is already in the index are skipped and reported (delete them first to
+    replace them). ``embedder``: the embedder spec (the caller decides whether the one the
+    manifest names is trusted). Nothing new: no new version.
+    """
+    runtime = runtime or Runtime.create()
+    show = runtime.show_progress(show_progress)
+    out = Path(index).resolve()
+    sources = [Path(s) for s in sources]
+    for s in sources:
+        if not s.exists():
+            raise InputError(f"insert source {s}: no such file or folder")
+    with WriteLock(out) as lock:
+        d = open_index_dir(out)
+        try:
+            stored = load_stored(d)
+        finally:
+            d.close()
+        return _insert_locked(out, lock, stored, sources, runtime, embedder, show)
+
+
+def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
+                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
+    cfg = stored.config
+    timings: dict[str, float] = {}
+    record = BuildRecord()
+    record.record("device", runtime.device)
+    base = runtime.embedder(spec)
+    record.record("embed", implementation_name(base))
+    work = WorkDir(out, _insert_key(sources, stored))
+    old = stored.chunks
+    t0 = time.perf_counter()
+    new_chunks, new_vectors, report = run_chunk_embed(
+        sources[0], base, cfg, work, show,
+        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r),
+        seen_chunks=set(old["chunk_id"].astype(str)))
+    timings["chunk_embed_s"] = time.perf_counter() - t0
+    skipped = {k: int(v) for k, v in report.skipped.items() if v}
+    added = list(dict.fromkeys(new_chunks["doc_id"].astype(str)))
+    result = UpdateResult("insert", out, None, documents=added, chunks=len(new_chunks),
+                          skipped=skipped, timings_s=timings)
+    if not len(new_chunks):
+        work.remove()
+        log.info("nothing new to insert: %s", report.summary())
+        return result
+    chunks = pd.concat([old, new_chunks], ignore_index=True)
+    vectors = np.concatenate([stored.vectors, new_vectors.astype(np.float32)])
+    embedder = _graph_embedder(stored, runtime, spec)
+    ex = None
+    if cfg.graph:
+        t0 = time.perf_counter()
+        extractor = _extractor(cfg, runtime, show)
+        record.record("extract", extractor.name)
+        ex, result.reextracted_chunks = update_extraction(
+            stored, chunks, np.arange(len(old)), len(old), extractor, "insert")
+        timings["extract_s"] = time.perf_counter() - t0
+    change = {"op": "insert", "documents": _ids(added), "chunks": len(new_chunks),
+              "ingest": report.as_dict(), "sources": [str(s) for s in sources],
+              "reextracted_chunks": result.reextracted_chunks}
+    result.version = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,
+                                    record, change, timings, show, work)
+    result.embedded_texts, result.reused_vectors = embedder.misses, embedder.hits
+    work.remove()
+    return result
+
+
+# -- delete ---------------------------------------------------------------------------------
+def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime | None = None,
+                     embedder: str | None = None, show_progress: bool = True) -> UpdateResult:
+    """Remove the documents ``doc_ids`` (their chunks, vectors and everything only they
+    supported) from the index at ``index`` as a new version. Ids not in the index are
+    reported; none found is an error, and so is removing every document."""
+    runtime = runtime or Runtime.create()
+    show = runtime.show_progress(show_progress)
+    out = Path(index).resolve()
+    wanted = list(dict.fromkeys(str(i) for i in doc_ids))
+    if not wanted:
+        raise InputError("delete: no document ids given")
+    with WriteLock(out) as lock:
+        d = open_index_dir(out)
+        try:
+            stored = load_stored(d)
+        finally:
+            d.close()
+        return _delete_locked(out, lock, stored, wanted, runtime, embedder, show)
+
+
+def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
+                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
+    cfg = stored.config
+    old = stored.chunks
+    doc = old["doc_id"].astype(str)
+    present = set(doc)
+    found = [i for i in wanted if i in present]
+    missing = [i for i in wanted if i not in present]
+    if not found:
+        raise InputError(f"delete: none of the {len(wanted)} document ids is in the index "
+                         f"{out} (first: {wanted[0]!r})")
+    drop = doc.isin(found).to_numpy()
+    if drop.all():
+        raise InputError(f"delete: removing {len(found)} documents would leave the index {out} "
+                         "empty; delete the index directory instead")
+    timings: dict[str, float] = {}
+    record = BuildRecord()
+    record.record("device", runtime.device)
+    keep = ~drop
+    new_pos = np.where(keep, np.cumsum(keep) - 1, -1)
+    chunks = old[keep].reset_index(drop=True)
+    vectors = stored.vectors[keep]
+    result = UpdateResult("delete", out, None, documents=found, chunks=int(drop.sum()),
+                          not_found=missing, timings_s=timings)
+    embedder = _graph_embedder(stored, runtime, spec)
+    ex = None
+    if cfg.graph:
+        t0 = time.perf_counter()
+        extractor = _extractor(cfg, runtime, show)
+        record.record("extract", extractor.name)
+        first = int(np.flatnonzero(drop)[0])
+        ex, result.reextracted_chunks = update_extraction(
+            stored, chunks, new_pos, first, extractor, "delete")
+        timings["extract_s"] = time.perf_counter() - t0
+    change = {"op": "delete", "documents": _ids(found), "chunks": int(drop.sum()),
+              "not_found": missing[:MAX_IDS_RECORDED],
+              "reextracted_chunks": result.reextracted_chunks}
+    result.version = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,
+                                    record, change, timings, show)
+    result.embedded_texts, result.reused_vectors = embedder.misses, embedder.hits
+    return result
+
+
+def read_ids_file(path: str | Path) -> list[str]:
+    """The non-blank lines of an ``--ids-file``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"--ids-file {p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--ids-file {p}: cannot read it ({exc})") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
