@@ -102,7 +102,9 @@ class Index:
         """Add the documents under ``sources`` (files or folders) as a new version of this
         index and return it opened; this object stays pinned to its own version.
 
-        Only the new documents are chunked, embedded and extracted; the graph is re-derived
+        Like :meth:`delete`, it updates the path's current version (under its write lock),
+        whichever version this object reads. Only the new documents are chunked, embedded and
+        extracted; the graph is re-derived
         over all chunks, so the result equals a full build of the union. Documents whose id is
         already indexed are skipped and reported (``last_update.skipped``).
         """

@@ -1,0 +1,230 @@
+"""Incremental indexing (issue 13): insert and delete give what a full build of the result gives.
+
+The sample corpus split A/B: ``build(A) + insert(B)`` against ``build(A ∪ B)`` and
+``build(A ∪ B) + delete(B)`` against ``build(A)``, compared file by file (every file of the
+index, byte for byte) and by retrieval (top-5 and Recall@5 on the sample questions). The
+extractor batch is made small so that the stored extraction is really reused (and the batch a
+change touches really re-extracted). A deleted document's unique marker must be nowhere in the
+new version: no table, no array-derived text, no search result, no file's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from gpurag import Index
+from gpurag.cli import main
+from gpurag.errors import IndexBusyError, InputError
+from gpurag.eval.metrics import gold_ranks, recall_at
+from gpurag.pipeline import graph_stage, incremental
+from gpurag.runtime import Runtime
+from gpurag.store import WriteLock, layout
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "examples" / "sample"
+SPLIT = 30  # A: the first 30 documents, B: the other 27
+BATCH = 8  # extractor batch: the stored extraction of A is reused up to chunk 24
+MARKER = "Quorvantix Zelmidor"
+
+
+@pytest.fixture(autouse=True)
+def _small_batches(monkeypatch):
+    monkeypatch.setenv("GPURAG_PROGRESS", "0")
+    monkeypatch.setattr(graph_stage, "EXTRACT_BATCH", BATCH)
+    monkeypatch.setattr(incremental, "EXTRACT_BATCH", BATCH)
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return Runtime.create(device="cpu", progress=False)
+
+
+def _records() -> list[dict]:
+    lines = (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _questions() -> list[dict]:
+    lines = (SAMPLE / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _file_digests(index: Index) -> dict[str, str]:
+    return {rel: meta["sha256"] for rel, meta in index.manifest.files.items()}
+
+
+def _retrieval(index: Index) -> tuple[list[list[str]], float]:
+    qs = _questions()
+    results = index.query_batch([q["question"] for q in qs], k=5)
+    top = [[p.doc_id for p in r.passages] for r in results]
+    ranks = [gold_ranks(t, q["gold_ids"]) for t, q in zip(top, qs, strict=True)]
+    return top, recall_at(ranks, 5)
+
+
+def assert_equivalent(got: Index, want: Index) -> None:
+    """Same files byte for byte (so same chunks, vectors, entities, graph, communities), the
+    same counts, and the same top-5 and Recall@5."""
+    a, b = _file_digests(got), _file_digests(want)
+    assert set(a) == set(b)
+    assert [rel for rel in a if a[rel] != b[rel]] == []
+    assert got.manifest.counts == want.manifest.counts
+    (top_a, rec_a), (top_b, rec_b) = _retrieval(got), _retrieval(want)
+    same = np.mean([x == y for x, y in zip(top_a, top_b, strict=True)])
+    assert same >= 0.95 and abs(rec_a - rec_b) <= 0.01
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    records = _records()
+    return {"A": _write(root / "a" / "A.jsonl", records[:SPLIT]),
+            "B": _write(root / "b" / "B.jsonl", records[SPLIT:]),
+            "AB": _write(root / "ab" / "AB.jsonl", records),
+            "b_ids": [r["id"] for r in records[SPLIT:]]}
+
+
+def test_build_then_insert_equals_build_of_the_union(tmp_path, corpus, runtime):
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    grown = base.insert(corpus["B"], show_progress=False)
+    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    assert_equivalent(grown, full)
+    r = grown.last_update
+    assert r.version == 2 and r.documents == corpus["b_ids"] and r.chunks == 27
+    # only the new chunks and the open batch they join were extracted: 57 - 24
+    assert r.reextracted_chunks == 57 - (SPLIT // BATCH) * BATCH
+    # stored name and fact vectors reused: only names/facts new to the union were embedded
+    old_names = set(base.dir.table(layout.NAMES)["name"])
+    old_facts = set(base.dir.table(layout.FACTS)["text"])
+    new_names = set(full.dir.table(layout.NAMES)["name"]) - old_names
+    new_facts = set(full.dir.table(layout.FACTS)["text"]) - old_facts - old_names
+    assert r.reused_vectors > 0
+    assert r.embedded_texts == len(new_names) + len(new_facts - new_names)
+    # lineage in the manifest
+    extra = grown.manifest.extra
+    assert extra["version"] == 2 and extra["parent"]["version"] == 1
+    assert extra["parent"]["checksum"] == base.manifest.checksum
+    assert extra["change"]["op"] == "insert"
+    assert extra["change"]["documents"] == {"count": 27, "ids": corpus["b_ids"]}
+    assert extra["communities"] == "full re-cluster"
+    assert base.query("Who founded Kestrel Dynamics?").passages  # the old object still reads
+
+
+def test_delete_equals_build_of_what_remains(tmp_path, corpus, runtime):
+    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    shrunk = full.delete(corpus["b_ids"], show_progress=False)
+    only_a = Index.build(corpus["A"], tmp_path / "a", runtime=runtime, show_progress=False)
+    assert_equivalent(shrunk, only_a)
+    assert shrunk.last_update.reextracted_chunks == SPLIT - (SPLIT // BATCH) * BATCH
+    assert shrunk.manifest.extra["change"]["documents"]["count"] == 27
+    # a delete from the middle: the chunks after it move up, their batches are re-extracted
+    records = _records()
+    middle = [r["id"] for r in records[10:13]]
+    rest = _write(tmp_path / "rest" / "rest.jsonl", records[:10] + records[13:SPLIT])
+    cut = shrunk.delete(middle, show_progress=False)
+    assert_equivalent(cut, Index.build(rest, tmp_path / "rest.index", runtime=runtime,
+                                       show_progress=False))
+
+
+def _all_text(index_dir: Path) -> list[str]:
+    """Every string cell of every table of the index, and the manifest."""
+    texts = [(index_dir / layout.MANIFEST).read_text(encoding="utf-8")]
+    for p in index_dir.rglob("*.parquet"):
+        frame = pq.read_table(p).to_pandas()
+        for col in frame.columns:
+            texts += frame[col].astype(str).tolist()
+    return texts
+
+
+def test_deleted_document_leaves_no_trace(tmp_path, runtime):
+    records = _records()
+    secret = {"id": "secret-doc", "title": f"{MARKER} Institute",
+              "text": f"The {MARKER} Institute was founded by Elvira {MARKER} in Varnholt. "
+                      f"{MARKER} later moved the Institute to Brenmoor University."}
+    src = _write(tmp_path / "src" / "docs.jsonl", records[:20] + [secret] + records[20:])
+    index = Index.build(src, tmp_path / "idx", runtime=runtime, show_progress=False)
+    assert any(MARKER in t for t in _all_text(index.path))  # the check can see it
+    assert MARKER in index.dir.table(layout.ENTITIES)["name"].str.cat(sep="|")
+
+    after = index.delete(["secret-doc"], show_progress=False)
+    assert not [t for t in _all_text(after.path) if MARKER in t]
+    needle = MARKER.encode()
+    for p in after.path.rglob("*"):
+        if p.is_file():
+            assert needle not in p.read_bytes(), p
+    for mode in ("dense", "graph"):
+        hits = after.query(f"{MARKER} Institute founder", k=10, mode=mode)
+        assert all(MARKER not in p.text and p.doc_id != "secret-doc" for p in hits.passages)
+    names = after.dir.table(layout.NAMES)["name"].tolist()
+    assert len(after.dir.array(layout.NAME_EMB)) == len(names)
+    assert not [n for n in names if MARKER in n]
+
+
+def test_insert_skips_known_ids_and_nothing_new_changes_nothing(tmp_path, corpus, runtime):
+    index = Index.build(corpus["A"], tmp_path / "idx", runtime=runtime, show_progress=False)
+    again = index.insert(corpus["A"], show_progress=False)
+    assert again.last_update.version is None
+    assert again.last_update.skipped == {"already in the index": SPLIT}
+    assert again.manifest.checksum == index.manifest.checksum
+    mixed = _write(tmp_path / "mixed.jsonl", _records()[SPLIT - 2 : SPLIT + 2])
+    grown = index.insert(mixed, show_progress=False)
+    assert grown.last_update.skipped == {"already in the index": 2}
+    assert grown.last_update.documents == [r["id"] for r in _records()[SPLIT : SPLIT + 2]]
+
+
+def test_delete_errors_and_lock(tmp_path, corpus, runtime):
+    index = Index.build(corpus["A"], tmp_path / "idx", runtime=runtime, show_progress=False)
+    with pytest.raises(InputError, match="none of the 1 document ids"):
+        index.delete(["no-such-doc"])
+    with pytest.raises(InputError, match="empty"):
+        index.delete(list(index.chunks["doc_id"].unique()))
+    partly = index.delete(["p01", "no-such-doc"], show_progress=False)
+    assert partly.last_update.not_found == ["no-such-doc"]
+    with WriteLock(index.path), pytest.raises(IndexBusyError):
+        partly.insert(corpus["B"])
+    with WriteLock(index.path), pytest.raises(IndexBusyError):
+        partly.delete(["p02"])
+    assert Index.open(index.path).manifest.extra["version"] == 2
+
+
+def test_cli_insert_and_delete(tmp_path, corpus, runtime, capsys):
+    out = tmp_path / "idx"
+    Index.build(corpus["A"], out, runtime=runtime, show_progress=False)
+    assert main(["-q", "insert", str(out), str(corpus["B"])]) == 0
+    assert "version 2: 27 documents (27 chunks) added" in capsys.readouterr().out
+    ids = tmp_path / "ids.txt"
+    ids.write_text("p01\np02\n\n", encoding="utf-8")
+    assert main(["-q", "delete", str(out), "--ids-file", str(ids)]) == 0
+    assert "version 3: 2 documents" in capsys.readouterr().out
+    assert main(["-q", "delete", str(out), "--doc-ids", "p03"]) == 0
+    index = Index.open(out)
+    assert len(index.chunks) == 57 - 3
+    assert [h["op"] for h in index.manifest.extra["history"]] == ["insert", "delete", "delete"]
+    assert main(["-q", "delete", str(out), "--doc-ids", "nope"]) == 2
+
+
+def test_stored_extraction_matches_a_fresh_extraction(tmp_path, corpus, runtime):
+    """The raw extraction kept in the index is what the extractor gives (so reusing it is
+    sound), with per-batch counters summing to the manifest's."""
+    index = Index.build(corpus["AB"], tmp_path / "idx", runtime=runtime, show_progress=False)
+    stored = incremental.load_stored(index.dir)
+    extractor = incremental._extractor(stored.config, runtime, False)
+    fresh, _ = incremental.extract_from(index.chunks, extractor, 0)
+    pd.testing.assert_frame_equal(stored.extraction.mentions, fresh.mentions)
+    pd.testing.assert_frame_equal(stored.extraction.relations, fresh.relations)
+    sums = stored.batch_stats.groupby("key")["value"].sum()
+    assert {f"extract_{k}": int(v) for k, v in sums.items()}.items() <= \
+        index.manifest.counts.items()
+    assert os.path.getsize(index.dir.file(layout.NAME_EMB)) > 0
