@@ -1,0 +1,127 @@
+"""A killed insert (SIGKILL, a real subprocess) leaves the previous version readable, and a rerun
+resumes and completes; a second insert while one runs is refused by the write lock (issue 13).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpurag import Index
+from gpurag.errors import IndexBusyError
+from gpurag.pipeline.chunk_embed import embed_text
+from gpurag.runtime import Runtime
+from gpurag.store import layout
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_env(monkeypatch):
+    monkeypatch.setenv("GPURAG_PROGRESS", "0")
+    for name in list(os.environ):
+        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in ("GPURAG_CONFIG",
+                                                                           "GPURAG_EMBED_CACHE"):
+            monkeypatch.delenv(name)
+
+
+def _records() -> list[dict]:
+    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _start_insert(index: Path, source: Path) -> subprocess.Popen:
+    env = {**os.environ, "GPURAG_PROGRESS": "0", "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "gpurag", "-q", "insert", str(index),
+                             str(source)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _kill_when(cond, proc: subprocess.Popen, what: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc.poll() is not None:
+            raise AssertionError(f"insert ended before {what}: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _assert_previous_version(index: Path, chunks: int, checksum: str) -> None:
+    with Index.open(index) as old:
+        assert old.manifest.checksum == checksum and len(old.chunks) == chunks
+        assert old.query("Who founded Kestrel Dynamics?").passages
+
+
+def test_killed_insert_keeps_the_old_version_and_a_rerun_resumes(tmp_path, monkeypatch):
+    records = _records()
+    index = tmp_path / "idx"
+    # small ingest batches: the insert checkpoints every two document parts
+    base = Index.build(_write(tmp_path / "a.jsonl", records[:20]), index, show_progress=False,
+                       ingest_batch_chunks=4)
+    n_old, checksum = len(base.chunks), base.manifest.checksum
+    base.close()
+    new = [{**r, "id": f"{r['id']}-{i}", "text": f"Copy {i} of the record. {r['text']}"}
+           for i in range(4) for r in records[20:]]
+    source = _write(tmp_path / "b.jsonl", new)
+    work = layout.sibling(index.resolve(), layout.WORK_SUFFIX)
+    tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
+
+    # 1. killed during chunk+embed, after two checkpoints; meanwhile a second insert is refused
+    proc = _start_insert(index, source)
+    try:
+        deadline = time.monotonic() + 600
+        while not (work / "state.json").exists() and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with pytest.raises(IndexBusyError, match="another gpurag build is writing"):
+            Index.open(index).insert(source)
+    finally:
+        _kill_when(lambda: (work / "chunks" / "part-00001.parquet").exists(), proc,
+                   "the second chunk checkpoint")
+    _assert_previous_version(index, n_old, checksum)
+
+    # 2. killed while the new version is being written beside the index
+    proc = _start_insert(index, source)
+    _kill_when(lambda: (tmp / layout.CHUNKS).exists(), proc, "the new version's first table")
+    _assert_previous_version(index, n_old, checksum)
+    state = json.loads((work / "state.json").read_text(encoding="utf-8"))
+    assert state["chunk_embed"]["done"]
+
+    # 3. a rerun resumes (no chunk embedded again) and completes
+    runtime = Runtime.create(device="cpu", progress=False)
+    embedder = runtime.embedder(None)
+    encoded: list[str] = []
+    inner = embedder.encode
+
+    def counting(texts, batch_size=64):
+        encoded.extend(texts)
+        return inner(texts, batch_size=batch_size)
+
+    monkeypatch.setattr(embedder, "encode", counting)
+    grown = Index.open(index, runtime=runtime).insert(source, show_progress=False)
+    chunk_texts = {embed_text(r["title"], r["text"]) for r in new}
+    assert encoded and not chunk_texts & set(encoded)  # names/facts only
+    assert grown.manifest.extra["version"] == 2
+    assert grown.manifest.extra["parent"]["checksum"] == checksum
+    assert len(grown.chunks) == n_old + len(new)
+    assert list(dict.fromkeys(grown.chunks["doc_id"])) == \
+        [r["id"] for r in records[:20]] + [r["id"] for r in new]
+    assert not work.exists() and not tmp.exists()
