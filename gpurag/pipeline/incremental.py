@@ -37,7 +37,7 @@ import pandas as pd
 from gpurag.config import IndexConfig
 from gpurag.device import package_version
 from gpurag.embed.base import Embedder
-from gpurag.errors import InputError
+from gpurag.errors import IndexFormatError, InputError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
 from gpurag.ingest.readers import Document, source_fingerprint
@@ -148,6 +148,13 @@ def load_stored(d: IndexDir) -> Stored:
                            if d.has(layout.EXTRACT_DESCRIPTIONS) else None)
         if d.has(layout.EXTRACT_STATS):
             stats = d.table(layout.EXTRACT_STATS)
+        for rel, frame in ((layout.EXTRACT_MENTIONS, ex.mentions),
+                           (layout.EXTRACT_RELATIONS, ex.relations),
+                           (layout.EXTRACT_DESCRIPTIONS, ex.descriptions)):
+            pos = frame["chunk"].to_numpy(np.int64) if frame is not None else np.zeros(0)
+            if pos.size and (pos.min() < 0 or pos.max() >= len(chunks)):
+                raise IndexFormatError(f"index {d.root} is inconsistent: {rel} names chunks "
+                                       f"outside [0, {len(chunks)})")
     if cfg.graph and d.has(layout.NAMES) and d.has(layout.NAME_EMB):
         texts += d.table(layout.NAMES)["name"].astype(str).tolist()
         vecs.append(np.asarray(d.array(layout.NAME_EMB), dtype=np.float32))
