@@ -293,7 +293,11 @@ def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFr
                    writer.path(layout.PASSAGES_FAISS))
         record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
         timings["passage_index_s"] = time.perf_counter() - t0
-        counts = {"documents": int(chunks["doc_id"].nunique()), "chunks": len(chunks)}
+        # documents read, as a build counts them (one whose chunks were all duplicates too)
+        documents = int(manifest.counts.get("documents", stored.chunks["doc_id"].nunique()))
+        documents += (change["documents_read"] if change["op"] == "insert"
+                      else -change["documents"]["count"])
+        counts = {"documents": documents, "chunks": len(chunks)}
         if cfg.graph:
             assert ex is not None
             counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
@@ -419,6 +423,7 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
             stored, chunks, np.arange(len(old)), len(old), extractor, "insert")
         timings["extract_s"] = time.perf_counter() - t0
     change = {"op": "insert", "documents": _ids(added), "chunks": len(new_chunks),
+              "documents_read": report.documents,
               "ingest": report.as_dict(), "sources": [str(s) for s in sources],
               "reextracted_chunks": result.reextracted_chunks}
     result.version = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,

@@ -153,7 +153,7 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime):
     secret = {"id": "secret-doc", "title": f"{MARKER} Institute",
               "text": f"The {MARKER} Institute was founded by Elvira {MARKER} in Varnholt. "
                       f"{MARKER} later moved the Institute to Brenmoor University."}
-    src = _write(tmp_path / "src" / "docs.jsonl", records[:20] + [secret] + records[20:])
+    src = _write(tmp_path / "src" / "docs.jsonl", [*records[:20], secret, *records[20:]])
     index = Index.build(src, tmp_path / "idx", runtime=runtime, show_progress=False)
     assert any(MARKER in t for t in _all_text(index.path))  # the check can see it
     assert MARKER in index.dir.table(layout.ENTITIES)["name"].str.cat(sep="|")
@@ -228,3 +228,21 @@ def test_stored_extraction_matches_a_fresh_extraction(tmp_path, corpus, runtime)
     assert {f"extract_{k}": int(v) for k, v in sums.items()}.items() <= \
         index.manifest.counts.items()
     assert os.path.getsize(index.dir.file(layout.NAME_EMB)) > 0
+
+
+def test_dense_only_index_and_an_index_without_stored_extraction(tmp_path, corpus, runtime,
+                                                                 monkeypatch):
+    """A dense index grows like a dense build; an index written before the extraction was kept
+    (simulated: nothing stored) is re-extracted whole and still equals a rebuild."""
+    dense = Index.build(corpus["A"], tmp_path / "dense", runtime=runtime, show_progress=False,
+                        graph=False).insert(corpus["B"], show_progress=False)
+    assert_equivalent(dense, Index.build(corpus["AB"], tmp_path / "dense-full", runtime=runtime,
+                                         show_progress=False, graph=False))
+    with monkeypatch.context() as m:
+        m.setattr(graph_stage, "write_extraction", lambda *a, **k: None)
+        old = Index.build(corpus["A"], tmp_path / "old", runtime=runtime, show_progress=False)
+    assert not old.dir.has(layout.EXTRACT_MENTIONS)
+    grown = old.insert(corpus["B"], show_progress=False)
+    assert grown.last_update.reextracted_chunks == 57
+    assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", runtime=runtime,
+                                         show_progress=False))

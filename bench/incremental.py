@@ -1,0 +1,184 @@
+"""Incremental indexing (issue 13): insert 1% and 10% of a corpus vs a full rebuild; prints JSON.
+
+On a shared set (default: HotpotQA train, 100 questions, 994 passages) split A / B (B: the last
+1% or 10% of the passages):
+
+* ``rebuild_cold_s``: ``build(A ∪ B)`` from scratch with no embedding cache -- the baseline, what
+  a user without incremental indexing pays for each batch of new documents;
+* ``rebuild_warm_s``: the same build with an embedding cache already holding every chunk, name
+  and fact vector of the union (reported for honesty: the best a rebuild can do);
+* ``insert_s``: ``insert(B)`` into ``index(A)`` with no embedding cache (the stored passage,
+  surface-name and fact vectors of A are reused from the index itself);
+* equivalence: the inserted index against ``build(A ∪ B)``: identical files, share of
+  questions with the same top-5 (graph mode), Recall@5 of both.
+
+``index(A)`` for 1% is built from scratch; for 10% it is ``build(A ∪ B)`` minus B by
+``delete`` (timed too, and equal to a build of A by tests/pipeline/test_incremental.py).
+
+    python bench/incremental.py --out bench/results/incremental_<date>_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_DATA = Path("/work/shared/data/hotpotqa_train100")
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _retrieval(index, questions: list[dict]) -> tuple[list[list[str]], float]:
+    from gpurag.eval.metrics import gold_ranks, recall_at
+
+    results = index.query_batch([q["question"] for q in questions], k=5)
+    top = [[p.doc_id for p in r.passages] for r in results]
+    ranks = [gold_ranks(t, q["gold_ids"]) for t, q in zip(top, questions, strict=True)]
+    return top, recall_at(ranks, 5)
+
+
+def equivalence(got, want, questions: list[dict]) -> dict:
+    a = {k: v["sha256"] for k, v in got.manifest.files.items()}
+    b = {k: v["sha256"] for k, v in want.manifest.files.items()}
+    (ta, ra), (tb, rb) = _retrieval(got, questions), _retrieval(want, questions)
+    return {"files_identical": a == b,
+            "files_differing": sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)),
+            "counts_equal": got.manifest.counts == want.manifest.counts,
+            "top5_same_share": float(np.mean([x == y for x, y in zip(ta, tb, strict=True)])),
+            "recall5_incremental": round(ra, 4), "recall5_rebuild": round(rb, 4)}
+
+
+def warm_cache(index, directory: Path) -> int:
+    """An embedding cache holding every vector of ``index`` (chunks, surface names, facts),
+    written straight from the index's arrays (the vectors a build would compute)."""
+    from gpurag.embed.cache import CachedEmbedder
+    from gpurag.pipeline.chunk_embed import embed_text
+    from gpurag.store import layout
+
+    cache = CachedEmbedder(index.runtime.embedder(index.config.embedder, cache=False), directory)
+    texts = [embed_text(t, x) for t, x in zip(index.chunks["title"], index.chunks["text"],
+                                              strict=True)]
+    vecs = [np.asarray(index.dir.array(layout.PASSAGE_EMB))]
+    texts += index.dir.table(layout.NAMES)["name"].tolist()
+    vecs.append(np.asarray(index.dir.array(layout.NAME_EMB)))
+    texts += index.dir.table(layout.FACTS)["text"].tolist()
+    vecs.append(np.asarray(index.dir.array(layout.FACT_EMB)))
+    allv = np.concatenate(vecs).astype(np.float32)
+    db = sqlite3.connect(directory / "embeddings.sqlite")
+    with db:
+        db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                       [(k, allv[i].tobytes()) for i, k in enumerate(cache._keys(texts))])
+    db.close()
+    return len(texts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--pcts", default="1,10", help="inserted shares of the corpus, in percent")
+    ap.add_argument("--out", type=Path, help="write the JSON here too")
+    ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
+    args = ap.parse_args(argv)
+    os.environ["GPURAG_PROGRESS"] = "0"
+    os.environ.pop("GPURAG_EMBED_CACHE", None)
+
+    from gpurag import Index
+    from gpurag.runtime import Runtime, Settings
+
+    records = _records(args.data / "corpus.jsonl")
+    questions = _records(args.data / "questions.jsonl")
+    work = Path(args.work or tempfile.mkdtemp(prefix="gpurag-incr-"))
+    cold = Runtime.create(Settings(), device="cpu", progress=False)
+    cold.embedder(None).encode(["warm-up: load the model before timing"])
+    t_start = time.perf_counter()
+    union = _write(work / "union" / "corpus.jsonl", records)
+
+    t0 = time.perf_counter()
+    full = Index.build(union, work / "full.index", runtime=cold, show_progress=False)
+    rebuild_cold = time.perf_counter() - t0
+
+    cache_dir = work / "cache"
+    cached = warm_cache(full, cache_dir)
+    warm = Runtime.create(Settings(embed_cache=str(cache_dir)), device="cpu", progress=False)
+    t0 = time.perf_counter()
+    Index.build(union, work / "warm.index", runtime=warm, show_progress=False).close()
+    rebuild_warm = time.perf_counter() - t0
+
+    rows = []
+    for i, pct in enumerate(int(p) for p in args.pcts.split(",")):
+        n_new = max(1, round(len(records) * pct / 100))
+        a, b = records[:-n_new], records[-n_new:]
+        b_src = _write(work / f"b{pct}" / "new.jsonl", b)
+        row: dict = {"pct": pct, "documents_inserted": n_new, "documents_before": len(a)}
+        target = work / f"inc{pct}.index"
+        if i == 0:
+            t0 = time.perf_counter()
+            base = Index.build(_write(work / f"a{pct}" / "old.jsonl", a), target, runtime=cold,
+                               show_progress=False)
+            row["base_built_from_scratch_s"] = round(time.perf_counter() - t0, 2)
+        else:
+            shutil.copytree(full.path, target)
+            t0 = time.perf_counter()
+            base = Index.open(target, runtime=cold).delete([r["id"] for r in b],
+                                                          show_progress=False)
+            row["base_by_delete_s"] = round(time.perf_counter() - t0, 2)
+        t0 = time.perf_counter()
+        grown = base.insert(b_src, show_progress=False)
+        insert_s = time.perf_counter() - t0
+        r = grown.last_update
+        row.update({
+            "insert_s": round(insert_s, 2), "rebuild_cold_s": round(rebuild_cold, 2),
+            "insert_over_rebuild_cold": round(insert_s / rebuild_cold, 4),
+            "insert_over_rebuild_warm": round(insert_s / rebuild_warm, 4),
+            "chunks_added": r.chunks, "chunks_reextracted": r.reextracted_chunks,
+            "names_facts_embedded": r.embedded_texts, "names_facts_reused": r.reused_vectors,
+            "insert_stages_s": {k: round(v, 3) for k, v in r.timings_s.items()},
+            "equivalence": equivalence(grown, full, questions),
+        })
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+
+    report = {
+        "bench": "incremental", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "data": str(args.data), "passages": len(records), "questions": len(questions),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "note": "shared 2-core machine, other jobs running: compare ratios"},
+        "rebuild_cold_s": round(rebuild_cold, 2), "rebuild_warm_s": round(rebuild_warm, 2),
+        "warm_cache_vectors": cached,
+        "rebuild_stages_cold_s": {k: round(v, 3) for k, v in
+                                  full.manifest.extra["timings_s"].items()},
+        "communities": "full re-cluster",
+        "inserts": rows, "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
