@@ -200,6 +200,17 @@ class KnowledgeGraph:
     entity_graph: CSRGraph
 
 
+def name_labels(mentions: pd.DataFrame) -> pd.Series:
+    """Each surface name's most frequent label (ties: the alphabetically first, as
+    ``Series.mode`` orders them), indexed by name."""
+    if not len(mentions):
+        return pd.Series(dtype=str)
+    n = mentions.groupby(["name", "label"], observed=True).size().reset_index(name="n")
+    n = n.sort_values(["name", "n", "label"], ascending=[True, False, True], kind="stable")
+    first = n.drop_duplicates("name")
+    return pd.Series(first["label"].to_numpy(), index=first["name"].to_numpy())
+
+
 def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
                      knn: Callable[..., Any] | None = None) -> ResolvedEntities:
     """Resolve every surface name to a canonical entity (``knn``: the backends' kNN)."""
@@ -210,9 +221,7 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     names = pd.concat([ex.mentions["name"], ex.relations["head"], ex.relations["tail"]],
                       ignore_index=True).astype(str)
     counts = names.value_counts()
-    labels = (ex.mentions.groupby("name")["label"].agg(lambda s: s.mode().iat[0] if len(s)
-                                                        else "")
-              if len(ex.mentions) else pd.Series(dtype=str))
+    labels = name_labels(ex.mentions)
     unique = counts.index.to_numpy(dtype=object)
     name_vecs = embedder.encode(list(unique), batch_size=cfg.embed_batch_size)
     resolution = resolve_aliases(
