@@ -14,10 +14,10 @@ class MemoryConfig:
 
     embedder: str = "minilm"
     w_dense: float = 1.0
-    w_bm25: float = 1.0
-    w_graph: float = 0.5
+    w_bm25: float = 0.5
+    w_graph: float = 0.25
     coverage_slope: float = 8.0  # logistic slope of the relational weight in the deficit
-    coverage_mid: float = 0.25  # deficit at which relational and temporal weigh the same
+    coverage_mid: float = 0.4  # deficit at which relational and temporal weigh the same
     damping: float = 0.5
     tau: float = 3.0  # turns: closeness decay of the temporal view
     recency: float = 0.0  # bonus of the most recent best-covering session
