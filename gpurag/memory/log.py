@@ -135,10 +135,10 @@ class TraceLog:
         vec = np.ascontiguousarray(vectors, dtype=np.float32)
         self._vec.write(vec.tobytes())
         self._vec.flush()
-        os.fsync(self._vec.fileno())
+        os.fdatasync(self._vec.fileno())
         self._log.write(b"".join(record(t) for t in traces))
         self._log.flush()
-        os.fsync(self._log.fileno())
+        os.fdatasync(self._log.fileno())
 
     def close(self) -> None:
         for fh in (self._log, self._vec):

@@ -114,7 +114,9 @@ class Memory:
     @classmethod
     def create(cls, path: str | os.PathLike, embedder: Any = None, device: str = "cpu",
                **settings: Any) -> Memory:
-        """Create an empty memory folder (an existing memory is an error)."""
+        """Create an empty memory folder (an existing memory is an error); ``settings`` (see
+        :class:`MemoryConfig`) are stored and apply at every open, other settings follow the
+        defaults of the gpurag version that opens it."""
         root = Path(path)
         if (root / CONFIG_FILE).exists():
             raise InputError(f"{root} already holds a memory; open it with Memory.open")
@@ -122,7 +124,8 @@ class Memory:
         emb = embedder if embedder is not None else _load_embedder(config.embedder)
         root.mkdir(parents=True, exist_ok=True)
         meta = {"format": FORMAT, "version": FORMAT_VERSION, "dim": int(emb.dim),
-                "embedder": getattr(emb, "name", config.embedder), "config": config.to_dict()}
+                "embedder": getattr(emb, "name", config.embedder),
+                "config": {k: v for k, v in config.to_dict().items() if k in settings}}
         tmp = root / f".{CONFIG_FILE}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, indent=1)

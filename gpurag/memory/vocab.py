@@ -18,14 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from gpurag.extract.ner import FastExtractor
+from gpurag.extract.ner import ENTITY_PATTERN, SINGLE_WORD_DROP
 from gpurag.resolve.normalize import normalize_name
 
 MAX_TOKENS = 6
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _TOKEN = re.compile(r"[^\W_]+")
 _LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
-_LABELS_KEPT = ("NAME", "WORK", "DATE")
+_GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
+MAX_NAME_CHARS = 80
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
 INTERJECTIONS = frozenset(
     "hey hi hello thanks thank sure yes yeah yep oh wow ok okay dear good great well haha "
@@ -44,7 +45,11 @@ def name_tokens(names: Sequence[str]) -> list[list[str]]:
 
 
 class Vocabulary:
-    """Surface keys -> entity ids, with counts used to drop common words and find aliases."""
+    """Surface keys -> entity ids, with counts used to drop common words and find aliases.
+
+    Names come from the fast extractor's ``ENTITY_PATTERN`` (its regex pass, without the
+    pandas assembly that costs ~1 ms a call); its one-word drop list applies too.
+    """
 
     def __init__(self) -> None:
         self.keys: list[str] = []
@@ -54,7 +59,7 @@ class Vocabulary:
         self.index: dict[str, int] = {}
         self.cap_count = Counter()  # key -> capitalized occurrences seen by the extractor
         self.lower_words = Counter()  # lower-case words seen in traces
-        self._extractor = FastExtractor()
+        self._tok_cache: dict[str, str] = {}
         self._canon: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -62,13 +67,13 @@ class Vocabulary:
 
     # -- growing ------------------------------------------------------------------------------
     def learn(self, texts: Sequence[str]) -> None:
-        """Add the names the fast extractor finds in ``texts`` (one batch) to the vocabulary."""
+        """Add the names the fast extractor's pattern finds in ``texts`` to the vocabulary."""
         if not texts:
             return
-        ext = self._extractor.extract(pd.DataFrame({"text": list(texts)}))
-        frame = ext.mentions
-        if len(frame):
-            names = frame.loc[frame["label"].isin(_LABELS_KEPT), "name"].astype(str).tolist()
+        names = [m.group() for text in texts for m in ENTITY_PATTERN.finditer(text)
+                 if m.lastgroup in _GROUPS_KEPT and len(m.group()) <= MAX_NAME_CHARS
+                 and m.group() not in SINGLE_WORD_DROP]
+        if names:
             for name, toks in zip(names, name_tokens(names), strict=True):
                 if not toks:
                     continue
@@ -91,7 +96,13 @@ class Vocabulary:
         raw = _TOKEN.findall(split_camel(text))
         if not raw:
             return []
-        toks = normalize_name(raw)
+        cache = self._tok_cache
+        missing = [t for t in raw if t not in cache]
+        if missing:
+            if len(cache) > 1_000_000:
+                cache.clear()
+            cache.update(zip(missing, normalize_name(missing), strict=True))
+        toks = [cache[t] for t in raw]
         found: list[int] = []
         index = self.index
         n = len(toks)
