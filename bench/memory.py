@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpurag.memory import Memory  # noqa: E402
+from gpurag.memory import Memory
 
 DIM = 384
 SESSION_TURNS = 20

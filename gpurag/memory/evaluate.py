@@ -30,7 +30,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "w_bm25": (0.5, 1.0, 1.5),
     "w_graph": (0.0, 0.25, 0.5, 1.0),
     "coverage_mid": (0.1, 0.4),
-    "session_weight": (0.0, 0.3, 0.6),
+    "session_weight": (0.0, 0.1, 0.2),
 }
 
 

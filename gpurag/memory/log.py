@@ -130,8 +130,8 @@ class TraceLog:
         if not self.writable:
             raise InputError(f"memory {self.root} is open read-only")
         if self._log is None:
-            self._vec = open(self.vec_path, "ab")
-            self._log = open(self.log_path, "ab")
+            self._vec = open(self.vec_path, "ab")  # noqa: SIM115 (kept open for appends)
+            self._log = open(self.log_path, "ab")  # noqa: SIM115
         vec = np.ascontiguousarray(vectors, dtype=np.float32)
         self._vec.write(vec.tobytes())
         self._vec.flush()

@@ -505,14 +505,23 @@ def fuse_scores(v: dict, cfg: MemoryConfig) -> tuple[np.ndarray, float]:
 
 
 def session_rerank(ids: np.ndarray, scores: np.ndarray, session: np.ndarray,
-                   weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """Blend each trace's score with its session's best candidate score."""
+                   weight: float, top: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Add ``weight`` x the summed scores of the ``top`` best candidates of a trace's session:
+    a session where several turns match lifts each of them. ``ids``/``scores`` sorted by
+    descending score."""
     s = session[ids]
-    best = np.full(int(s.max()) + 1, -np.inf)
-    np.maximum.at(best, s, scores)
-    blended = (1 - weight) * scores + weight * best[s]
-    order = np.argsort(-blended, kind="stable")
-    return ids[order], blended[order]
+    order = np.argsort(s, kind="stable")  # by session, score order kept within a session
+    ss = s[order]
+    first = np.r_[True, ss[1:] != ss[:-1]]
+    start = np.flatnonzero(first)
+    rank_in = np.arange(len(ss)) - np.repeat(start, np.diff(np.r_[start, len(ss)]))
+    kept = np.where(rank_in < top, np.maximum(scores[order], 0), 0.0)
+    support = np.add.reduceat(kept, start) if len(start) else kept
+    per = np.empty(len(ids))
+    per[order] = np.repeat(support, np.diff(np.r_[start, len(ss)]))
+    blended = scores + weight * per
+    new = np.argsort(-blended, kind="stable")
+    return ids[new], blended[new]
 
 
 def _load_embedder(spec: str):

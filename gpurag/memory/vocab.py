@@ -28,10 +28,11 @@ _LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
-INTERJECTIONS = frozenset(
-    "hey hi hello thanks thank sure yes yeah yep oh wow ok okay dear good great well haha "
-    "congrats congratulations sorry please hmm absolutely awesome cool nice lol omg".split()
-)
+INTERJECTIONS = frozenset((
+    "hey", "hi", "hello", "thanks", "thank", "sure", "yes", "yeah", "yep", "oh", "wow", "ok",
+    "okay", "dear", "good", "great", "well", "haha", "congrats", "congratulations", "sorry",
+    "please", "hmm", "absolutely", "awesome", "cool", "nice", "lol", "omg",
+))
 
 
 def split_camel(text: str) -> str:
