@@ -106,6 +106,7 @@ class Memory:
         self._tags: list[list[int]] = []
         self._faiss = None
         self._csr_n = -1  # traces folded into the cached tag CSR / graph
+        self._canon_used: np.ndarray | None = None
         self._lex = None  # (retriever, n covered)
         self._lex_tail = None
         self._ppr = None
@@ -286,7 +287,7 @@ class Memory:
         from gpurag.store import IndexWriter
 
         self._tags = [self.vocab.tag(x) for x in self.texts]
-        self._csr_n = -1
+        self._csr_n, self._canon_used = -1, None
         self._lex = self._lex_tail = None
         counts = np.fromiter((len(t) for t in self._tags), dtype=np.int64, count=self._n)
         ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
@@ -318,31 +319,46 @@ class Memory:
 
     # -- derived read structures --------------------------------------------------------------
     def _refresh(self) -> None:
-        """Fold traces appended since the last read into the tag CSR and the entity graph."""
+        """Fold traces appended since the last read into the tag CSR and the entity graph:
+        only the new rows are tagged and their co-mentions added, unless the canonical map of
+        known entries changed (a new alias), which rebuilds both."""
         if self._csr_n == self._n:
             return
         canon = self.vocab.canonical()
         n_ent = max(len(canon), 1)
-        counts = np.fromiter((len(t) for t in self._tags), dtype=np.int64, count=self._n)
-        raw = np.fromiter((i for t in self._tags for i in t), dtype=np.int64,
+        old = self._canon_used
+        lo = self._csr_n if (self._csr_n > 0 and old is not None
+                             and np.array_equal(canon[: len(old)], old)) else 0
+        counts = np.fromiter((len(t) for t in self._tags[lo:self._n]), dtype=np.int64,
+                             count=self._n - lo)
+        raw = np.fromiter((i for t in self._tags[lo:self._n] for i in t), dtype=np.int64,
                           count=int(counts.sum()))
-        rows = np.repeat(np.arange(self._n), counts)
+        rows = np.repeat(np.arange(self._n - lo), counts)
         ent = canon[raw] if len(raw) else raw
         keep = ent >= 0
-        tags = sp.csr_array((np.ones(int(keep.sum()), np.float32), (rows[keep], ent[keep])),
-                            shape=(self._n, n_ent))
-        tags.sum_duplicates()
-        tags.data[:] = 1.0
-        self._tag_csr = tags
-        self._tag_csc = sp.csc_array(tags)
-        df = np.asarray((tags > 0).sum(axis=0)).ravel()
-        self._idf = np.log1p(self._n / np.maximum(df, 1)).astype(np.float64)
+        new = sp.csr_array((np.ones(int(keep.sum()), np.float32), (rows[keep], ent[keep])),
+                           shape=(self._n - lo, n_ent))
+        new.sum_duplicates()
+        new.data[:] = 1.0
         # co-mention: each trace with m entities adds 1/(m-1) to every pair it holds
-        m = np.diff(tags.indptr)
+        m = np.diff(new.indptr)
         scale = sp.diags_array(1.0 / np.maximum(m - 1, 1).astype(np.float32))
-        co = sp.coo_array(tags.T @ (scale @ tags))
-        off = co.row != co.col
-        self._graph: CSRGraph = build_csr(co.row[off], co.col[off], co.data[off], n_ent,
+        co_new = sp.csr_array(new.T @ (scale @ new))
+        if lo:
+            prev, co = self._tag_csr, self._co
+            prev.resize((lo, n_ent))
+            co.resize((n_ent, n_ent))
+            tags = sp.csr_array(sp.vstack([prev, new], format="csr"))
+            co = sp.csr_array(co + co_new)
+        else:
+            tags, co = new, co_new
+        self._tag_csr, self._co, self._canon_used = tags, co, canon.copy()
+        self._tag_csc = sp.csc_array(tags)
+        df = np.diff(self._tag_csc.indptr)
+        self._idf = np.log1p(self._n / np.maximum(df, 1)).astype(np.float64)
+        cc = sp.coo_array(co)
+        off = cc.row != cc.col
+        self._graph: CSRGraph = build_csr(cc.row[off], cc.col[off], cc.data[off], n_ent,
                                           symmetric=False)
         self._session_arr = np.asarray(self._session_of, dtype=np.int64)
         self._turn_arr = np.asarray(self.turns, dtype=np.int64)

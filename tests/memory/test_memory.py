@@ -87,3 +87,16 @@ def test_compaction_keeps_results_and_replays_the_tail(memory, tmp_path):
     with Memory.open(tmp_path / "mem") as again:
         assert again.info()["compacted_traces"] == len(PATH_FIXTURE)
         assert [h.id for h in again.search("Carol Reed Bergen Harbor", k=4).hits] == want
+
+
+def test_incremental_refresh_matches_a_full_rebuild(memory):
+    _fill(memory, PATH_FIXTURE[:3])
+    memory.search("Alice Park", k=1)  # folds the first traces into the CSR
+    _fill(memory, PATH_FIXTURE[3:])
+    memory._refresh()
+    inc_tags, inc_graph = memory._tag_csr.toarray(), memory._graph
+    memory._csr_n, memory._canon_used = -1, None
+    memory._refresh()
+    assert np.array_equal(inc_tags, memory._tag_csr.toarray())
+    assert np.array_equal(inc_graph.indptr, memory._graph.indptr)
+    assert np.allclose(inc_graph.weights, memory._graph.weights)
