@@ -148,7 +148,7 @@ class Memory:
             if create:
                 return cls.create(root, embedder=embedder, device=device, **overrides)
             raise InputError(f"{root} is not a gpurag memory (no {CONFIG_FILE}); "
-                             "create one with `gpurag memory add --create` or Memory.create")
+                             "create one with `gpurag memory add` or Memory.create")
         try:
             meta = json.loads(cfg_path.read_text(encoding="utf-8"))
             if meta.get("format") != FORMAT:
