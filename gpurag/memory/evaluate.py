@@ -157,7 +157,8 @@ def abstention(mem: Memory, answerable: list[str], unanswerable: list[str],
     abstain = np.zeros(len(y), dtype=bool)
     for f in range(folds):
         tr, te = fold_of != f, fold_of == f
-        thr = np.quantile(conf[tr & y], recall)  # abstain below: `recall` of unanswerable
+        pos = conf[tr & y]
+        thr = np.quantile(pos, recall) if len(pos) else -np.inf  # abstain at or below
         abstain[te] = conf[te] <= thr
     tp = int((abstain & y).sum())
     order = np.argsort(conf)  # lowest confidence first
