@@ -105,6 +105,7 @@ class Memory:
         self.vocab = Vocabulary()
         self._tags: list[list[int]] = []
         self._faiss = None
+        self._faiss_n = 0
         self._csr_n = -1  # traces folded into the cached tag CSR / graph
         self._canon_used: np.ndarray | None = None
         self._lex = None  # (retriever, n covered)
@@ -278,8 +279,6 @@ class Memory:
             grown[: self._n] = self._vec[: self._n]
             self._vec = grown
         self._vec[self._n:need] = vectors
-        if self._faiss is not None:
-            self._faiss.add(np.ascontiguousarray(vectors))
         self._n = need
 
     def compact(self) -> dict[str, int]:
@@ -365,12 +364,26 @@ class Memory:
         self._time_arr = np.asarray(self.times, dtype=np.float64)
         self._csr_n = self._n
 
-    def _dense_index(self):
+    def _dense(self, qv: np.ndarray, depth: int) -> list[np.ndarray]:
+        """Top-``depth`` trace ids per query: a FAISS flat index over the traces up to its last
+        rebuild, plus an exact scan of the newer ones (FAISS's ``add`` copies the whole index
+        on some versions, so single appends do not go through it)."""
         from gpurag.vectors.faiss_index import build_index
+        from gpurag.vectors.faiss_index import search as faiss_search
 
-        if self._faiss is None:
+        if self._faiss is None or self._n - self._faiss_n > max(2000, self._faiss_n // 10):
             self._faiss = build_index(self._vec[: self._n], ivf_threshold=1 << 62)
-        return self._faiss
+            self._faiss_n = self._n
+        scores, ids = faiss_search(self._faiss, qv, min(depth, self._faiss_n))
+        if self._faiss_n == self._n:
+            return [row[row >= 0] for row in ids]
+        tail = qv @ self._vec[self._faiss_n:self._n].T
+        out = []
+        for srow, irow, trow in zip(scores, ids, tail, strict=True):
+            allid = np.r_[irow[irow >= 0], np.arange(self._faiss_n, self._n)]
+            alls = np.r_[srow[irow >= 0], trow]
+            out.append(allid[np.argsort(-alls, kind="stable")[:depth]])
+        return out
 
     def _lexical(self, questions: list[str], k: int) -> list[dict[int, float]]:
         """BM25 top-``k`` per question over every trace: a main index plus a small one over the
@@ -431,14 +444,12 @@ class Memory:
 
     def views(self, questions: list[str], vectors: np.ndarray | None = None) -> list[dict]:
         """Candidate traces and each view's (unfused) score for each question."""
-        from gpurag.vectors.faiss_index import search as faiss_search
-
         self._refresh()
         cfg = self.config
         qv = self.embedder.encode(questions) if vectors is None else np.asarray(vectors,
                                                                                 np.float32)
         depth = min(cfg.candidates, self._n)
-        _, dense_ids = faiss_search(self._dense_index(), qv, depth)
+        dense_ids = self._dense(qv, depth)
         lex = self._lexical(questions, depth)
         anchors = [self.anchors(q) for q in questions]
         flat = np.concatenate([np.zeros(0, np.int64), *anchors])
@@ -457,7 +468,7 @@ class Memory:
             temp = temporal_scores(hits, w, self._session_arr, self._turn_arr, self._time_arr,
                                    len(self._session_ids), cfg.tau, cfg.recency) if a else \
                 np.zeros(self._n, np.float32)
-            cand = set(dense_ids[qi][dense_ids[qi] >= 0].tolist()) | set(lex[qi])
+            cand = set(dense_ids[qi].tolist()) | set(lex[qi])
             if a:
                 cand |= set(np.argsort(-rel)[:depth].tolist())
                 cand |= set(np.argsort(-temp)[:depth].tolist())
