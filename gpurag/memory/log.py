@@ -133,12 +133,22 @@ class TraceLog:
             self._vec = open(self.vec_path, "ab")  # noqa: SIM115 (kept open for appends)
             self._log = open(self.log_path, "ab")  # noqa: SIM115
         vec = np.ascontiguousarray(vectors, dtype=np.float32)
-        self._vec.write(vec.tobytes())
-        self._vec.flush()
-        os.fdatasync(self._vec.fileno())
-        self._log.write(b"".join(record(t) for t in traces))
-        self._log.flush()
-        os.fdatasync(self._log.fileno())
+        sizes = (self._vec.tell(), self._log.tell())
+        try:
+            self._vec.write(vec.tobytes())
+            self._vec.flush()
+            os.fdatasync(self._vec.fileno())
+            self._log.write(b"".join(record(t) for t in traces))
+            self._log.flush()
+            os.fdatasync(self._log.fileno())
+        except BaseException:  # a failed write (disk full...) must not shift later rows
+            for fh, size in zip((self._vec, self._log), sizes, strict=True):
+                try:
+                    fh.truncate(size)
+                    fh.seek(size)
+                except OSError:
+                    pass
+            raise
 
     def close(self) -> None:
         for fh in (self._log, self._vec):

@@ -201,7 +201,10 @@ class Memory:
                  vectors: np.ndarray | None = None) -> list[int]:
         """Append traces (strings or dicts with ``text``, ``session``, ``turn``, ``time``,
         ``meta``) in one durable write; ``vectors`` are precomputed unit-norm embeddings."""
-        items = [self._validate(t, self._n + i) for i, t in enumerate(traces)]
+        items: list[Trace] = []
+        for i, t in enumerate(traces):
+            last = items[-1] if items else None
+            items.append(self._validate(t, self._n + i, last))
         if not items:
             return []
         if vectors is None:
@@ -214,20 +217,20 @@ class Memory:
         self._ingest(items, vectors, learn=True)
         return [t.id for t in items]
 
-    def _validate(self, raw: str | dict[str, Any], tid: int) -> Trace:
+    def _validate(self, raw: str | dict[str, Any], tid: int, last: Trace | None) -> Trace:
         where = f"trace {tid}"
         rec = {"text": raw} if isinstance(raw, str) else dict(raw)
         text = rec.get("text")
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"{where}: text must be a non-empty string")
         session = rec.get("session")
+        if last is None and self._n:
+            last = Trace(-1, "", self.sessions[-1], self.turns[-1], 0.0, {})
         session = str(session) if session not in (None, "") else (
-            self.sessions[-1] if self.sessions else "default")
+            last.session if last else "default")
         turn = rec.get("turn")
         if turn is None:
-            prev = [t for s, t in zip(self.sessions[-1:], self.turns[-1:], strict=True)
-                    if s == session]
-            turn = prev[0] + 1 if prev else 0
+            turn = last.turn + 1 if last is not None and last.session == session else 0
         try:
             turn = int(turn)
         except (TypeError, ValueError):

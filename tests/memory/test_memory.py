@@ -100,3 +100,13 @@ def test_incremental_refresh_matches_a_full_rebuild(memory):
     assert np.array_equal(inc_tags, memory._tag_csr.toarray())
     assert np.array_equal(inc_graph.indptr, memory._graph.indptr)
     assert np.allclose(inc_graph.weights, memory._graph.weights)
+
+
+def test_defaults_continue_the_session_and_an_empty_memory_answers(memory):
+    assert memory.search("anything", k=3).hits == []
+    assert memory.info()["traces"] == 0
+    ids = memory.add_many(["Alice Park said hello.", "Bob Stone waved back."])
+    memory.add("Carol Reed joined later.")
+    assert memory.sessions == ["default"] * 3 and memory.turns == [0, 1, 2] and ids == [0, 1]
+    with pytest.raises(Exception, match="trace 3: text"):
+        memory.add("   ")
