@@ -14,7 +14,11 @@ table last. Sections:
   extrapolated to the GPU's iteration count), plus frontier push for one query (what the CPU
   backend's ``auto`` picks for few seeds);
 * ``knn``: ``kernels.knn.ExactIndex`` (fp16 scan + fp32 re-rank on CUDA) over an ``N x d`` unit
-  vector database, and the same on the CPU (torch float32 matmul, or faiss-cpu when present).
+  vector database, and the same on the CPU (torch float32 matmul, or faiss-cpu when present);
+* ``embed``: the torch MiniLM embedder (``gpurag.embed.torch_minilm``) in float16 and bfloat16
+  on the device over ``--embed-n`` passages (the shared Wikipedia corpus when found, else the
+  sample corpus cut into passages): passages/s, tokens/s, peak device memory; and the ONNX
+  embedder on the CPU over ``--embed-cpu-n`` of them, for the ratio.
 
 A time budget (``--budget-s``) skips the CPU comparisons that would not fit.
 
@@ -39,11 +43,17 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from synthetic import power_law_torch as power_law_graph
+from synthetic import random_reset
 
 from gpurag.graph.csr import CSRGraph
 from gpurag.graph.ppr import ppr_power, ppr_push_batch
 from kernels.knn import ExactIndex
 from kernels.ppr_batched import build_operator, ppr_batched
+
+REPO = Path(__file__).resolve().parents[1]
 
 T0 = time.perf_counter()
 
@@ -88,53 +98,6 @@ def copy_bandwidth(device: torch.device, gib: float) -> dict:
         t, _ = timed(lambda: dev.copy_(host, non_blocking=True), device, repeat=5)
         out["h2d_gbs"] = host.numel() * 4 / t / 1e9
     return out
-
-
-# -- synthetic graph ----------------------------------------------------------------------------
-def power_law_graph(
-    n_edges: int, device: torch.device, avg_degree: int = 10, alpha: float = 0.8, seed: int = 0
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Symmetric Chung-Lu graph with about ``n_edges`` stored entries, built on ``device``:
-    endpoint probability ~ rank^-alpha (degree tail exponent 1 + 1/alpha), ids shuffled,
-    self loops dropped, duplicates summed. Returns CSR (indptr int64, indices int32, w f32)."""
-    n = max(2, n_edges // avg_degree)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    w = torch.arange(1, n + 1, dtype=torch.float64, device=device).pow_(-alpha)
-    cdf = torch.cumsum(w, 0)
-    cdf /= cdf[-1].clone()
-    del w
-    m = int(n_edges * 0.55)  # pairs; symmetrized and deduplicated to about n_edges entries
-    perm = torch.randperm(n, device=device, generator=gen)
-
-    def pick() -> torch.Tensor:
-        u = torch.rand(m, dtype=torch.float64, device=device, generator=gen)
-        return perm[torch.searchsorted(cdf, u).clamp_(max=n - 1)]
-
-    src, dst = pick(), pick()
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    key = torch.cat([src * n + dst, dst * n + src])
-    src = dst = keep = None
-    key, counts = torch.unique(key, sorted=True, return_counts=True)
-    rows = key // n
-    indices = (key - rows * n).to(torch.int32)
-    key = None
-    indptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
-    torch.cumsum(torch.bincount(rows, minlength=n), 0, out=indptr[1:])
-    return indptr, indices, counts.to(torch.float32)
-
-
-def random_reset(n: int, q: int, seed: int) -> Any:
-    """``(q, n)`` SciPy CSR with 1-4 random seeds per query (as entity seeds would be)."""
-    import scipy.sparse as sp
-
-    rng = np.random.default_rng(seed)
-    per = rng.integers(1, 5, q)
-    rows = np.repeat(np.arange(q), per)
-    cols = rng.integers(0, n, per.sum())
-    r = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(q, n))
-    r.sum_duplicates()
-    return r
 
 
 # -- PPR ------------------------------------------------------------------------------------------
@@ -289,6 +252,70 @@ def bench_knn_cpu(db: np.ndarray, qs: np.ndarray, queries: list[int], gpu_ms: di
     return rows
 
 
+# -- embedder ------------------------------------------------------------------------------------
+def embed_texts(n: int, passages: str) -> tuple[list[str], str]:
+    """``n`` passages: a prefix of the shared corpus when present, else the sample corpus cut
+    into ~400-character pieces and repeated."""
+    import gzip
+
+    path = Path(passages)
+    if path.is_file():
+        texts = []
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                texts.append(f"{rec.get('title', '')}\n{rec['text']}")
+                if len(texts) >= n:
+                    break
+        return texts, str(path)
+    docs = [json.loads(x)["text"] for x in
+            (REPO / "examples" / "sample" / "corpus.jsonl").read_text().splitlines() if x]
+    pieces = [d[i : i + 400] for d in docs for i in range(0, len(d), 400)]
+    return [pieces[i % len(pieces)] for i in range(n)], "examples/sample (repeated)"
+
+
+def bench_embed(device: torch.device, args: Any) -> list[dict]:
+    from gpurag.embed.onnx_minilm import OnnxMiniLMEmbedder
+    from gpurag.embed.torch_minilm import TorchMiniLMEmbedder
+
+    texts, source = embed_texts(args.embed_n, args.passages)
+    rows: list[dict] = []
+    onnx = OnnxMiniLMEmbedder()
+    tokens = int(np.minimum(np.asarray(onnx.count_tokens(texts)) + 2, onnx.max_tokens).sum())
+    ref = None
+    dtypes = ["float16", "bfloat16"] if device.type == "cuda" else ["float32"]
+    for dtype in dtypes:
+        emb = TorchMiniLMEmbedder(device=str(device), dtype=dtype)
+        emb.encode(texts[:256])  # warm-up
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        t, vecs = timed(lambda e=emb: e.encode(texts), device)
+        row = {"backend": emb.implementation, "device": device.type, "dtype": dtype,
+               "passages": len(texts), "source": source, "s": t,
+               "passages_per_s": len(texts) / t, "tokens_per_s": tokens / t,
+               "batch_token_budget": emb.batch_token_budget()}
+        if device.type == "cuda":
+            row["peak_device_bytes"] = int(torch.cuda.max_memory_allocated(device))
+        rows.append(row)
+        print(f"[{elapsed():6.1f}s] embed {dtype}: {row['passages_per_s']:.0f} passages/s",
+              flush=True)
+        ref = vecs if ref is None else ref
+        del emb
+    if not args.no_cpu and elapsed() < args.budget_s * 0.9:
+        m = min(len(texts), args.embed_cpu_n)
+        t = time.perf_counter()
+        cpu_vecs = onnx.encode(texts[:m])
+        t = time.perf_counter() - t
+        rows.append({"backend": onnx.implementation, "device": "cpu", "dtype": "int8 weights",
+                     "passages": m, "source": source, "s": t, "passages_per_s": m / t,
+                     "min_cosine_vs_first": float((cpu_vecs * ref[:m]).sum(axis=1).min())})
+        for r in rows[:-1]:
+            r["speedup_vs_onnx_cpu"] = r["passages_per_s"] / rows[-1]["passages_per_s"]
+        print(f"[{elapsed():6.1f}s] embed onnx cpu: {rows[-1]['passages_per_s']:.0f} passages/s",
+              flush=True)
+    return rows
+
+
 # -- main ------------------------------------------------------------------------------------------
 def parse_counts(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",") if x.strip()]
@@ -316,6 +343,14 @@ def table(result: dict) -> str:
         tf = f"{r['tflops']:>9.1f}" if "tflops" in r else f"{'':>9}"
         lines.append(f"{r['n']:>9} x {r['dim']:<4}{r['q']:>6}{r['ms_per_query']:>11.3f}{tf}"
                      f"  {r['backend']}{speed}")
+    for r in result.get("embed", []):
+        if "error" in r:
+            lines.append(f"embed: {r['error']}")
+            continue
+        speed = (f"  x{r['speedup_vs_onnx_cpu']:.3g} vs onnx cpu"
+                 if r.get("speedup_vs_onnx_cpu") else "")
+        lines.append(f"embed {r['passages']} passages: {r['passages_per_s']:>9.0f} passages/s"
+                     f"  {r['backend']}{speed}")
     return "\n".join(lines)
 
 
@@ -333,6 +368,10 @@ def main(argv: list[str] | None = None) -> dict:
                     help="above this, the CPU backend gets per-iteration timings of q=1 only")
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU backend comparisons")
     ap.add_argument("--no-push", action="store_true", help="skip the CPU push timing")
+    ap.add_argument("--embed-n", type=int, default=20000, help="passages embedded (0: skip)")
+    ap.add_argument("--embed-cpu-n", type=int, default=1000, help="of those, by ONNX on the CPU")
+    ap.add_argument("--passages", default=str(REPO.parent / "shared" / "data" / "enwiki_passages"
+                                                  / "passages.jsonl.gz"))
     ap.add_argument("--budget-s", type=float, default=200.0)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args(argv)
@@ -369,6 +408,13 @@ def main(argv: list[str] | None = None) -> dict:
     if args.knn_n:
         result["knn"] = bench_knn(device, args.knn_n, args.knn_dim,
                                   parse_counts(args.knn_queries), args)
+    save()
+    if args.embed_n:
+        try:
+            result["embed"] = bench_embed(device, args)
+        except Exception as exc:  # report, keep the other sections
+            result["embed"] = [{"error": f"{type(exc).__name__}: {exc}"}]
+            print(f"embed bench failed: {exc!r}", flush=True)
     save()
     print(f"wrote {path}")
     print(table(result))

@@ -13,21 +13,41 @@ import pandas as pd
 
 from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.device import COMPONENTS, resolve_device
-from gpurag.embed import load_embedder
-from gpurag.errors import ConfigError
+from gpurag.embed import DEFAULT_EMBEDDER, load_embedder
+from gpurag.errors import ConfigError, IndexFormatError
 from gpurag.query.results import Passage, QueryResult
-from gpurag.store import open_index_dir
+from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 
 MODES = ("dense", "graph")
 
 
-class Index:
-    """An opened gpurag index. Build one with :meth:`build`, open one with :meth:`open`."""
+def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
+    """The embedder spec a query may load: ``given`` by the caller, or the bundled model.
 
-    def __init__(self, path: Path, verify: bool = False) -> None:
+    An index directory is untrusted input, so a model path recorded in its manifest is never
+    loaded on the manifest's word alone.
+    """
+    if given is not None:
+        return given
+    if recorded in (None, DEFAULT_EMBEDDER):
+        return recorded
+    raise ConfigError(
+        f"index {path} was built with the embedder {recorded!r}; gpurag does not load a model "
+        f"named only by an index's manifest. If you trust it, pass it yourself: "
+        f"Index.open(path, embedder={recorded!r}) or gpurag query --embedder {recorded!r}")
+
+
+class Index:
+    """An opened gpurag index. Build one with :meth:`build`, open one with :meth:`open`.
+
+    An opened index is pinned to the version it opened: a rebuild of the same path while it is
+    held changes nothing it returns (see :mod:`gpurag.store.reader`).
+    """
+
+    def __init__(self, path: Path, verify: bool = False, embedder: str | None = None) -> None:
         self.dir = open_index_dir(path, verify=verify)
-        self.path = self.dir.path
+        self.path = self.dir.root
         self.manifest = self.dir.manifest
         self.config = IndexConfig(**{
             k: v for k, v in self.manifest.config.items()
@@ -35,8 +55,14 @@ class Index:
         })
         self.device = resolve_device()
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
-        self.chunks: pd.DataFrame = self.dir.table("tables/chunks.parquet")
-        self.passage_index = load_index(self.path / "vectors/passages.faiss")
+        self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
+        self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
+        checks.check_dense(self.dir, len(self.chunks))
+        if self.passage_index.ntotal != len(self.chunks):
+            raise IndexFormatError(f"index {self.path} is inconsistent: "
+                                   f"{layout.PASSAGES_FAISS} holds {self.passage_index.ntotal} "
+                                   f"vectors for {len(self.chunks)} chunks")
+        self._embedder_given = embedder
         self._embedder = None
         self._graph = None
 
@@ -49,24 +75,47 @@ class Index:
         from gpurag.pipeline.build import build
 
         cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
-        return cls(build(source, out, cfg, show_progress=show_progress))
+        return cls(build(source, out, cfg, show_progress=show_progress), embedder=cfg.embedder)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, verify: bool = False) -> Index:
-        """Open an index directory (``verify`` also checks every file's sha256)."""
-        return cls(Path(path), verify=verify)
+    def open(cls, path: str | os.PathLike, verify: bool = False,
+             embedder: str | None = None) -> Index:
+        """Open an index directory.
+
+        Opening checks the sha256 of the small files and block CRCs of the large ones;
+        ``verify`` checks the sha256 of every file. ``embedder`` names the query embedder
+        (needed when the index was built with a model other than the bundled one).
+        """
+        return cls(Path(path), verify=verify, embedder=embedder)
+
+    def close(self) -> None:
+        """Release the files of the opened version now (also done when collected)."""
+        self.dir.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- parts --------------------------------------------------------------------------
     @property
     def embedder(self):
         if self._embedder is None:
-            self._embedder = load_embedder(self.config.embedder, device=self.device)
+            spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
+            embedder = load_embedder(spec, device=self.device)
+            if embedder.dim != self.passage_index.d:
+                raise ConfigError(f"embedder {spec or DEFAULT_EMBEDDER!r} gives {embedder.dim}-"
+                                  f"dimensional vectors, index {self.path} holds "
+                                  f"{self.passage_index.d}-dimensional ones")
+            self._embedder = embedder
         return self._embedder
 
     @property
     def graph(self):
         """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
-        if self._graph is None and self.dir.has("tables/entities.parquet"):
+        if self._graph is None and self.dir.has(layout.ENTITIES):
+            checks.check_graph(self.dir, len(self.chunks))
             from gpurag.query.graph import GraphRetriever
 
             self._graph = GraphRetriever(self.dir, self.chunks)

@@ -9,19 +9,29 @@ import sys
 from pathlib import Path
 
 from gpurag.device import DeviceError
-from gpurag.errors import GpuragError
+from gpurag.errors import ConfigError, GpuragError, InputError
 from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.memory.cli import add_memory_commands
 from gpurag.score.cli import add_score_commands
 from gpurag.serve.cli import add_serve_command
+from gpurag.terminal import SafeFormatter, safe
+
+# How each index setting is spelled on the command line (for error messages).
+INDEX_FLAGS = {"embedder": "--embedder", "extractor": "--extractor", "triples": "--triples",
+               "chunk_tokens": "--chunk-tokens", "graph": "--no-graph"}
+
+
+def say(line: str = "", multiline: bool = False) -> None:
+    """Print a line that may hold corpus, question or model text, control characters escaped."""
+    print(safe(line, keep_newlines=multiline))
 
 
 def _add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file with [index] and [query] tables")
     p.add_argument("--embedder", help="embedder spec: minilm | onnx:PATH | st:PATH")
-    p.add_argument("--extractor", help="entity extractor: fast | ner | llm | none")
+    p.add_argument("--extractor", help="entity extractor: fast | ner | llm (--no-graph for none)")
     p.add_argument("--triples", help="precomputed triples.jsonl to import instead of extracting")
     p.add_argument("--chunk-tokens", type=int, help="tokens per chunk window")
     p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
@@ -35,10 +45,30 @@ def _index_config(args: argparse.Namespace):
         "embedder": args.embedder, "extractor": args.extractor, "triples": args.triples,
         "chunk_tokens": args.chunk_tokens}.items() if v is not None}
     if args.triples:
+        if not Path(args.triples).is_file():
+            raise InputError(f"--triples {args.triples}: no such file")
         overrides["extractor"] = "triples"
     if args.no_graph:
         overrides["graph"] = False
-    return apply_overrides(cfg, overrides, "command line")
+    return apply_overrides(cfg, overrides, "command line", INDEX_FLAGS)
+
+
+def read_questions(path: str) -> list[str]:
+    """The non-blank lines of a ``--questions-file``; a clear error if it cannot be read."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"--questions-file {p}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"--questions-file {p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(f"--questions-file {p}: not UTF-8 text (line {line}, byte "
+                         f"{exc.start})") from None
+    return [q.strip() for q in text.splitlines() if q.strip()]
 
 
 def _llm_client(args: argparse.Namespace):
@@ -71,28 +101,35 @@ def cmd_index(args: argparse.Namespace) -> int:
                         show_progress=not args.quiet)
     info = index.info()
     ingest = info["extra"].get("ingest", {})
-    print(f"index written to {index.path}")
-    print(f"  documents: {ingest.get('documents')}  chunks: {info['counts'].get('chunks')}"
-          + "".join(f"  {k}: {v}" for k, v in info["counts"].items()
-                    if k not in ("documents", "chunks")))
+    say(f"index written to {index.path}")
+    say(f"  documents: {ingest.get('documents')}  chunks: {info['counts'].get('chunks')}"
+        + "".join(f"  {k}: {v}" for k, v in info["counts"].items()
+                  if k not in ("documents", "chunks")))
     skipped = ingest.get("skipped", {})
+    warnings = ingest.get("warnings", {})
     if any(skipped.values()):
-        print("  skipped: " + ", ".join(f"{n} {r}" for r, n in skipped.items() if n))
-        for problem in ingest.get("problems", [])[:10]:
-            print(f"    {problem}")
+        say("  skipped: " + ", ".join(f"{n} {r}" for r, n in skipped.items() if n))
+    if any(warnings.values()):
+        say("  warnings: " + ", ".join(f"{n} {r}" for r, n in warnings.items() if n))
+    for problem in ingest.get("problems", [])[:10]:
+        say(f"    {problem}")
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
+    from gpurag.config import QueryConfig, check_value
 
-    index = Index.open(args.index)
+    check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.level < 0:
+        raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
+                          "whole number >= 0")
     questions = [args.question] if args.question else []
     if args.questions_file:
-        questions += [q.strip() for q in Path(args.questions_file).read_text(
-            encoding="utf-8").splitlines() if q.strip()]
+        questions += read_questions(args.questions_file)
     if not questions:
         raise GpuragError("give a question or --questions-file")
+    index = Index.open(args.index, verify=args.verify, embedder=args.embedder)
     client = _llm_client(args) if (args.answer or args.mode == "global") else None
     if args.mode == "global":
         from gpurag.query.generate import global_answers
@@ -111,20 +148,20 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
         return _llm_failures(results)
     for result in results:
-        print(f"Q: {result.question}   [{result.mode}]")
+        say(f"Q: {result.question}   [{result.mode}]")
         if result.answer is not None or result.error:
             cites = f"  (cites {', '.join(result.citations)})" if result.citations else ""
-            print(f"A: {result.answer if result.answer is not None else '—'}{cites}"
-                  + (f"  [error: {result.error}]" if result.error else ""))
+            say(f"A: {result.answer if result.answer is not None else '—'}{cites}"
+                + (f"  [error: {result.error}]" if result.error else ""), multiline=True)
         if result.seeds:
-            print("   seeds: " + ", ".join(s.name for s in result.seeds[:8]))
+            say("   seeds: " + ", ".join(s.name for s in result.seeds[:8]))
         for p in result.passages:
             text = " ".join(p.text.split())
-            print(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
-                  f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
+            say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
+                f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
         for path in result.paths[:3]:
-            print(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
-        print()
+            say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        say()
     return _llm_failures(results)
 
 
@@ -132,8 +169,8 @@ def _llm_failures(results: list) -> int:
     """1 (after saying so on stderr) when any answer has an LLM error, else 0."""
     failed = [r for r in results if r.error]
     if failed:
-        print(f"gpurag: error: {len(failed)} of {len(results)} answers failed "
-              f"(first: {failed[0].error})", file=sys.stderr)
+        print(safe(f"gpurag: error: {len(failed)} of {len(results)} answers failed "
+                   f"(first: {failed[0].error})"), file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -144,7 +181,7 @@ def _write_explain(results: list, out: Path) -> None:
     for i, result in enumerate(results, start=1):
         path = out if len(results) == 1 else out.with_name(f"{out.stem}-{i}{out.suffix}")
         write_explain_html(result.subgraph(), path, title=result.question)
-        print(f"evidence graph: {path}", file=sys.stderr)
+        print(f"evidence graph: {safe(path)}", file=sys.stderr)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -158,7 +195,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     else:
         from gpurag.info import format_info
 
-        print(format_info(report))
+        say(format_info(report), multiline=True)
     return 0
 
 
@@ -195,6 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="check every index file's sha256 first (open always checks block CRCs)")
+    p.add_argument("--embedder", help="query embedder spec, needed for an index built with a "
+                                      "model other than the bundled one: onnx:PATH | st:PATH")
     p.add_argument("--explain", metavar="OUT.html",
                    help="write the evidence (seeds, entity paths, passages) as an interactive "
                         "graph page (needs the viz extra)")
@@ -225,16 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+                        handlers=[handler])
     if args.quiet:
         import os
 
         os.environ["GPURAG_PROGRESS"] = "0"
     try:
+        if args.command != "info":  # info still reports on a broken environment
+            from gpurag.config import check_environment
+
+            check_environment()
         return int(args.func(args) or 0)
     except (GpuragError, DeviceError) as exc:
-        print(f"gpurag: error: {exc}", file=sys.stderr)
+        print(f"gpurag: error: {safe(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gpurag: interrupted (a rerun of the same index command resumes)", file=sys.stderr)

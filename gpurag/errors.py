@@ -15,3 +15,7 @@ class IndexFormatError(GpuragError):
 
 class InputError(GpuragError):
     """Input documents could not be read at all."""
+
+
+class IndexBusyError(GpuragError):
+    """Another process is writing the same index path."""

@@ -60,13 +60,14 @@ def environment_info() -> dict[str, Any]:
 
 
 def index_info(path: str, verify: bool = False) -> dict[str, Any]:
-    """Manifest facts of an index (and a full checksum check with ``verify``)."""
+    """Manifest facts of an index, checked as on open (every file's sha256 with ``verify``)."""
     from gpurag.store import open_index_dir
 
     d = open_index_dir(path, verify=verify)
+    d.close()
     m = d.manifest
     return {
-        "path": str(d.path),
+        "path": str(d.root),
         "format_version": m.format_version,
         "gpurag_version": m.gpurag_version,
         "created": m.created,

@@ -12,6 +12,7 @@ class Embedder(Protocol):
     """Maps texts to L2-normalized float32 vectors of a fixed dimension, in batches."""
 
     name: str
+    implementation: str
     dim: int
     max_tokens: int
 

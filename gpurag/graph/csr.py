@@ -131,11 +131,55 @@ def save(g: CSRGraph, directory: str | os.PathLike[str]) -> None:
         np.save(path / f"{name}.npy", np.ascontiguousarray(getattr(g, name)), allow_pickle=False)
 
 
+_DTYPES = {"indptr": np.int64, "indices": np.int32, "weights": np.float32}
+
+
+def validate_arrays(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray,
+                    where: str | os.PathLike[str] = "graph") -> None:
+    """Check stored CSR arrays before any SciPy or native code sees them.
+
+    Exact dtypes, 1-D shapes, ``indptr`` starting at 0, nondecreasing and ending at
+    ``len(indices)``, every column index in ``[0, n_nodes)`` and every weight finite and
+    nonnegative. Raises :class:`~gpurag.errors.IndexFormatError` naming the offending file.
+    """
+    from gpurag.errors import IndexFormatError
+
+    def bad(name: str, why: str) -> IndexFormatError:
+        return IndexFormatError(f"corrupt graph array {Path(where) / f'{name}.npy'}: {why}")
+
+    for name, arr in (("indptr", indptr), ("indices", indices), ("weights", weights)):
+        if arr.dtype != _DTYPES[name] or arr.ndim != 1:
+            raise bad(name, f"expected a 1-D {np.dtype(_DTYPES[name])} array, found "
+                            f"{arr.ndim}-D {arr.dtype}")
+    if indptr.size < 1 or int(indptr[0]) != 0 or int(indptr[-1]) != indices.size:
+        raise bad("indptr", f"must run from 0 to {indices.size} (the number of edges)")
+    if indptr.size > 1 and bool(np.any(indptr[1:] < indptr[:-1])):
+        raise bad("indptr", "is not nondecreasing")
+    if weights.size != indices.size:
+        raise bad("weights", f"has {weights.size} entries, indices has {indices.size}")
+    n = indptr.size - 1
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
+        raise bad("indices", f"holds node ids outside [0, {n})")
+    if weights.size and not (bool(np.isfinite(weights).all()) and float(weights.min()) >= 0):
+        raise bad("weights", "holds negative, infinite or NaN weights")
+
+
 def load(directory: str | os.PathLike[str], mmap: bool = True) -> CSRGraph:
-    """Read a graph written by :func:`save`; ``mmap=True`` maps the arrays read-only."""
+    """Read a graph written by :func:`save`; ``mmap=True`` maps the arrays read-only.
+
+    The arrays are validated (:func:`validate_arrays`) before use; an unreadable or malformed
+    file is an :class:`~gpurag.errors.IndexFormatError` naming it, never a crash in native code.
+    """
+    from gpurag.errors import IndexFormatError
+
     path = Path(directory)
     mode = "r" if mmap else None
-    arrays = {
-        name: np.load(path / f"{name}.npy", mmap_mode=mode, allow_pickle=False) for name in _FILES
-    }
+    arrays = {}
+    for name in _FILES:
+        file = path / f"{name}.npy"
+        try:
+            arrays[name] = np.load(file, mmap_mode=mode, allow_pickle=False)
+        except Exception as exc:
+            raise IndexFormatError(f"corrupt graph array {file}: {exc}") from exc
+    validate_arrays(arrays["indptr"], arrays["indices"], arrays["weights"], path)
     return CSRGraph(**arrays)

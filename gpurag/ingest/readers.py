@@ -1,7 +1,9 @@
 """Stream documents from a folder or file: .txt/.md, .jsonl(.gz) and Parquet.
 
-Bad records (non-UTF-8, missing or empty text, broken JSON line, unreadable file) are skipped
-with a message naming the file and line, and counted in an :class:`IngestReport`.
+Bad records (non-UTF-8, missing, empty or non-string text, broken JSON line, a document id
+already used, unreadable file) are skipped with a message naming the file and line, and counted
+in an :class:`IngestReport`; so are truncated or corrupt files (with the number of records read
+before the damage) and dangling symbolic links in a source folder.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import gzip
 import hashlib
 import json
 import logging
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,20 +36,32 @@ class Document:
     title: str
     text: str
     source: str
+    where: str = ""  # file (and line or row) it came from, for messages
 
 
 @dataclass
 class IngestReport:
-    """Counts of what was read and skipped, with the first problems verbatim."""
+    """Counts of what was read, skipped and damaged, with the first problems verbatim.
+
+    ``skipped`` counts records left out by reason; ``warnings`` counts things that lost input
+    without skipping a record (a truncated file after its first records, a dangling link).
+    """
 
     files: int = 0
     documents: int = 0
     skipped: Counter = field(default_factory=Counter)
+    warnings: Counter = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
 
     def skip(self, reason: str, where: str, detail: str = "") -> None:
         self.skipped[reason] += 1
-        message = f"{where}: skipped ({reason}){': ' + detail if detail else ''}"
+        self._note(f"{where}: skipped ({reason}){': ' + detail if detail else ''}")
+
+    def warn(self, reason: str, where: str, detail: str = "") -> None:
+        self.warnings[reason] += 1
+        self._note(f"{where}: {reason}{': ' + detail if detail else ''}")
+
+    def _note(self, message: str) -> None:
         if len(self.problems) < MAX_PROBLEMS_KEPT:
             self.problems.append(message)
         log.warning(message)
@@ -57,6 +72,8 @@ class IngestReport:
         if skipped:
             reasons = ", ".join(f"{n} {r}" for r, n in sorted(self.skipped.items()))
             parts.append(f"{skipped} skipped ({reasons})")
+        if self.warnings:
+            parts.append(", ".join(f"{n} {r}" for r, n in sorted(self.warnings.items())))
         return "; ".join(parts)
 
     def as_dict(self) -> dict:
@@ -64,8 +81,17 @@ class IngestReport:
             "files": self.files,
             "documents": self.documents,
             "skipped": dict(self.skipped),
+            "warnings": dict(self.warnings),
             "problems": self.problems[:50],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> IngestReport:
+        """The report saved by :meth:`as_dict` (a resumed build's)."""
+        return cls(files=data.get("files", 0), documents=data.get("documents", 0),
+                   skipped=Counter(data.get("skipped", {})),
+                   warnings=Counter(data.get("warnings", {})),
+                   problems=list(data.get("problems", [])))
 
 
 def _suffix_kind(path: Path) -> str | None:
@@ -79,26 +105,46 @@ def _suffix_kind(path: Path) -> str | None:
     return None
 
 
-def list_input_files(source: str | Path) -> list[Path]:
-    """The readable input files under ``source`` (a file or a folder), in a stable order."""
+def scan_inputs(source: str | Path) -> tuple[list[Path], list[Path]]:
+    """The readable input files under ``source`` (a file or a folder), in a stable order, and
+    the dangling symbolic links found beside them."""
     src = Path(source)
     if not src.exists():
+        if src.is_symlink():
+            raise InputError(f"input not found: {src} is a dangling link to {_target(src)}")
         raise InputError(f"input not found: {src}")
     if src.is_file():
         if _suffix_kind(src) is None:
             raise InputError(
                 f"unsupported input file type: {src} (use .txt, .md, .jsonl, .parquet)")
-        return [src]
+        return [src], []
     index_dirs = {p.parent for p in src.rglob("manifest.json")}
-    files = sorted(
-        p for p in src.rglob("*")
-        if p.is_file() and _suffix_kind(p) is not None
-        and not any(part.startswith(".") for part in p.relative_to(src).parts)
-        and not any(parent in index_dirs for parent in p.parents)
-    )
+    files, dangling = [], []
+    for p in src.rglob("*"):
+        if (any(part.startswith(".") for part in p.relative_to(src).parts)
+                or any(parent in index_dirs for parent in p.parents)):
+            continue
+        if p.is_file():
+            if _suffix_kind(p) is not None:
+                files.append(p)
+        elif p.is_symlink() and not p.exists():
+            dangling.append(p)
     if not files:
-        raise InputError(f"no .txt, .md, .jsonl or .parquet files under {src}")
-    return files
+        extra = f" ({len(dangling)} dangling links)" if dangling else ""
+        raise InputError(f"no .txt, .md, .jsonl or .parquet files under {src}{extra}")
+    return sorted(files), sorted(dangling)
+
+
+def list_input_files(source: str | Path) -> list[Path]:
+    """The readable input files under ``source`` (a file or a folder), in a stable order."""
+    return scan_inputs(source)[0]
+
+
+def _target(link: Path) -> str:
+    try:
+        return str(link.readlink())
+    except OSError:
+        return "?"
 
 
 def _doc_id_for_path(path: Path, root: Path) -> str:
@@ -127,7 +173,7 @@ def _read_text_file(path: Path, root: Path, report: IngestReport) -> Iterator[Do
         first = text.lstrip().splitlines()[0] if text.strip() else ""
         if first.startswith("#"):
             title = first.lstrip("#").strip() or title
-    yield Document(_doc_id_for_path(path, root), title, text, str(path))
+    yield Document(_doc_id_for_path(path, root), title, text, str(path), str(path))
 
 
 def _record_to_document(
@@ -137,25 +183,33 @@ def _record_to_document(
         report.skip("not a JSON object", where)
         return None
     text = record.get("text")
-    if not isinstance(text, str) or not text.strip():
-        report.skip("missing or empty text", where)
+    if text is None:
+        report.skip("missing text", where)
+        return None
+    if not isinstance(text, str):
+        report.skip("text not a string", where, f"got {type(text).__name__} {str(text)[:40]!r}")
+        return None
+    if not text.strip():
+        report.skip("empty text", where)
         return None
     doc_id = record.get("id", record.get("doc_id"))
     doc_id = str(doc_id) if doc_id not in (None, "") else fallback_id
     title = record.get("title")
     title = str(title) if title is not None else ""
-    return Document(doc_id, title, text, source)
+    return Document(doc_id, title, text, source, where)
 
 
 def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     base = _doc_id_for_path(path, root)
+    lineno = records = 0
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 where = f"{path}:{lineno}"
                 if not raw.strip():
                     continue
+                records += 1
                 try:
                     line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
@@ -169,7 +223,19 @@ def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Docume
                 doc = _record_to_document(record, where, f"{base}#{lineno}", str(path), report)
                 if doc is not None:
                     yield doc
-    except (OSError, EOFError) as exc:
+    except EOFError as exc:  # a compressed stream cut short
+        report.warn("truncated file", str(path), f"{records} records read before the "
+                    f"truncation after line {lineno}; the rest is lost ({exc})")
+    except (OSError, zlib.error) as exc:
+        _damaged(report, path, records, f"line {lineno}", exc)
+
+
+def _damaged(report: IngestReport, path: Path, records: int, at: str, exc: BaseException) -> None:
+    """A file that failed part way: a warning if records were read before, else a skip."""
+    if records:
+        report.warn("corrupt file", str(path), f"{records} records read before the damage "
+                    f"after {at}; the rest is lost ({exc})")
+    else:
         report.skip("unreadable file", str(path), str(exc))
 
 
@@ -177,13 +243,13 @@ def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Docu
     import pyarrow.parquet as pq
 
     base = _doc_id_for_path(path, root)
+    row = 0
     try:
         pf = pq.ParquetFile(path)
         columns = [c for c in ("id", "doc_id", "title", "text") if c in pf.schema_arrow.names]
         if "text" not in columns:
             report.skip("no 'text' column", str(path))
             return
-        row = 0
         for batch in pf.iter_batches(batch_size=8192, columns=columns):
             for record in batch.to_pylist():
                 row += 1
@@ -192,19 +258,29 @@ def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Docu
                 if doc is not None:
                     yield doc
     except Exception as exc:
-        report.skip("unreadable file", str(path), str(exc))
+        _damaged(report, path, row, f"row {row}", exc)
 
 
 def iter_documents(source: str | Path, report: IngestReport | None = None) -> Iterator[Document]:
     """Yield every good document under ``source``, streaming (no file is loaded whole except
-    plain-text files, which are one document each)."""
+    plain-text files, which are one document each). A document whose id was already used is
+    skipped (the first one is kept)."""
     report = report if report is not None else IngestReport()
     src = Path(source)
     root = src if src.is_dir() else src.parent
     readers = {"text": _read_text_file, "jsonl": _read_jsonl, "parquet": _read_parquet}
-    for path in list_input_files(src):
+    files, dangling = scan_inputs(src)
+    for link in dangling:
+        report.warn("dangling link", str(link), f"points to missing {_target(link)}")
+    seen: set[str] = set()
+    for path in files:
         report.files += 1
         for doc in readers[_suffix_kind(path)](path, root, report):
+            if doc.doc_id in seen:
+                report.skip("duplicate id", doc.where or doc.source,
+                            f"id {doc.doc_id!r} was already used; the first document is kept")
+                continue
+            seen.add(doc.doc_id)
             report.documents += 1
             yield doc
 

@@ -17,7 +17,8 @@ from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import source_fingerprint
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
-from gpurag.store import IndexWriter
+from gpurag.store import IndexWriter, WriteLock, layout
+from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
 
 log = logging.getLogger(__name__)
@@ -30,21 +31,35 @@ def _build_key(source: str | Path, cfg: IndexConfig) -> str:
 
 
 def check_target(out: Path) -> None:
-    """Refuse, before any work, to write over something that is not a gpurag index."""
+    """Refuse, before any work, to write over something that is not a gpurag index, or over
+    an index holding files gpurag did not write."""
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
-    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
+    if out.is_dir() and any(out.iterdir()) and not (out / layout.MANIFEST).exists():
         raise IndexFormatError(
             f"refusing to write the index into {out}: it exists and is not a gpurag index")
+    check_replaceable(out)
 
 
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
           show_progress: bool = True) -> Path:
-    """Build an index of ``source`` at ``out``; a killed build resumes where it stopped."""
+    """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
+
+    The whole build holds the write lock of ``out``: a second build of the same path fails at
+    once with :class:`~gpurag.errors.IndexBusyError` instead of sharing its work folder.
+    """
     cfg = cfg or IndexConfig()
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise IndexFormatError(f"cannot write the index to {out}: it is a file")
+    with WriteLock(out) as lock:
+        return _build_locked(source, out, cfg, show_progress, lock)
+
+
+def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
+                  lock: WriteLock) -> Path:
     device = resolve_device()
     COMPONENTS.record("device", device)
-    out = Path(out).resolve()
     check_target(out)
     work = WorkDir(out, _build_key(source, cfg))
     if work.resumed:
@@ -67,13 +82,13 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
 
-    writer = IndexWriter(out)
+    writer = IndexWriter(out, lock=lock)
     try:
-        writer.write_table("tables/chunks.parquet", chunks)
-        writer.write_array("arrays/passage_emb.npy", vectors)
+        writer.write_table(layout.CHUNKS, chunks)
+        writer.write_array(layout.PASSAGE_EMB, vectors)
         t0 = time.perf_counter()
         save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
-                   writer.path("vectors/passages.faiss"))
+                   writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
         counts = {"documents": report.documents, "chunks": len(chunks)}
         if cfg.graph:

@@ -1,9 +1,14 @@
-"""Stage 1: stream documents, cut token windows, drop duplicate chunks, embed, checkpoint."""
+"""Stage 1: stream documents, cut them into bounded parts and token windows, drop duplicate
+chunks, embed, checkpoint.
+
+A checkpoint holds at most ``ingest_batch_chunks // 2`` document parts and ``max_part_chars``
+characters, so memory and the work a kill loses stay bounded even for one huge document.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +19,7 @@ import pyarrow.parquet as pq
 from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
 from gpurag.ingest import IngestReport, chunk_id, iter_documents, window_spans
+from gpurag.ingest.parts import DocPart, iter_parts
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
@@ -28,26 +34,35 @@ def embed_text(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
-    batch: list[Document] = []
-    for doc in docs:
-        batch.append(doc)
+def _batches(parts: Iterator[DocPart], size: int, max_chars: int) -> Iterator[list[DocPart]]:
+    """Consecutive parts, at most ``size`` of them and ``max_chars`` characters a batch (a part
+    is never longer than ``max_chars``)."""
+    batch: list[DocPart] = []
+    chars = 0
+    for part in parts:
+        if batch and chars + len(part.text) > max_chars:
+            yield batch
+            batch, chars = [], 0
+        batch.append(part)
+        chars += len(part.text)
         if len(batch) >= size:
             yield batch
-            batch = []
+            batch, chars = [], 0
     if batch:
         yield batch
 
 
 def chunk_documents(
-    docs: list[Document], embedder: Embedder, cfg: IndexConfig, seen: set[str]
+    docs: Sequence[Document | DocPart], embedder: Embedder, cfg: IndexConfig, seen: set[str]
 ) -> tuple[pd.DataFrame, int]:
-    """Token-window chunks of ``docs`` not in ``seen`` (updated); returns (chunks, duplicates)."""
+    """Token-window chunks of ``docs`` (whole documents or parts of them: spans are in the
+    original document's characters) not in ``seen`` (updated); returns (chunks, duplicates)."""
     offsets = embedder.token_offsets_batch([d.text for d in docs])
     rows: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
     duplicates = 0
     for doc, offs in zip(docs, offsets, strict=False):
         windows = window_spans(offs, cfg.chunk_tokens, cfg.chunk_overlap)
+        base = getattr(doc, "offset", 0)
         for start, end, n_tokens in windows.tolist():
             text = doc.text[start:end]
             cid = chunk_id(text)
@@ -55,8 +70,9 @@ def chunk_documents(
                 duplicates += 1
                 continue
             seen.add(cid)
-            for column, value in zip(CHUNK_COLUMNS, (cid, doc.doc_id, doc.title, text, start,
-                                                     end, n_tokens), strict=False):
+            for column, value in zip(CHUNK_COLUMNS, (cid, doc.doc_id, doc.title, text,
+                                                     base + start, base + end, n_tokens),
+                                     strict=False):
                 rows[column].append(value)
     frame = pd.DataFrame(rows)
     types = {"char_start": "int64", "char_end": "int64", "n_tokens": "int32"}
@@ -66,25 +82,31 @@ def chunk_documents(
 def run_chunk_embed(
     source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir, show_progress: bool
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
-    """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints."""
-    stage = work.state.setdefault("chunk_embed", {"parts": 0, "docs": 0, "duplicates": 0,
-                                                   "report": None, "done": False})
+    """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints.
+
+    ``parts`` counts checkpoint files, ``units`` the document parts they hold (a resume skips
+    that many), ``docs`` the documents finished."""
+    stage = work.state.setdefault("chunk_embed", {"parts": 0, "units": 0, "docs": 0,
+                                                   "duplicates": 0, "report": None,
+                                                   "done": False})
     report = IngestReport()
     seen: set[str] = set()
     for i in range(stage["parts"]):
         seen.update(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet"),
                                   columns=["chunk_id"]).column(0).to_pylist())
+    was_done = stage["done"]
     if not stage["done"]:
-        docs = iter_documents(source, report)
-        skip = stage["docs"]
+        parts = iter_parts(iter_documents(source, report), cfg.max_part_chars)
+        skip = stage["units"]
         if skip:
-            log.info("resuming: %d documents already chunked and embedded", skip)
+            log.info("resuming: %d documents (%d parts) already chunked and embedded",
+                     stage["docs"], skip)
             for _ in range(skip):
-                next(docs, None)
+                next(parts, None)
         bar = progress_bar(total=None, desc="chunk+embed", unit="doc", disable=not show_progress)
-        bar.update(skip)
+        bar.update(stage["docs"])
         n_chunks = len(seen)
-        for batch in _batches(docs, max(1, cfg.ingest_batch_chunks // 2)):
+        for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
             chunks, dups = chunk_documents(batch, embedder, cfg, seen)
             vectors = embedder.encode(
                 [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
@@ -94,12 +116,14 @@ def run_chunk_embed(
             np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
             pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
                            work.path(f"chunks/part-{part:05d}.parquet"))
+            finished = sum(p.last for p in batch)
             stage["parts"] += 1
-            stage["docs"] += len(batch)
+            stage["units"] += len(batch)
+            stage["docs"] += finished
             stage["duplicates"] += dups
             work.save()
             n_chunks += len(chunks)
-            bar.update(len(batch))
+            bar.update(finished)
             bar.set_postfix(chunks=n_chunks)
         bar.close()
         stage["done"] = True
@@ -110,12 +134,8 @@ def run_chunk_embed(
         np.concatenate([np.load(work.path(f"emb/part-{i:05d}.npy")) for i in range(stage["parts"])])
         if stage["parts"] else np.zeros((0, embedder.dim), dtype=np.float32)
     )
-    saved = stage["report"] or {}
-    report.files = saved.get("files", report.files)
-    report.documents = saved.get("documents", report.documents)
-    report.skipped.update({k: v for k, v in saved.get("skipped", {}).items()
-                           if k not in report.skipped})
-    report.problems = report.problems or saved.get("problems", [])
+    if was_done:  # finished by an earlier run: its report, as saved
+        report = IngestReport.from_dict(stage["report"] or {})
     report.skipped["duplicate chunks"] = stage["duplicates"]
     return chunks, vectors, report
 

@@ -147,6 +147,14 @@ def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
     return resolution, name_to_entity, entity_vecs
 
 
+def mention_weights(mentions: pd.DataFrame, title_weight: float) -> np.ndarray:
+    """One weight per (entity, chunk) pair, in ``groupby(["entity", "chunk"], sort=False)``
+    order: ``title_weight`` where the chunk's title names the entity, else 1."""
+    is_title = (mentions["label"] == "TITLE").groupby(
+        [mentions["entity"], mentions["chunk"]], sort=False).max().to_numpy(bool)
+    return np.where(is_title, title_weight, 1.0).astype(np.float32)
+
+
 def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
                     writer: IndexWriter, timings: dict[str, float],
                     show_progress: bool) -> dict[str, int]:
@@ -199,7 +207,7 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
                           ment_pairs["chunk"].to_numpy(np.int64) + n_ent,
                           syn["b"].to_numpy(np.int64)])
     w = np.concatenate([pair["weight"].to_numpy(np.float32),
-                        np.ones(len(ment_pairs), np.float32),
+                        mention_weights(mentions, cfg.title_edge_weight),
                         syn["score"].to_numpy(np.float32)])
     graph = build_csr(src, dst, w, n_nodes=n_ent + n_psg, symmetric=True)
     csr_mod.save(graph, writer.path("graph"))

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from gpurag.store.layout import WORK_SUFFIX, sibling
+
 
 class WorkDir:
     """Holds finished parts of each stage and a ``state.json`` naming what is done.
@@ -16,7 +18,7 @@ class WorkDir:
     """
 
     def __init__(self, target: Path, key: str) -> None:
-        self.root = target.parent / f".{target.name}.work"
+        self.root = sibling(target, WORK_SUFFIX)
         self.key = key
         self.state: dict[str, Any] = {}
         state_path = self.root / "state.json"

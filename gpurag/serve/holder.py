@@ -44,7 +44,7 @@ def manifest_stamp(path: Path) -> tuple[int, int, int] | None:
 def index_version(index: Index) -> str:
     """``<created>-<sha256 of the manifest, 12 hex>``: the manifest lists every file's sha256,
     so equal versions mean equal contents."""
-    text = (index.path / MANIFEST).read_bytes()
+    text = index.dir.file(MANIFEST).read_bytes()  # the pinned version, not the path's latest
     return f"{index.manifest.created}-{hashlib.sha256(text).hexdigest()[:12]}"
 
 

@@ -1,8 +1,10 @@
-"""Atomic writing of an index directory and typed readers for its files."""
+"""Atomic writing of an index directory under a write lock."""
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -14,7 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpurag.errors import IndexFormatError
-from gpurag.store.manifest import MANIFEST, Manifest, read_manifest, sha256_file, verify_files
+from gpurag.store import layout
+from gpurag.store.lock import WriteLock
+from gpurag.store.manifest import Manifest, file_record, parse_manifest
+from gpurag.store.reader import IndexDir, open_index_dir
+
+__all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir"]
 
 
 def _gpurag_version() -> str:
@@ -24,16 +31,26 @@ def _gpurag_version() -> str:
 
 
 class IndexWriter:
-    """Collects files in ``.<name>.tmp`` beside the target and renames it into place on commit.
+    """Collects files in ``.<name>.tmp`` beside the target and swaps it into place on commit.
 
-    The previous index stays readable until the final rename; if the process dies before, the
-    target is untouched and the temporary folder is removed by the next build.
+    Holds the target's :class:`WriteLock` (its own, or the build's passed as ``lock``). The swap
+    is one atomic exchange of the two directories where the kernel offers it (Linux
+    ``renameat2``), so the target path never goes missing; elsewhere two renames, which readers
+    wait out. The previous version is then deleted; readers that opened it keep their files.
     """
 
-    def __init__(self, target: str | os.PathLike) -> None:
+    def __init__(self, target: str | os.PathLike, lock: WriteLock | None = None) -> None:
         self.target = Path(target).resolve()
-        self.tmp = self.target.parent / f".{self.target.name}.tmp"
+        self.lock = lock if lock is not None else WriteLock(self.target)
+        self._own_lock = lock is None
+        self.tmp = layout.sibling(self.target, layout.TMP_SUFFIX)
         self.target.parent.mkdir(parents=True, exist_ok=True)
+        backup = layout.sibling(self.target, layout.OLD_SUFFIX)
+        if backup.exists():  # left by a writer killed during a two-rename commit
+            if not self.target.exists():
+                os.rename(backup, self.target)
+            else:
+                shutil.rmtree(backup)
         if self.tmp.exists():
             shutil.rmtree(self.tmp)
         self.tmp.mkdir()
@@ -54,12 +71,15 @@ class IndexWriter:
 
     def commit(self, config: dict[str, Any], counts: dict[str, int], components: dict[str, str],
                extra: dict[str, Any] | None = None) -> Path:
-        """Write the manifest with checksums, fsync, and swap the folder into place."""
+        """Check the layout, write the manifest with checksums, fsync, swap into place."""
+        if not self.lock.held:
+            raise IndexFormatError(f"cannot commit {self.target}: the write lock was released")
         files = {}
         for p in sorted(self.tmp.rglob("*")):
-            if p.is_file():
-                rel = str(p.relative_to(self.tmp))
-                files[rel] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            if p.is_symlink() or not p.is_file():
+                continue
+            files[p.relative_to(self.tmp).as_posix()] = file_record(p)
+        layout.check_file_set(files, config, self.target)
         manifest = Manifest(
             gpurag_version=_gpurag_version(),
             created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -69,26 +89,74 @@ class IndexWriter:
             files=files,
             extra=extra or {},
         )
-        manifest_path = self.tmp / MANIFEST
+        manifest_path = self.tmp / layout.MANIFEST
         manifest_path.write_text(manifest.to_json(), encoding="utf-8")
         _fsync_tree(self.tmp)
-        backup = self.target.parent / f".{self.target.name}.old"
-        if backup.exists():
-            shutil.rmtree(backup)
         if self.target.exists():
-            if not (self.target / MANIFEST).exists() and any(self.target.iterdir()):
-                raise IndexFormatError(
-                    f"refusing to replace {self.target}: it exists and is not a gpurag index"
-                )
-            os.rename(self.target, backup)
-        os.rename(self.tmp, self.target)
-        _fsync_dir(self.target.parent)
-        if backup.exists():
-            shutil.rmtree(backup)
+            check_replaceable(self.target)
+            if _exchange(self.tmp, self.target):
+                old = self.tmp
+            else:
+                old = layout.sibling(self.target, layout.OLD_SUFFIX)
+                os.rename(self.target, old)
+                os.rename(self.tmp, self.target)
+            _fsync_dir(self.target.parent)
+            shutil.rmtree(old)
+        else:
+            os.rename(self.tmp, self.target)
+            _fsync_dir(self.target.parent)
+        if self._own_lock:
+            self.lock.release()
         return self.target
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if self._own_lock:
+            self.lock.release()
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse to replace ``target`` unless it is a gpurag index holding only files it wrote."""
+    if not target.exists():
+        return
+    if target.is_symlink() or not target.is_dir():
+        raise IndexFormatError(f"cannot write the index to {target}: it is not a directory")
+    entries = [p for p in target.rglob("*") if p.is_symlink() or not p.is_dir()]
+    if not entries and not any(target.iterdir()):
+        return
+    manifest_path = target / layout.MANIFEST
+    if not manifest_path.is_file():
+        raise IndexFormatError(
+            f"refusing to replace {target}: it exists and is not a gpurag index")
+    try:
+        ours = set(parse_manifest(manifest_path.read_bytes(), target).files)
+    except IndexFormatError:  # a corrupt index: the layout's own names are ours
+        ours = set(layout.REQUIRED_DENSE + layout.REQUIRED_GRAPH + layout.OPTIONAL)
+    ours.add(layout.MANIFEST)
+    foreign = sorted(p.relative_to(target).as_posix() for p in entries
+                     if p.relative_to(target).as_posix() not in ours)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5
+                                          else "")
+        raise IndexFormatError(
+            f"refusing to replace the index {target}: it holds files gpurag did not write "
+            f"({shown}); move them out of the index directory and run the build again")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths with Linux ``renameat2(RENAME_EXCHANGE)``; False if absent."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -105,37 +173,3 @@ def _fsync_tree(root: Path) -> None:
             with open(p, "rb") as fh:
                 os.fsync(fh.fileno())
     _fsync_dir(root)
-
-
-class IndexDir:
-    """Read access to a committed index directory."""
-
-    def __init__(self, path: Path, manifest: Manifest) -> None:
-        self.path = path
-        self.manifest = manifest
-
-    def has(self, rel: str) -> bool:
-        return rel in self.manifest.files
-
-    def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
-        try:
-            return pq.read_table(self.path / rel, columns=columns).to_pandas()
-        except Exception as exc:
-            raise IndexFormatError(f"corrupt table {self.path / rel}: {exc}") from exc
-
-    def array(self, rel: str, mmap: bool = True) -> np.ndarray:
-        try:
-            return np.load(self.path / rel, mmap_mode="r" if mmap else None, allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise IndexFormatError(f"corrupt array {self.path / rel}: {exc}") from exc
-
-
-def open_index_dir(path: str | os.PathLike, verify: bool = False) -> IndexDir:
-    """Open an index directory; a crash between the two renames of a commit is recovered."""
-    target = Path(path).resolve()
-    backup = target.parent / f".{target.name}.old"
-    if not target.exists() and backup.exists():
-        os.rename(backup, target)
-    manifest = read_manifest(target)
-    verify_files(target, manifest, checksums=verify)
-    return IndexDir(target, manifest)

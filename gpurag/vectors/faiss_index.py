@@ -6,11 +6,11 @@ the installed faiss has GPU support and the device is ``cuda``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
+from gpurag.config import threads_from_env
 from gpurag.device import COMPONENTS, package_version
 from gpurag.errors import IndexFormatError
 
@@ -27,7 +27,7 @@ def _faiss():
 
     if not _CONFIGURED:
         faiss.cvar.distance_compute_blas_threshold = 1
-        threads = int(os.environ.get("GPURAG_THREADS", "0"))
+        threads = threads_from_env()
         if threads > 0:
             faiss.omp_set_num_threads(threads)
         _CONFIGURED = True

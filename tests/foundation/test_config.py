@@ -109,8 +109,8 @@ def test_unknown_override_in_build(tmp_path):
 
 def test_apply_overrides_returns_copy():
     base = IndexConfig()
-    new = apply_overrides(base, {"chunk_tokens": "32"}, "test")
-    assert new.chunk_tokens == 32 and base.chunk_tokens == IndexConfig().chunk_tokens
+    new = apply_overrides(base, {"chunk_tokens": "64"}, "test")
+    assert new.chunk_tokens == 64 and base.chunk_tokens == IndexConfig().chunk_tokens
 
 
 def test_non_numeric_env_value_is_config_error(monkeypatch):

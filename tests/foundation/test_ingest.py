@@ -113,8 +113,9 @@ def test_bad_records_are_skipped_counted_and_located(bad_folder):
         "not UTF-8": 2,              # bad.jsonl:2 and latin1.txt
         "broken JSON": 1,
         "not a JSON object": 2,
-        "missing or empty text": 5,  # lines 5, 6, 8 + parquet rows 2, 3
-        "empty text": 1,
+        "missing text": 2,           # line 5 + parquet row 2
+        "empty text": 3,             # line 6, empty.txt, parquet row 3
+        "text not a string": 1,      # line 8
         "unreadable file": 2,        # corrupt gz and corrupt parquet
         "no 'text' column": 1,
     }
@@ -122,12 +123,12 @@ def test_bad_records_are_skipped_counted_and_located(bad_folder):
     problems = "\n".join(report.problems)
     for where, reason in [
         ("bad.jsonl:2:", "not UTF-8"), ("bad.jsonl:3:", "broken JSON"),
-        ("bad.jsonl:4:", "not a JSON object"), ("bad.jsonl:5:", "missing or empty text"),
-        ("bad.jsonl:6:", "missing or empty text"), ("bad.jsonl:8:", "missing or empty text"),
+        ("bad.jsonl:4:", "not a JSON object"), ("bad.jsonl:5:", "missing text"),
+        ("bad.jsonl:6:", "empty text"), ("bad.jsonl:8:", "text not a string"),
         ("bad.jsonl:9:", "not a JSON object"), ("latin1.txt:", "not UTF-8"),
         ("empty.txt:", "empty text"), ("corrupt.jsonl.gz:", "unreadable file"),
-        ("corrupt.parquet:", "unreadable file"), ("rows.parquet:row 2:", "missing or empty"),
-        ("rows.parquet:row 3:", "missing or empty"), ("notext.parquet:", "no 'text' column"),
+        ("corrupt.parquet:", "unreadable file"), ("rows.parquet:row 2:", "missing text"),
+        ("rows.parquet:row 3:", "empty text"), ("notext.parquet:", "no 'text' column"),
     ]:
         assert any(where in p and reason in p for p in report.problems), (where, problems)
     assert not any("bad.jsonl:7" in p for p in report.problems), "blank lines are not problems"

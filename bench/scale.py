@@ -1,0 +1,413 @@
+"""How indexing and querying scale: per-stage throughput, peak memory, query latency vs size.
+
+Two sections, each case in its own child process (so peak memory is the case's own):
+
+* ``build``: the full ``gpurag`` build of prefixes of the shared Wikipedia corpus
+  (``--passages``, default ``../shared/data/enwiki_passages/passages.jsonl.gz``; ``--prefixes``
+  10000,50000,0 = 10k, 50k, all): seconds and passages/s per stage (the manifest's timings),
+  peak host RSS, peak torch device memory (cuda), index bytes vs text bytes, the
+  implementations the build recorded, and the recall@10 of the index's vectors stored as
+  float16 or int8 against float32 (``precision``: held-out rows as queries, exact search);
+* ``graph``: synthetic power-law graphs (``--edges``; ``bench/synthetic.py``: NumPy, torch on
+  cuda, ``pylibraft`` when present) for the graph-only query stages: generation time, PPR
+  (the backend gpurag selects for the device, damping 0.8 and tol 1e-4 as ``QueryConfig``)
+  plus top-10 per query, and kNN seed search over one 384-d vector per node (capped by
+  ``--knn-max``), each at ``--batches`` 1, 64, 1024: p50/p95 latency per batch, per query,
+  queries/s, peak memory.
+
+Cases run while ``--budget-s`` allows (a case is skipped, and says so, once over budget).
+Writes ``scale_<date>_<device>.json`` under ``--out`` and prints a table.
+
+    python bench/scale.py --prefixes 2000 --edges 1e6          # small, CPU (a few minutes)
+    python bench/scale.py --device cuda --prefixes 10000,50000,0 --edges 1e7,1e8
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+DEFAULT_PASSAGES = REPO.parent / "shared" / "data" / "enwiki_passages" / "passages.jsonl.gz"
+T0 = time.perf_counter()
+
+
+def elapsed() -> float:
+    return time.perf_counter() - T0
+
+
+def log(msg: str) -> None:
+    print(f"[{elapsed():7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
+
+
+def device_peak() -> dict:
+    """Peak torch device memory of this process (cuda only)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return {}
+    return {"peak_device_bytes": int(torch.cuda.max_memory_allocated()),
+            "peak_device_reserved_bytes": int(torch.cuda.max_memory_reserved())}
+
+
+def percentiles(samples: list[float]) -> dict:
+    a = np.asarray(samples) * 1e3
+    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)),
+            "min_ms": float(a.min()), "runs": len(a)}
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# -- build case (child) ------------------------------------------------------------------------
+def write_prefix(src: Path, n: int, dst: Path) -> tuple[int, int]:
+    """First ``n`` records (0: all) of a JSONL(.gz) file into ``dst``: (records, text bytes)."""
+    opener = gzip.open if src.suffix == ".gz" else open
+    count = text_bytes = 0
+    with opener(src, "rt", encoding="utf-8") as fin, open(dst, "w", encoding="utf-8") as fout:
+        for line in fin:
+            if n and count >= n:
+                break
+            if not line.strip():
+                continue
+            fout.write(line)
+            text_bytes += len(json.loads(line).get("text", "").encode("utf-8"))
+            count += 1
+    return count, text_bytes
+
+
+def recall_at(exact: np.ndarray, got: np.ndarray) -> float:
+    return float(np.mean([len(set(a) & set(b)) / len(a) for a, b in zip(exact, got, strict=True)]))
+
+
+def storage_precision(index_dir: Path, k: int = 10, queries: int = 500) -> list[dict]:
+    """Recall@k of float16- and int8-stored vectors vs float32, per vector set of the index."""
+    import faiss
+
+    rows = []
+    for path in sorted((index_dir / "arrays").glob("*.npy")):
+        x = np.load(path, mmap_mode="r")
+        if x.ndim != 2 or x.dtype != np.float32 or x.shape[0] < 4 * k + 50:
+            continue
+        x = np.ascontiguousarray(x)
+        rng = np.random.default_rng(0)
+        nq = min(queries, x.shape[0] // 5)
+        pick = rng.choice(x.shape[0], nq, replace=False)
+        mask = np.ones(x.shape[0], bool)
+        mask[pick] = False
+        q, db = x[pick], x[mask]
+        flat = faiss.IndexFlatIP(db.shape[1])
+        flat.add(db)
+        _, exact = flat.search(q, k)
+        fp16 = faiss.IndexFlatIP(db.shape[1])
+        fp16.add(db.astype(np.float16).astype(np.float32))  # stored in fp16, computed in fp32
+        _, i16 = fp16.search(q, k)
+        sq8 = faiss.IndexScalarQuantizer(db.shape[1], faiss.ScalarQuantizer.QT_8bit,
+                                         faiss.METRIC_INNER_PRODUCT)
+        sq8.train(db)
+        sq8.add(db)
+        _, i8 = sq8.search(q, k)
+        rows.append({"vectors": path.stem, "n": int(db.shape[0]), "dim": int(db.shape[1]),
+                     "queries": int(nq), "k": k, "recall_fp16": recall_at(exact, i16),
+                     "recall_int8": recall_at(exact, i8),
+                     "bytes_fp32": int(db.nbytes), "bytes_fp16": int(db.nbytes // 2),
+                     "bytes_int8": int(db.nbytes // 4)})
+    return rows
+
+
+def child_build(args: argparse.Namespace) -> dict:
+    os.environ["GPURAG_DEVICE"] = args.device
+    os.environ.setdefault("GPURAG_PROGRESS", "0")
+    from gpurag.config import IndexConfig
+    from gpurag.pipeline.build import build
+
+    with tempfile.TemporaryDirectory(prefix="gpurag-scale-") as tmp:
+        src = Path(tmp) / "corpus.jsonl"
+        n, text_bytes = write_prefix(Path(args.passages), args.n, src)
+        out = Path(tmp) / "index"
+        t = time.perf_counter()
+        build(src, out, IndexConfig(), show_progress=False)
+        wall = time.perf_counter() - t
+        manifest = json.loads((out / "manifest.json").read_text())
+        timings = manifest.get("extra", manifest).get("timings_s", {})
+        stages = {k[:-2]: {"s": v, "passages_per_s": n / v if v > 0 else None}
+                  for k, v in timings.items() if isinstance(v, (int, float))}
+        index_bytes = dir_bytes(out)
+        result = {
+            "passages": n, "text_bytes": text_bytes, "wall_s": wall,
+            "passages_per_s": n / wall, "stages": stages,
+            "counts": manifest.get("counts"), "components": manifest.get("components"),
+            "index_bytes": index_bytes, "index_over_text": index_bytes / max(text_bytes, 1),
+            "peak_rss_bytes": peak_rss_bytes(), **device_peak(),
+        }
+        if not args.no_precision:
+            t = time.perf_counter()
+            result["precision"] = storage_precision(out)
+            result["precision_s"] = time.perf_counter() - t
+    return result
+
+
+# -- graph case (child) ------------------------------------------------------------------------
+def _sync(device: str) -> None:
+    torch = sys.modules.get("torch")
+    if device.startswith("cuda") and torch is not None:
+        torch.cuda.synchronize()
+
+
+def _repeat(fn: Any, device: str, min_runs: int, max_runs: int, seconds: float) -> list[float]:
+    """Wall times of ``fn(i)`` runs: at least ``min_runs``, then while under ``seconds``."""
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < max_runs and (len(samples) < min_runs
+                                       or time.perf_counter() - start < seconds):
+        _sync(device)
+        t = time.perf_counter()
+        fn(len(samples))
+        _sync(device)
+        samples.append(time.perf_counter() - t)
+    return samples
+
+
+def child_graph(args: argparse.Namespace) -> dict:
+    import warnings
+
+    from synthetic import power_law_csr, random_reset
+
+    from gpurag.graph.backend import select_ppr_backend
+    from gpurag.graph.csr import CSRGraph
+
+    device = args.device
+    t = time.perf_counter()
+    (indptr, indices, weights), generator = power_law_csr(int(args.edges), device)
+    gen_s = time.perf_counter() - t
+    g = CSRGraph(indptr, indices, weights)
+    n = g.n_nodes
+    log(f"graph {g.n_edges / 1e6:.3g}M edges, {n} nodes by {generator} in {gen_s:.1f}s")
+    name, ppr_fn = select_ppr_backend(device, record=False)
+    batches = [int(float(b)) for b in args.batches.split(",")]
+    k = 10
+    if device.startswith("cuda"):
+        from kernels.topk import topk_dense
+
+        def query(reset: Any) -> Any:
+            x = ppr_fn(g, reset, damping=0.8, tol=1e-4, output="device")
+            return topk_dense(x, k)[1].cpu().numpy()
+    else:
+        def query(reset: Any) -> Any:
+            x = ppr_fn(g, reset, damping=0.8, tol=1e-4)
+            kk = min(k, x.shape[1])
+            return np.argpartition(-x, kk - 1, axis=1)[:, :kk]
+
+    result: dict = {"edges": int(g.n_edges), "nodes": int(n), "generator": generator,
+                    "generate_s": gen_s, "ppr_backend": name, "ppr": [], "knn": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        t = time.perf_counter()
+        query(random_reset(n, 2, 12345))  # warm-up: operators, caches, handles
+        _sync(device)
+        result["ppr_setup_s"] = time.perf_counter() - t
+        for q in batches:
+            resets = [random_reset(n, q, 1000 * q + i) for i in range(args.max_runs)]
+            samples = _repeat(lambda i, rs=resets: query(rs[i]), device, args.min_runs,
+                              args.max_runs, args.case_s)
+            row = {"q": q, **percentiles(samples)}
+            row["per_query_p50_ms"] = row["p50_ms"] / q
+            row["queries_per_s"] = q / (row["p50_ms"] / 1e3)
+            result["ppr"].append(row)
+            log(f"  ppr+top{k} q={q}: p50 {row['p50_ms']:.1f} ms ({row['runs']} runs)")
+    result["knn"] = knn_latency(n, batches, args)
+    result["peak_rss_bytes"] = peak_rss_bytes()
+    result.update(device_peak())
+    return result
+
+
+def knn_latency(n_nodes: int, batches: list[int], args: argparse.Namespace) -> list[dict]:
+    from gpurag.vectors.searcher import make_searcher
+
+    n = min(n_nodes, args.knn_max)
+    if n <= 0:
+        return []
+    rng = np.random.default_rng(1)
+    db = rng.standard_normal((n, 384), dtype=np.float32)
+    db /= np.linalg.norm(db, axis=1, keepdims=True)
+    t = time.perf_counter()
+    searcher = make_searcher(db, args.device)
+    build_s = time.perf_counter() - t
+    qs = db[rng.choice(n, max(batches), replace=n < max(batches))] + 0.05 * rng.standard_normal(
+        (max(batches), 384), dtype=np.float32)
+    del db
+    searcher.search(qs[:1], 10)
+    rows = []
+    for q in batches:
+        samples = _repeat(lambda _i, q=q: searcher.search(qs[:q], 10), args.device,
+                          args.min_runs, args.max_runs, args.case_s)
+        row = {"n": n, "dim": 384, "q": q, "k": 10, "implementation": searcher.implementation,
+               "build_s": build_s, **percentiles(samples)}
+        row["per_query_p50_ms"] = row["p50_ms"] / q
+        rows.append(row)
+        log(f"  knn {n}x384 q={q}: p50 {row['p50_ms']:.2f} ms")
+    return rows
+
+
+# -- parent --------------------------------------------------------------------------------------
+def run_child(kind: str, extra: list[str], args: argparse.Namespace) -> dict:
+    remaining = args.budget_s - elapsed()
+    if remaining < 5:
+        return {"skipped": f"over the {args.budget_s:.0f} s budget"}
+    cmd = [sys.executable, __file__, "--child", kind, "--device", args.device,
+           "--batches", args.batches, "--min-runs", str(args.min_runs),
+           "--max-runs", str(args.max_runs), "--case-s", str(args.case_s),
+           "--knn-max", str(args.knn_max), "--passages", str(args.passages), *extra]
+    if args.no_precision:
+        cmd.append("--no-precision")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env,
+                              timeout=remaining)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"cut at the {args.budget_s:.0f} s budget"}
+    if proc.returncode != 0:
+        return {"error": f"exit code {proc.returncode}", "stdout_tail": proc.stdout[-2000:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def machine(device: str) -> dict:
+    info = {"python": platform.python_version(), "platform": platform.platform(),
+            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                         None)
+        info["cpu"] = model or info["cpu"]
+        info["mem_total_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                                     / 2**30, 1)
+        info["load_avg_at_start"] = os.getloadavg()
+    except (OSError, ValueError):
+        pass
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        if device.startswith("cuda"):
+            info["gpu"] = torch.cuda.get_device_name(0)
+            info["cuda"] = torch.version.cuda
+    except ImportError:
+        pass
+    return info
+
+
+def table(result: dict) -> str:
+    lines = [f"device {result['device']} | {result['machine'].get('cpu')} "
+             f"({result['machine'].get('cpu_count')} cpus)"]
+    for b in result["build"]:
+        if "stages" not in b:
+            lines.append(f"build {b.get('prefix')}: {b.get('skipped') or b.get('error')}")
+            continue
+        stages = ", ".join(f"{k} {v['passages_per_s']:.0f}/s" for k, v in b["stages"].items()
+                           if v["passages_per_s"])
+        lines.append(f"build {b['passages']} passages: {b['passages_per_s']:.1f} passages/s, "
+                     f"peak RSS {b['peak_rss_bytes'] / 2**30:.2f} GiB, index "
+                     f"{b['index_over_text']:.0f}x text | {stages}")
+        for p in b.get("precision", []):
+            lines.append(f"  {p['vectors']:<20} n={p['n']:<7} recall@{p['k']} fp16 "
+                         f"{p['recall_fp16']:.4f} int8 {p['recall_int8']:.4f}")
+    for gr in result["graph"]:
+        if "ppr" not in gr:
+            why = gr.get("skipped") or gr.get("error")
+            lines.append(f"graph {gr.get('edges_requested')}: {why}")
+            continue
+        lines.append(f"graph {gr['edges'] / 1e6:.3g}M edges / {gr['nodes']} nodes "
+                     f"({gr['ppr_backend']}), peak RSS {gr['peak_rss_bytes'] / 2**30:.2f} GiB"
+                     + (f", device {gr['peak_device_bytes'] / 2**30:.2f} GiB"
+                        if "peak_device_bytes" in gr else ""))
+        for r in gr["ppr"]:
+            lines.append(f"  ppr+top10 q={r['q']:<5} p50 {r['p50_ms']:9.2f} ms  p95 "
+                         f"{r['p95_ms']:9.2f} ms  {r['per_query_p50_ms']:8.3f} ms/query")
+        for r in gr["knn"]:
+            lines.append(f"  knn {r['n']}x384 q={r['q']:<5} p50 {r['p50_ms']:9.2f} ms  p95 "
+                         f"{r['p95_ms']:9.2f} ms  ({r['implementation']})")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--passages", default=str(DEFAULT_PASSAGES))
+    ap.add_argument("--prefixes", default="2000",
+                    help="passage prefixes to build, comma-separated (0 = all); '' for none")
+    ap.add_argument("--edges", default="1e6", help="synthetic graph sizes; '' for none")
+    ap.add_argument("--batches", default="1,64,1024")
+    ap.add_argument("--knn-max", type=int, default=100_000, help="vectors in the kNN case")
+    ap.add_argument("--min-runs", type=int, default=3)
+    ap.add_argument("--max-runs", type=int, default=30)
+    ap.add_argument("--case-s", type=float, default=5.0, help="seconds of repeats per batch size")
+    ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--no-precision", action="store_true")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
+    ap.add_argument("--note", default="", help="free text stored with the result")
+    ap.add_argument("--child", choices=["build", "graph"], help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    if args.child:
+        out = child_build(args) if args.child == "build" else child_graph(args)
+        print(json.dumps(out, default=str))
+        return out
+    date = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    result: dict = {"date": date, "device": args.device, "machine": machine(args.device),
+                    "args": vars(args), "note": args.note, "build": [], "graph": []}
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", result["machine"].get("gpu", args.device)).strip("-")
+    path = out_dir / f"scale_{date[:10]}_{slug.lower()}.json"
+
+    def save() -> None:
+        result["wall_s"] = elapsed()
+        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+    prefixes = [int(float(p)) for p in args.prefixes.split(",") if p.strip()]
+    if prefixes and not Path(args.passages).is_file():
+        result["build"].append({"skipped": f"passages file not found: {args.passages}"})
+        prefixes = []
+    for n in prefixes:
+        log(f"build of the first {n or 'all'} passages")
+        row = {"prefix": n, **run_child("build", ["--n", str(n)], args)}
+        result["build"].append(row)
+        save()
+    for e in [int(float(x)) for x in args.edges.split(",") if x.strip()]:
+        log(f"synthetic graph of {e:.3g} edges")
+        result["graph"].append({"edges_requested": e,
+                                **run_child("graph", ["--edges", str(e)], args)})
+        save()
+    save()
+    print(table(result), flush=True)
+    print(f"wrote {path}", flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

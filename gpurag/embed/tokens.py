@@ -1,0 +1,69 @@
+"""The bundled MiniLM tokenizer, shared by the ONNX and torch MiniLM embedders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from gpurag.errors import ConfigError
+
+TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
+
+
+class MiniLMTokens:
+    """Token counting, offsets and truncated model inputs with the bundled WordPiece tokenizer."""
+
+    max_tokens: int
+
+    def _init_tokenizer(self, tokenizer_path: str | os.PathLike | None, max_tokens: int) -> None:
+        from tokenizers import Tokenizer
+
+        tok = Path(tokenizer_path) if tokenizer_path else TOKENIZER_PATH
+        if not tok.is_file():
+            raise ConfigError(f"embedder tokenizer not found: {tok}")
+        self.max_tokens = max_tokens
+        self.tokenizer = Tokenizer.from_file(str(tok))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=max_tokens)
+        self._plain_tokenizer = Tokenizer.from_file(str(tok))
+        self._plain_tokenizer.no_padding()
+        self._plain_tokenizer.no_truncation()
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Token counts without special tokens and without truncation."""
+        encodings = self._plain_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+    def token_offsets(self, text: str) -> np.ndarray:
+        """Character ``(start, end)`` of every token of ``text`` (no truncation)."""
+        enc = self._plain_tokenizer.encode(text, add_special_tokens=False)
+        return np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+
+    def token_offsets_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """Character offsets of the tokens of each text (no truncation), batched."""
+        encodings = self._plain_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2) for e in encodings]
+
+    def model_inputs(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """All texts' token ids (with [CLS]/[SEP], truncated to ``max_tokens``) concatenated,
+        and each text's length: ``(flat_ids int64, lengths int64)``."""
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64,
+                              count=len(encodings))
+        flat = (np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in encodings])
+                if encodings else np.zeros(0, dtype=np.int64))
+        return flat, lengths
+
+
+def padded_batch(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                 rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, mask)`` of shape ``(len(rows), max length)`` for the given texts, zero-padded."""
+    lens = lengths[rows]
+    width = int(lens.max())
+    mask = np.arange(width)[None, :] < lens[:, None]
+    ids = np.zeros(mask.shape, dtype=np.int64)
+    # position of each real token in ``flat``: its text's start + its column
+    ids[mask] = flat[(starts[rows][:, None] + np.arange(width)[None, :])[mask]]
+    return ids, mask.astype(np.int64)

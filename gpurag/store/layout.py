@@ -1,0 +1,91 @@
+"""Every path of the index layout, in one place, and which of them an index must hold.
+
+An index directory holds ``manifest.json`` and the files below; paths are relative to the
+index, with ``/`` separators. Beside the index (``<parent>/.<name>.<suffix>``) live the build's
+transient siblings: the write lock, the resumable work folder and the temporary folder of a
+commit. Code that reads or writes an index names its files through these constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from gpurag.errors import IndexFormatError
+
+MANIFEST = "manifest.json"
+
+# Dense part: always present.
+CHUNKS = "tables/chunks.parquet"
+PASSAGE_EMB = "arrays/passage_emb.npy"
+PASSAGES_FAISS = "vectors/passages.faiss"
+
+# Knowledge-graph part: present when the index was built with ``graph=True``.
+ENTITIES = "tables/entities.parquet"
+ALIASES = "tables/aliases.parquet"
+MENTIONS = "tables/mentions.parquet"
+RELATIONS = "tables/relations.parquet"
+FACTS = "tables/facts.parquet"
+COMMUNITIES = "tables/communities.parquet"
+GRAPH_DIR = "graph"
+GRAPH_INDPTR = "graph/indptr.npy"
+GRAPH_INDICES = "graph/indices.npy"
+GRAPH_WEIGHTS = "graph/weights.npy"
+FACT_ENTITY_INDPTR = "arrays/fact_entity_indptr.npy"
+FACT_ENTITY_INDICES = "arrays/fact_entity_indices.npy"
+ENTITY_EMB = "arrays/entity_emb.npy"
+FACT_EMB = "arrays/fact_emb.npy"
+ENTITIES_FAISS = "vectors/entities.faiss"
+FACTS_FAISS = "vectors/facts.faiss"
+
+# Optional files: written only by some extractors (or not yet by any stage).
+DESCRIPTIONS = "tables/descriptions.parquet"
+REPORTS = "tables/reports.parquet"
+
+REQUIRED_DENSE: tuple[str, ...] = (CHUNKS, PASSAGE_EMB, PASSAGES_FAISS)
+REQUIRED_GRAPH: tuple[str, ...] = (
+    ENTITIES, ALIASES, MENTIONS, RELATIONS, FACTS, COMMUNITIES,
+    GRAPH_INDPTR, GRAPH_INDICES, GRAPH_WEIGHTS,
+    FACT_ENTITY_INDPTR, FACT_ENTITY_INDICES, ENTITY_EMB, FACT_EMB,
+    ENTITIES_FAISS, FACTS_FAISS,
+)
+OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS)
+
+# Siblings of an index directory ``<parent>/<name>``.
+LOCK_SUFFIX = "lock"
+WORK_SUFFIX = "work"
+TMP_SUFFIX = "tmp"
+OLD_SUFFIX = "old"
+
+
+def sibling(target: Path, suffix: str) -> Path:
+    """``<parent>/.<name>.<suffix>``: the lock, work, tmp or old sibling of an index."""
+    return target.parent / f".{target.name}.{suffix}"
+
+
+def required_files(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files an index built with ``config`` (the manifest's ``config``) must hold."""
+    return REQUIRED_DENSE + (REQUIRED_GRAPH if config.get("graph", True) else ())
+
+
+def check_file_set(files: Iterable[str], config: Mapping[str, Any], where: str | Path) -> None:
+    """Raise :class:`IndexFormatError` naming the first required file missing from ``files``."""
+    present = set(files)
+    missing = [rel for rel in required_files(config) if rel not in present]
+    if missing:
+        raise IndexFormatError(
+            f"index {where} is incomplete: {missing[0]} is missing"
+            + (f" (and {len(missing) - 1} more required files)" if len(missing) > 1 else ""))
+
+
+def check_relpath(rel: object, where: str | Path) -> str:
+    """A manifest file key must be a plain relative path inside the index (no ``..``)."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\x00" in rel:
+        raise IndexFormatError(f"manifest of {where} lists an invalid file name {rel!r}")
+    parts = PurePosixPath(rel).parts
+    if (rel.startswith("/") or any(p in ("..", ".") for p in rel.split("/"))
+            or "/".join(parts) != rel or rel == MANIFEST):
+        raise IndexFormatError(
+            f"manifest of {where} lists {rel!r}, which is not a path inside the index")
+    return rel

@@ -1,0 +1,247 @@
+"""Opening a committed index: checked, confined to its directory, and pinned to one version.
+
+Opening takes a directory descriptor of the index, reads the manifest through it and opens every
+listed file through it too, so all of them come from the one directory a commit put in place
+(a commit swaps directories, never files). The open descriptors keep that version's files alive
+after a rebuild replaces and deletes them; reads go through ``/proc/self/fd`` links gathered in
+a private view folder (:attr:`IndexDir.path`), so an :class:`IndexDir` held across a rebuild
+keeps reading its own version. An open that races a commit (its directory deleted under it) starts
+again on the new version. Without ``/proc/self/fd`` the view is the directory itself.
+
+Every check names the file: manifest keys must be plain paths inside the index (no ``..``,
+absolute paths or symlinks), the required layout must be present, sizes must match, and content
+is checked (see :mod:`gpurag.store.manifest`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from gpurag.errors import IndexFormatError
+from gpurag.store import layout
+from gpurag.store.lock import writer_active
+from gpurag.store.manifest import Manifest, check_content, parse_manifest
+
+_PROC_FD = Path("/proc/self/fd")
+_ATTEMPTS = 50
+_VIEW_PREFIX = "gpurag-view-"
+_swept = False
+
+
+class _MovedError(Exception):
+    """The directory being opened was replaced by a commit: open again."""
+
+
+class IndexDir:
+    """Read access to one committed version of an index directory."""
+
+    def __init__(self, root: Path, manifest: Manifest, view: Path | None = None,
+                 fds: list[int] | None = None) -> None:
+        self.root = root
+        self.path = view or root
+        self.manifest = manifest
+        self._finalizer = weakref.finalize(self, _release, list(fds or ()),
+                                           view if view != root else None, os.getpid())
+
+    def has(self, rel: str) -> bool:
+        return rel in self.manifest.files
+
+    def file(self, rel: str) -> Path:
+        """The path to read ``rel`` of this version from."""
+        return self.path / rel
+
+    def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
+        try:
+            return pq.read_table(self.file(rel), columns=columns).to_pandas()
+        except Exception as exc:
+            raise IndexFormatError(f"corrupt table {self.root / rel}: {exc}") from exc
+
+    def array(self, rel: str, mmap: bool = True) -> np.ndarray:
+        try:
+            return np.load(self.file(rel), mmap_mode="r" if mmap else None, allow_pickle=False)
+        except Exception as exc:
+            raise IndexFormatError(f"corrupt array {self.root / rel}: {exc}") from exc
+
+    def close(self) -> None:
+        """Release the pinned files now (also done when the object is collected)."""
+        self._finalizer()
+
+
+def _release(fds: list[int], view: Path | None, owner: int | None = None) -> None:
+    if view is not None and owner in (None, os.getpid()):  # a forked child leaves it alone
+        shutil.rmtree(view, ignore_errors=True)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def open_index_dir(path: str | os.PathLike, verify: bool = False) -> IndexDir:
+    """Open the index at ``path`` (``verify``: sha256 of every file, not only the small ones)."""
+    target = Path(path).resolve()
+    for _ in range(_ATTEMPTS):
+        _recover_interrupted_commit(target)
+        try:
+            return _open_once(target, verify)
+        except _MovedError:
+            time.sleep(0.01)
+    raise IndexFormatError(f"index {target} kept changing while it was opened: try again")
+
+
+def _recover_interrupted_commit(target: Path) -> None:
+    """A writer killed between the two renames of a commit leaves only ``.<name>.old``."""
+    backup = layout.sibling(target, layout.OLD_SUFFIX)
+    if not target.exists() and backup.is_dir() and not writer_active(target):
+        with contextlib.suppress(OSError):
+            os.rename(backup, target)
+
+
+def _same_dir(dirfd: int, target: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(dirfd), os.stat(target))
+    except OSError:
+        return False
+
+
+def _open_once(target: Path, verify: bool) -> IndexDir:
+    try:
+        dirfd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        if layout.sibling(target, layout.OLD_SUFFIX).exists():  # mid two-rename commit
+            raise _MovedError() from None
+        busy = " (a build is writing it now)" if writer_active(target) else ""
+        raise IndexFormatError(f"no index at {target}: not a directory{busy}") from None
+    except NotADirectoryError:
+        raise IndexFormatError(f"no index at {target}: not a directory") from None
+    fds: list[int] = []
+    try:
+        return _open_files(target, dirfd, fds, verify)
+    except BaseException:
+        _release(fds, None)
+        raise
+    finally:
+        os.close(dirfd)  # the open files pin the version, not the directory
+
+
+def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> IndexDir:
+    try:
+        mfd = _open_inside(dirfd, layout.MANIFEST)
+    except FileNotFoundError:
+        if not _same_dir(dirfd, target):
+            raise _MovedError() from None
+        raise IndexFormatError(
+            f"{target} is not a gpurag index: {layout.MANIFEST} is missing") from None
+    fds.append(mfd)
+    manifest = parse_manifest(_read_all(mfd), target)
+    for rel in manifest.files:
+        layout.check_relpath(rel, target)
+    layout.check_file_set(manifest.files, manifest.config, target)
+    by_rel: dict[str, int] = {layout.MANIFEST: mfd}
+    for rel, meta in manifest.files.items():
+        try:
+            fd = _open_inside(dirfd, rel)
+        except FileNotFoundError:
+            if not _same_dir(dirfd, target):
+                raise _MovedError() from None
+            raise IndexFormatError(f"index {target} is corrupt: {rel} is missing") from None
+        fds.append(fd)
+        by_rel[rel] = fd
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise IndexFormatError(f"index {target} is corrupt: {rel} is not a regular file")
+        if st.st_size != meta.get("bytes"):
+            if not _same_dir(dirfd, target):
+                raise _MovedError()
+            raise IndexFormatError(f"index {target} is corrupt: {rel} has {st.st_size} bytes, "
+                                   f"manifest says {meta.get('bytes')}")
+        check_content(fd, rel, meta, target, full=verify)
+    return IndexDir(target, manifest, _make_view(target, by_rel), fds)
+
+
+def _open_inside(dirfd: int, rel: str) -> int:
+    """Open ``rel`` below ``dirfd`` refusing symlinks at every step (so nothing leads outside)."""
+    parts = rel.split("/")
+    cur = dirfd
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
+            if cur != dirfd:
+                os.close(cur)
+            cur = nxt
+        # O_NONBLOCK: a FIFO planted under a data file's name must not hang the open.
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=cur)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise IndexFormatError(
+            f"index file {rel} cannot be opened inside the index ({exc.strerror}); "
+            "symlinks are not followed") from None
+    finally:
+        if cur != dirfd:
+            os.close(cur)
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0)
+
+
+def _make_view(target: Path, by_rel: dict[str, int]) -> Path | None:
+    """A private folder of ``/proc/self/fd`` links to the pinned files, or None."""
+    global _swept
+    if not _PROC_FD.is_dir():
+        return None
+    if not _swept:
+        _swept = True
+        _sweep_views()
+    try:
+        view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-{target.name[:40]}-",
+                                     dir=_view_base()))
+    except OSError:
+        return None
+    try:
+        for rel, fd in by_rel.items():
+            link = view / rel
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(f"{_PROC_FD}/{fd}", link)
+    except OSError:
+        shutil.rmtree(view, ignore_errors=True)
+        return None
+    return view
+
+
+def _view_base() -> str:
+    """Where view folders go: a memory file system when there is one (cheap to remove)."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+def _sweep_views() -> None:
+    """Remove view folders over an hour old whose process is gone (checked once a process)."""
+    try:
+        entries = list(Path(_view_base()).glob(f"{_VIEW_PREFIX}*"))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        try:
+            pid = int(entry.name[len(_VIEW_PREFIX):].split("-", 1)[0])
+            if now - entry.lstat().st_mtime < 3600:
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except (ValueError, OSError):
+            continue
