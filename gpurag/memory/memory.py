@@ -4,8 +4,8 @@ Writes append to a durable log (:mod:`gpurag.memory.log`) and update in-memory s
 the FAISS flat index (``add``), the vocabulary and tags (:mod:`gpurag.memory.vocab`) and the
 entity co-mention counts. Reads fold the traces appended since the last read into the tag CSR
 and the entity graph (a :func:`gpurag.graph.build_csr` CSR), so every committed trace is seen.
-``compact`` persists the derived state (vocabulary, tags) so that opening replays only the
-traces appended since.
+``compact`` persists the derived state (vocabulary, tags; :mod:`gpurag.memory.snapshot`) so
+that opening replays only the traces appended since.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from gpurag.graph.csr import CSRGraph, build_csr
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
 from gpurag.memory.log import Trace, TraceLog, parse_time
+from gpurag.memory.snapshot import read_snapshot, write_snapshot
 from gpurag.memory.views import (
     anchor_hits,
     anchor_mass,
@@ -243,17 +244,17 @@ class Memory:
         return Trace(tid, text, session, turn, when, meta)
 
     def _load(self, traces: list[Trace], vectors: np.ndarray) -> None:
-        snap = self.path / SNAPSHOT
+        snap = read_snapshot(self.path / SNAPSHOT)
         done = 0
-        if (snap / "manifest.json").exists():
-            from gpurag.store import open_index_dir
-
-            d = open_index_dir(snap)
-            done = int(d.manifest.counts.get("traces", 0))
+        if snap is not None:
+            meta, folder = snap
+            done = int(meta["counts"].get("traces", 0))
             if done <= len(traces):
-                self.vocab = Vocabulary.from_frames(d.table("entities.parquet"),
-                                                    d.table("lower_words.parquet"))
-                ptr, ids = d.array("tag_ptr.npy", mmap=False), d.array("tag_ids.npy", mmap=False)
+                self.vocab = Vocabulary.from_frames(
+                    pd.read_parquet(folder / "entities.parquet"),
+                    pd.read_parquet(folder / "lower_words.parquet"))
+                ptr = np.load(folder / "tag_ptr.npy", allow_pickle=False)
+                ids = np.load(folder / "tag_ids.npy", allow_pickle=False)
                 self._tags = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(done)]
             else:
                 done = 0
@@ -286,8 +287,6 @@ class Memory:
 
     def compact(self) -> dict[str, int]:
         """Re-tag every trace against the whole vocabulary and persist the derived state."""
-        from gpurag.store import IndexWriter
-
         self._tags = [self.vocab.tag(x) for x in self.texts]
         self._csr_n, self._canon_used = -1, None
         self._lex = self._lex_tail = None
@@ -295,24 +294,18 @@ class Memory:
         ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
         ids = (np.fromiter((i for t in self._tags for i in t), dtype=np.int64, count=int(ptr[-1]))
                if self._n else np.zeros(0, np.int64))
-        w = IndexWriter(self.path / SNAPSHOT)
-        try:
-            w.write_table("entities.parquet", self.vocab.to_frame())
-            w.write_table("lower_words.parquet", self.vocab.lower_frame())
-            w.write_array("tag_ptr.npy", ptr)
-            w.write_array("tag_ids.npy", ids)
-            stats = {"traces": self._n, "entities": len(self.vocab), "tags": int(ptr[-1])}
-            w.commit(config=self.config.to_dict(), counts=stats, components={})
-        except BaseException:
-            w.abort()
-            raise
+        stats = {"traces": self._n, "entities": len(self.vocab), "tags": int(ptr[-1])}
+        write_snapshot(self.path / SNAPSHOT,
+                       {"entities.parquet": self.vocab.to_frame(),
+                        "lower_words.parquet": self.vocab.lower_frame()},
+                       {"tag_ptr.npy": ptr, "tag_ids.npy": ids}, stats)
         return stats
 
     def info(self) -> dict[str, Any]:
         """Counts and settings."""
         self._refresh()
-        snap = self.path / SNAPSHOT / "manifest.json"
-        compacted = json.loads(snap.read_text())["counts"]["traces"] if snap.exists() else 0
+        snap = read_snapshot(self.path / SNAPSHOT)
+        compacted = snap[0]["counts"]["traces"] if snap else 0
         return {"path": str(self.path), "traces": self._n, "sessions": len(self._session_ids),
                 "entities": int((self.vocab.canonical() >= 0).sum()) if len(self.vocab) else 0,
                 "vocabulary": len(self.vocab), "graph_edges": int(self._graph.n_edges),
