@@ -466,8 +466,7 @@ class Memory:
                 np.zeros(self._n, np.float32)
             cand = set(dense_ids[qi].tolist()) | set(lex[qi])
             if a:
-                cand |= set(np.argsort(-rel)[:depth].tolist())
-                cand |= set(np.argsort(-temp)[:depth].tolist())
+                cand |= set(_top(rel, depth).tolist()) | set(_top(temp, depth).tolist())
             cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
             out.append({
                 "ids": cand_arr,
@@ -501,6 +500,12 @@ class Memory:
                                                ("dense", "bm25", "relational", "temporal")}))
         confidence = max((h.views["dense"] for h in hits), default=0.0)
         return MemoryResult(question, hits, v["anchors"], w_rel, confidence, dropped)
+
+
+def _top(x: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest positive entries (unordered)."""
+    idx = np.argpartition(-x, k - 1)[:k] if k < len(x) else np.arange(len(x))
+    return idx[x[idx] > 0]
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
