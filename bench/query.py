@@ -114,7 +114,7 @@ def peer_comparison(index, args: argparse.Namespace) -> dict:
     """PPR and Leiden on this index's graph: ours against the peers' implementations."""
     import graph_algos
 
-    g = index.graph.graph
+    g = index.retriever.graph
     indptr, dst = np.asarray(g.indptr), np.asarray(g.indices, dtype=np.int64)
     src = np.repeat(np.arange(g.n_nodes, dtype=np.int64), np.diff(indptr))
     once = src < dst  # each undirected edge once

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from gpurag.graph.csr import build_csr  # noqa: E402
-from gpurag.score.features import CandidateInputs, GraphArrays, pack_batch  # noqa: E402
+from gpurag.rerank.features import CandidateInputs, GraphArrays, pack_batch  # noqa: E402
 
 
 def synthetic(n_psg: int = 20000, n_ent: int = 60000, dim: int = 384, mentions: int = 8,
@@ -72,8 +72,8 @@ def synthetic_inputs(arrays: GraphArrays, q: int, c: int = 30, m: int = 20,
 
 
 def _model(device: str, checkpoint: str | None, dim: int):
-    from gpurag.score import checkpoint_path
-    from gpurag.score.model import GATConfig, QueryGAT, ScorerSettings, load_checkpoint
+    from gpurag.rerank import checkpoint_path
+    from gpurag.rerank.model import GATConfig, QueryGAT, ScorerSettings, load_checkpoint
 
     try:
         model, settings = load_checkpoint(checkpoint_path(checkpoint), device=device)
@@ -89,7 +89,7 @@ def time_scoring(arrays: GraphArrays, inp: CandidateInputs, device: str, model, 
     """Best-of-``repeats`` seconds of each step for one batch of questions."""
     import torch
 
-    from gpurag.score.subgraph import extract_subgraphs
+    from gpurag.rerank.subgraph import extract_subgraphs
 
     q, c = inp.cand.shape
     best = {"extract_s": np.inf, "features_s": np.inf, "forward_s": np.inf, "total_s": np.inf}
@@ -127,10 +127,10 @@ def run(device: str = "cpu", batches: tuple[int, ...] = (1, 16, 64, 256), candid
     if index:
         from gpurag import Index
         from gpurag.eval.datasets import load_dataset
-        from gpurag.score.train import record_inputs
+        from gpurag.rerank.train import record_inputs
 
         idx = Index.open(index)
-        arrays = GraphArrays.from_retriever(idx.graph)
+        arrays = GraphArrays.from_retriever(idx.retriever)
         texts = [q.question for q in load_dataset(dataset).questions] if dataset else \
             [str(t)[:200] for t in idx.chunks["text"].head(max(batches))]
         pool, _ = record_inputs(idx, texts[:max(batches)], candidates)

@@ -1,8 +1,7 @@
 """gpurag: a GraphRAG engine -- documents to a knowledge graph to multi-hop answers, on one
 GPU or on the CPU."""
 
-__version__ = "0.1.0"
-
+from gpurag._version import __version__
 from gpurag.api import Index
 from gpurag.config import IndexConfig, QueryConfig
 from gpurag.errors import ConfigError, GpuragError, IndexFormatError, InputError

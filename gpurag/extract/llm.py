@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpurag.extract import assembly
 from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction, empty_frame
 from gpurag.llm import prompts
 from gpurag.llm.client import ChatRequest, ChatResult, LLMClient, LLMError
@@ -149,9 +150,7 @@ def _load(content: str, keep_partial: bool, stats: Counter) -> Any:
 
 def find_span(name: str, text: str) -> tuple[int, int]:
     """Character span of the first case-insensitive occurrence of ``name``, or (-1, -1)."""
-    pattern = r"\s+".join(re.escape(part) for part in name.split())
-    match = re.search(pattern, text, flags=re.IGNORECASE)
-    return (match.start(), match.end()) if match else (-1, -1)
+    return assembly.find_span(text, name, loose_spaces=True)
 
 
 @dataclass

@@ -1,42 +1,54 @@
-"""Runtime choice of the implementation of PPR, Leiden and kNN, and the graph held on a device.
+"""The implementation of each component per device, resolved once: :class:`Backends`.
 
-Each ``select_*_backend(device)`` resolves ``device`` (``None``: ``$GPURAG_DEVICE`` or
-auto-detect; ``"cuda"`` without a usable GPU raises :class:`~gpurag.device.DeviceError`) and
-returns ``(name, fn)``; ``name`` is what ``gpurag info`` prints and is recorded in
-:data:`gpurag.device.COMPONENTS`.
+:meth:`Backends.for_device` picks, for ``"cpu"`` or ``"cuda"``:
 
 * PPR: pylibcugraph ``personalized_pagerank`` on cuda when importable, else
   ``kernels.ppr_batched`` (torch sparse x dense power iteration) on cuda, else the host
   :func:`gpurag.graph.ppr.ppr` (SciPy power iteration / frontier push);
 * Leiden: pylibcugraph ``leiden`` on cuda when importable (flat; the size-capped hierarchy is
-  built by re-running it on oversize communities), else the host
-  :func:`~gpurag.graph.leiden.hierarchical_leiden` (graspologic-native or igraph);
+  built by :func:`~gpurag.graph.leiden.hierarchical_leiden` re-running it on oversize
+  communities through ``labels_fn``), else the host Leiden (graspologic-native or igraph);
 * kNN: FAISS-GPU ``GpuIndexFlatIP`` on cuda when present, else ``kernels.knn.ExactIndex``
-  (torch fp16 matmul + top-k, fp32 re-rank) on cuda, else faiss-cpu.
+  (torch fp16 matmul + top-k, fp32 re-rank) on cuda, else faiss-cpu;
+* top-k: ``kernels.topk`` (torch) on cuda, NumPy ``argpartition`` on the host;
+* embedder: :func:`gpurag.embed.load_embedder` on the device.
 
-Uniform call shapes: ``ppr_fn(g, reset, damping=..., tol=..., max_iter=..., output=...)`` with
-``output`` ``"dense"`` (NumPy ``(q, n)`` float32, the default), ``"sparse"`` (SciPy CSR) or,
-on GPU backends, ``"device"`` (a torch tensor on the GPU); ``leiden_fn`` has the signature of
-:func:`~gpurag.graph.leiden.hierarchical_leiden`; ``knn_fn(vectors)`` builds an index with
-``search(queries, k) -> (scores, ids)`` and ``ntotal``.
+One keyword-only call shape per component, whatever the implementation:
 
+* ``ppr(g, reset, *, k, lo=0, hi=None, gather=None, damping, tol, max_iter=100,
+  method="auto", full=False) -> PPRTop``: personalized PageRank of every row of the ``(q, n)``
+  reset matrix; only the per-question top-``k`` over nodes ``[lo, hi)`` (and the scores at
+  ``gather`` ids) come back to the host, never a dense ``(q, n)`` array (``full=True`` also
+  returns the whole scores, for rerankers that need them);
+* ``leiden(g, *, max_cluster_size, seed) -> DataFrame`` (the hierarchy of
+  :func:`~gpurag.graph.leiden.hierarchical_leiden`, ``attrs["implementation"]`` set);
+* ``knn(vectors, *, approximate_above=None) -> index`` with ``search(queries, k) ->
+  (scores, ids)`` and ``ntotal`` (``approximate_above``: a row count from which a host index
+  may trade exactness for speed; device indexes stay exact);
+* ``topk(scores, k) -> (values, ids)`` per row of a 2-D NumPy or torch array;
+* ``embedder(spec, *, device) -> Embedder``.
+
+``Backends.names`` holds the implementation name of each (what ``gpurag info`` prints);
+what a build actually ran is recorded by the build (:class:`gpurag.runtime.BuildRecord`).
 :class:`DeviceGraph` uploads a ``CSRGraph``'s arrays to the GPU once (cached per graph and
 device) and caches what the backends derive from them (the ``P^T`` operator, cuGraph graphs).
-torch, CuPy, pylibcugraph and faiss are imported only when a backend that needs them is used.
+torch, CuPy, pylibcugraph and faiss are imported only when a backend that needs them runs.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.device import COMPONENTS, package_version, resolve_device
+from gpurag.device import package_version, resolve_device, version_label
 from gpurag.graph import leiden as host_leiden
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph import ppr_cugraph
@@ -44,18 +56,15 @@ from gpurag.graph.csr import CSRGraph
 
 PPRFn = Callable[..., Any]
 LeidenFn = Callable[..., Any]
-KnnFn = Callable[[np.ndarray], Any]
+KnnFn = Callable[..., Any]
+TopKFn = Callable[..., tuple[Any, Any]]
 
 _CUGRAPH_DISTS = ("pylibcugraph-cu13", "pylibcugraph-cu12", "pylibcugraph")
 _FAISS_GPU_DISTS = ("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs", "faiss-gpu-cu12", "faiss-gpu")
 
 
 def _version_label(dists: tuple[str, ...], fallback: str) -> str:
-    for dist in dists:
-        version = package_version(dist)
-        if version:
-            return f"{dist} {version}"
-    return fallback
+    return version_label(*dists) or fallback
 
 
 # -- availability probes (module-level so tests can substitute them) -----------------------
@@ -211,9 +220,9 @@ def make_cugraph_ppr(device: str = "cuda") -> PPRFn:
     return ppr_cugraph_fn
 
 
-def select_ppr_backend(device: str | None = None, record: bool = True) -> tuple[str, PPRFn]:
-    """``(name, fn)`` of the PPR implementation for ``device`` (see the module docstring);
-    ``record`` notes the choice in ``COMPONENTS``."""
+def select_ppr_backend(device: str | None = None) -> tuple[str, PPRFn]:
+    """``(name, fn)`` of the full-output PPR for ``device`` (see the module docstring):
+    ``fn(g, reset, damping=..., tol=..., max_iter=..., output="dense"|"sparse"|"device")``."""
     dev = resolve_device(device)
     if dev == "cuda" and _cugraph_available():
         name = _version_label(_CUGRAPH_DISTS, "pylibcugraph") + " personalized_pagerank"
@@ -224,49 +233,143 @@ def select_ppr_backend(device: str | None = None, record: bool = True) -> tuple[
     else:
         name = "scipy " + (package_version("scipy") or "?") + " (gpurag.graph.ppr)"
         fn = host_ppr.ppr
-    if record:
-        COMPONENTS.record("ppr", name)
     return name, fn
 
 
+# -- PPR, top-k only to the host -----------------------------------------------------------------
+@dataclass
+class PPRTop:
+    """What the PPR component returns per question: the top-``k`` ``values`` (float32) and
+    node ``ids`` (int64, relative to ``lo``; -1 and ``-inf`` pad rows with fewer nodes), the
+    scores at the requested ``gathered`` ids (0 where the id is -1), and ``full`` (the whole
+    ``(q, n)`` scores on the host) only when asked for."""
+
+    values: np.ndarray
+    ids: np.ndarray
+    gathered: np.ndarray
+    full: np.ndarray | None = None
+
+
+def numpy_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of each row of a 2-D array, best first; ties, also at the cut, go to the lower
+    id (as a stable sort of the whole row would); padded with -1 ids and ``-inf`` values where
+    a row has fewer than ``k`` entries. O(n) per row plus a sort of the ``k`` kept."""
+    scores = np.asarray(scores)
+    q, n = scores.shape
+    kk = min(k, n)
+    values = np.full((q, k), -np.inf, dtype=np.float32)
+    ids = np.full((q, k), -1, dtype=np.int64)
+    if kk > 0 and q:
+        part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
+        cut = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        above = scores > cut
+        at_cut = scores == cut
+        need = kk - above.sum(axis=1, keepdims=True)
+        keep = above | (at_cut & (np.cumsum(at_cut, axis=1) <= need))
+        _, c = np.nonzero(keep)  # kk per row, by id
+        sel = c.reshape(q, kk)
+        vals = np.take_along_axis(scores, sel, axis=1)
+        order = np.lexsort((sel, -vals), axis=-1)
+        ids[:, :kk] = np.take_along_axis(sel, order, axis=1)
+        values[:, :kk] = np.take_along_axis(vals, order, axis=1)
+    return values, ids
+
+
+def torch_topk(scores: Any, k: int) -> tuple[Any, Any]:
+    """Top-``k`` of each row of a 2-D torch tensor on its device (``kernels.topk``)."""
+    from kernels.topk import topk_dense
+
+    return topk_dense(scores, k)
+
+
+def _gather(part: Any, gather: Any) -> Any:
+    """Scores of ``part`` (q, m) at ``gather`` (q, g) ids (-1: 0), NumPy or torch alike."""
+    safe = gather.clip(0) if isinstance(gather, np.ndarray) else gather.clamp(min=0)
+    if isinstance(part, np.ndarray):
+        got = np.take_along_axis(part, safe, axis=1)
+    else:
+        got = part.gather(1, safe)
+    return got * (gather >= 0)
+
+
+def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
+                  gather: np.ndarray | None = None, damping: float, tol: float,
+                  max_iter: int = 100, method: str = "auto", full: bool = False) -> PPRTop:
+    """The host PPR component: :func:`gpurag.graph.ppr.ppr`, then the top-``k`` over
+    ``[lo, hi)`` (the scores are computed in host memory, where they already live)."""
+    scores = host_ppr.ppr(g, reset, method=method, damping=damping, tol=tol,
+                          max_iter=max_iter, output="dense")
+    part = scores[:, lo:hi]
+    values, ids = numpy_topk(part, k)
+    q = scores.shape[0]
+    gathered = (_gather(part, np.asarray(gather, np.int64)).astype(np.float32)
+                if gather is not None else np.zeros((q, 0), np.float32))
+    return PPRTop(values, ids, gathered, scores if full else None)
+
+
+# Device memory one chunk of full (rows, n) PPR scores may take before its top-k is taken.
+DEVICE_CHUNK_BYTES = 1 << 30
+
+
+def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
+    """The PPR component over a device ``score_fn`` (``output="device"``): questions run in
+    chunks whose ``(rows, n)`` scores fit :data:`DEVICE_CHUNK_BYTES`; only each chunk's top-k
+    and gathered scores are copied to the host."""
+
+    def ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
+                 gather: np.ndarray | None = None, damping: float, tol: float,
+                 max_iter: int = 100, method: str = "auto", full: bool = False) -> PPRTop:
+        import torch
+
+        r = sp.csr_array(reset) if sp.issparse(reset) else sp.csr_array(np.atleast_2d(reset))
+        q, n = r.shape
+        rows = max(1, DEVICE_CHUNK_BYTES // max(4 * n, 1))
+        values, ids, gathered, fulls = [], [], [], []
+        gather_t = (torch.as_tensor(np.asarray(gather, np.int64), device=device)
+                    if gather is not None else None)
+        for c0 in range(0, q, rows):
+            x = score_fn(g, r[c0:c0 + rows], damping=damping, tol=tol, max_iter=max_iter,
+                         output="device")
+            part = x[:, lo:hi]
+            v, i = torch_topk(part, k)
+            values.append(v.float().cpu().numpy())
+            ids.append(i.cpu().numpy().astype(np.int64))
+            if gather_t is not None:
+                gathered.append(_gather(part, gather_t[c0:c0 + rows]).float().cpu().numpy())
+            if full:
+                fulls.append(x.float().cpu().numpy())
+            del x, part
+        return PPRTop(
+            _cat(values, (0, k)).astype(np.float32),
+            _cat(ids, (0, k)).astype(np.int64),
+            _cat(gathered, (q, 0)).astype(np.float32),
+            _cat(fulls, (0, n)).astype(np.float32) if full else None,
+        )
+
+    return ppr_topk
+
+
+def _cat(parts: list[np.ndarray], shape: tuple[int, int]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(shape)
+
+
 # -- Leiden -----------------------------------------------------------------------------------
-_LEIDEN_LOCK = threading.Lock()
+def _host_leiden_name() -> str:
+    return _version_label(("graspologic-native", "igraph"), "host leiden (missing)")
 
 
-def make_capped_leiden(labels_fn: Callable[..., np.ndarray], name: str) -> LeidenFn:
-    """:func:`~gpurag.graph.leiden.hierarchical_leiden` driven by a flat Leiden ``labels_fn``.
-
-    ``labels_fn(indptr, indices, data, n, resolution, randomness, seed) -> labels`` (the host
-    backends' signature); the size-capped hierarchy is built by the host code, which re-runs
-    ``labels_fn`` on the oversize communities.
-    """
-
-    def capped(g: CSRGraph, *args: Any, **kwargs: Any) -> Any:
-        kwargs.pop("implementation", None)
-        # hierarchical_leiden looks its flat backend up by name; substitute ours for the call.
-        with _LEIDEN_LOCK:
-            original = host_leiden._backend
-            host_leiden._backend = lambda implementation: (name, labels_fn)
-            try:
-                return host_leiden.hierarchical_leiden(g, *args, **kwargs)
-            finally:
-                host_leiden._backend = original
-
-    return capped
-
-
-def select_leiden_backend(device: str | None = None, record: bool = True) -> tuple[str, LeidenFn]:
-    """``(name, fn)``: cuGraph Leiden (flat, hierarchy by re-running) on cuda when importable,
-    else the host :func:`~gpurag.graph.leiden.hierarchical_leiden`."""
+def select_leiden_backend(device: str | None = None) -> tuple[str, LeidenFn]:
+    """``(name, fn)``: cuGraph Leiden (flat, the capped hierarchy by re-running it through
+    ``hierarchical_leiden(labels_fn=...)``) on cuda when importable, else the host
+    :func:`~gpurag.graph.leiden.hierarchical_leiden`."""
     dev = resolve_device(device)
     if dev == "cuda" and _cugraph_available():
         name = _version_label(_CUGRAPH_DISTS, "pylibcugraph") + " leiden"
-        fn = make_capped_leiden(ppr_cugraph.leiden_labels, name)
+        fn = functools.partial(host_leiden.hierarchical_leiden,
+                               labels_fn=ppr_cugraph.leiden_labels, implementation=name)
     else:
-        name = _version_label(("graspologic-native", "igraph"), "host leiden (missing)")
+        name = _host_leiden_name()
         fn = host_leiden.hierarchical_leiden
-    if record:
-        COMPONENTS.record("leiden", name)
     return name, fn
 
 
@@ -274,7 +377,7 @@ def select_leiden_backend(device: str | None = None, record: bool = True) -> tup
 def make_kernels_knn(device: str) -> KnnFn:
     """Build a :class:`kernels.knn.ExactIndex` on ``device`` over the given vectors."""
 
-    def build(vectors: np.ndarray) -> Any:
+    def build(vectors: np.ndarray, *, approximate_above: int | None = None) -> Any:
         from kernels.knn import ExactIndex
 
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -288,7 +391,7 @@ def make_kernels_knn(device: str) -> KnnFn:
 _FAISS_GPU_RES: list[Any] = []
 
 
-def _build_faiss_gpu(vectors: np.ndarray) -> Any:
+def _build_faiss_gpu(vectors: np.ndarray, *, approximate_above: int | None = None) -> Any:
     import faiss
 
     if not _FAISS_GPU_RES:
@@ -299,13 +402,59 @@ def _build_faiss_gpu(vectors: np.ndarray) -> Any:
     return index
 
 
-def _build_faiss_cpu(vectors: np.ndarray) -> Any:
-    from gpurag.vectors.faiss_index import build_index
+class ReducedHNSW:
+    """FAISS HNSW over PCA-reduced, re-normalized vectors; queries are reduced the same way.
 
-    return build_index(vectors)
+    Scores are inner products in the reduced space: callers that need exact scores rescore.
+    """
+
+    def __init__(self, vectors: np.ndarray, search_dim: int | None = 128, hnsw_m: int = 16,
+                 ef_search: int = 32) -> None:
+        import faiss
+
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        n, dim = x.shape
+        self.pca = None
+        if search_dim and search_dim < dim:
+            self.pca = faiss.PCAMatrix(dim, search_dim)
+            sample = np.random.default_rng(0).choice(n, size=min(n, 50_000), replace=False)
+            self.pca.train(x[np.sort(sample)])
+        reduced = self._reduce(x)
+        self.index = faiss.IndexHNSWFlat(reduced.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        self.index.hnsw.efConstruction = 40
+        self.index.hnsw.efSearch = ef_search
+        self.index.add(reduced)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    def _reduce(self, x: np.ndarray) -> np.ndarray:
+        if self.pca is None:
+            return x
+        out = self.pca.apply(np.ascontiguousarray(x, dtype=np.float32))
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        self.index.hnsw.efSearch = max(self.index.hnsw.efSearch, 2 * k)
+        return self.index.search(self._reduce(queries), k)
 
 
-def select_knn_backend(device: str | None = None, record: bool = True) -> tuple[str, KnnFn]:
+def _build_faiss_cpu(vectors: np.ndarray, *, approximate_above: int | None = None,
+                     search_dim: int | None = 128, hnsw_m: int = 16) -> Any:
+    """Exact ``IndexFlatIP``; above ``approximate_above`` rows a :class:`ReducedHNSW`."""
+    import faiss
+
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    if approximate_above is not None and len(x) > approximate_above:
+        return ReducedHNSW(x, search_dim=search_dim, hnsw_m=hnsw_m)
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(x)
+    return index
+
+
+def select_knn_backend(device: str | None = None) -> tuple[str, KnnFn]:
     """``(name, build)``: FAISS-GPU on cuda when present, else ``kernels.knn`` (torch exact
     fp16 matmul + fp32 re-rank) on cuda, else faiss-cpu."""
     dev = resolve_device(device)
@@ -317,15 +466,55 @@ def select_knn_backend(device: str | None = None, record: bool = True) -> tuple[
         fn = make_kernels_knn("cuda")
     else:
         name, fn = _version_label(("faiss-cpu",), "faiss-cpu (missing)"), _build_faiss_cpu
-    if record:
-        COMPONENTS.record("knn", name)
     return name, fn
+
+
+# -- all components ---------------------------------------------------------------------------
+def _load_embedder(spec: str | None, *, device: str) -> Any:
+    from gpurag.embed import load_embedder
+
+    return load_embedder(spec, device=device)
+
+
+@dataclass(frozen=True)
+class Backends:
+    """The implementation of every component on one device (see the module docstring)."""
+
+    device: str
+    names: Mapping[str, str]
+    ppr: PPRFn
+    leiden: LeidenFn
+    knn: KnnFn
+    topk: TopKFn
+    embedder: Callable[..., Any]
+
+    @classmethod
+    def for_device(cls, device: str | None = None) -> Backends:
+        """The backends of ``device`` (resolved once per device and process)."""
+        return _backends(resolve_device(device))
+
+
+@functools.lru_cache(maxsize=4)
+def _backends(device: str) -> Backends:
+    ppr_name, ppr_scores = select_ppr_backend(device)
+    leiden_name, leiden = select_leiden_backend(device)
+    knn_name, knn = select_knn_backend(device)
+    if device == "cpu":
+        ppr, topk = host_ppr_topk, numpy_topk
+        topk_name = "numpy " + (package_version("numpy") or "?") + " argpartition"
+    else:
+        ppr, topk = make_device_ppr_topk(ppr_scores, device), torch_topk
+        topk_name = "kernels.topk (torch " + (package_version("torch") or "?") + ")"
+    names = {"ppr": ppr_name, "leiden": leiden_name, "knn": knn_name, "topk": topk_name}
+    return Backends(device=device, names=names, ppr=ppr,
+                    leiden=functools.partial(_leiden_call, leiden), knn=knn, topk=topk,
+                    embedder=_load_embedder)
+
+
+def _leiden_call(fn: LeidenFn, g: CSRGraph, *, max_cluster_size: int, seed: int) -> Any:
+    return fn(g, max_cluster_size=max_cluster_size, seed=seed)
 
 
 def plan(device: str | None = None) -> dict[str, str]:
     """The implementation name of each component on ``device`` (what ``gpurag info`` shows)."""
-    return {
-        "ppr": select_ppr_backend(device, record=False)[0],
-        "leiden": select_leiden_backend(device, record=False)[0],
-        "knn": select_knn_backend(device, record=False)[0],
-    }
+    return dict(Backends.for_device(device).names)

@@ -183,3 +183,14 @@ def load(directory: str | os.PathLike[str], mmap: bool = True) -> CSRGraph:
             raise IndexFormatError(f"corrupt graph array {file}: {exc}") from exc
     validate_arrays(arrays["indptr"], arrays["indices"], arrays["weights"], path)
     return CSRGraph(**arrays)
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each pair, vectorized."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+    return offsets + np.arange(total, dtype=np.int64)

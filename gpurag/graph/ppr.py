@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.graph.csr import CSRGraph
+from gpurag.graph.csr import CSRGraph, ranges
 
 ResetLike = np.ndarray | sp.sparray | sp.spmatrix
 
@@ -182,16 +182,6 @@ def _power(
     return np.ascontiguousarray(x.T, dtype=np.float32)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each pair, vectorized."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    offsets = np.repeat(starts - (ends - counts), counts)
-    return offsets + np.arange(total, dtype=np.int64)
-
-
 def _push_one(
     g: CSRGraph,
     op: _Operator,
@@ -227,7 +217,7 @@ def _push_one(
         p[active] += (1.0 - damping) * mass
         starts = indptr[active]
         counts = op.degree[active]
-        edges = _ranges(starts, counts)
+        edges = ranges(starts, counts)
         nbrs = indices[edges].astype(np.int64)
         share = damping * mass * op.inv_out_weight[active]
         vals = np.repeat(share, counts) * weights[edges]

@@ -6,17 +6,16 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
 from gpurag.config import IndexConfig
-from gpurag.device import COMPONENTS, resolve_device
-from gpurag.embed import load_embedder
+from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import source_fingerprint
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
+from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
 from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
@@ -41,43 +40,52 @@ def check_target(out: Path) -> None:
     check_replaceable(out)
 
 
+def pin_llm(cfg: IndexConfig, runtime: Runtime) -> IndexConfig:
+    """With LLM extraction, the config names the model and endpoint (from the runtime's LLM
+    settings when it does not), so the build key and the manifest cover them."""
+    if cfg.extractor.strip().lower() != "llm" or cfg.triples:
+        return cfg
+    llm = runtime.llm
+    return dataclasses.replace(cfg, llm_model=cfg.llm_model or llm.model,
+                               llm_url=cfg.llm_url or llm.url)
+
+
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
-          show_progress: bool = True) -> Path:
+          show_progress: bool = True, runtime: Runtime | None = None) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
 
     The whole build holds the write lock of ``out``: a second build of the same path fails at
     once with :class:`~gpurag.errors.IndexBusyError` instead of sharing its work folder.
+    ``runtime`` (default: from the environment) gives the device, the backends and the LLM
+    settings; what this build ran is recorded in its manifest, and nothing else.
     """
-    cfg = cfg or IndexConfig()
+    runtime = runtime or Runtime.create()
+    cfg = pin_llm(cfg or IndexConfig(), runtime)
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
     with WriteLock(out) as lock:
-        return _build_locked(source, out, cfg, show_progress, lock)
+        return _build_locked(source, out, cfg, show_progress, lock, runtime)
 
 
 def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
-                  lock: WriteLock) -> Path:
-    device = resolve_device()
-    COMPONENTS.record("device", device)
+                  lock: WriteLock, runtime: Runtime) -> Path:
+    record = BuildRecord()
+    record.record("device", runtime.device)
+    show = runtime.show_progress(show_progress)
     check_target(out)
     work = WorkDir(out, _build_key(source, cfg))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     timings: dict[str, float] = {}
-    embedder = load_embedder(cfg.embedder, device=device)
-    cache_dir = os.environ.get("GPURAG_EMBED_CACHE")
-    if cache_dir:
-        from gpurag.embed.cache import CachedEmbedder
-
-        embedder = CachedEmbedder(embedder, cache_dir)
+    embedder = runtime.embedder(cfg.embedder)
     if cfg.chunk_tokens + 16 > embedder.max_tokens:
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
-    COMPONENTS.record("embed", embedder.name)
+    record.record("embed", implementation_name(embedder))
 
     t0 = time.perf_counter()
-    chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show_progress)
+    chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
     timings["chunk_embed_s"] = time.perf_counter() - t0
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
@@ -89,17 +97,18 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
         t0 = time.perf_counter()
         save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
                    writer.path(layout.PASSAGES_FAISS))
+        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
         timings["passage_index_s"] = time.perf_counter() - t0
         counts = {"documents": report.documents, "chunks": len(chunks)}
         if cfg.graph:
             from gpurag.pipeline.graph_stage import run_graph_stage
 
             counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
-                                          show_progress))
+                                          runtime, record, show))
         writer.commit(
             config=dataclasses.asdict(cfg),
             counts=counts,
-            components=COMPONENTS.as_dict(),
+            components=record.as_dict(),
             extra={"ingest": report.as_dict(), "timings_s": timings, "source": str(source)},
         )
     except BaseException:

@@ -80,7 +80,8 @@ def chunk_documents(
 
 
 def run_chunk_embed(
-    source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir, show_progress: bool
+    source: str | Path, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
+    show_progress: bool | None,
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
     """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints.
 
@@ -103,7 +104,7 @@ def run_chunk_embed(
                      stage["docs"], skip)
             for _ in range(skip):
                 next(parts, None)
-        bar = progress_bar(total=None, desc="chunk+embed", unit="doc", disable=not show_progress)
+        bar = progress_bar(total=None, desc="chunk+embed", unit="doc", show=show_progress)
         bar.update(stage["docs"])
         n_chunks = len(seen)
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):

@@ -1,50 +1,75 @@
-"""Stage 2: extract -> resolve aliases -> graph CSR -> Leiden communities -> entity/fact vectors.
+"""Stage 2, the knowledge graph, as named steps with typed inputs and outputs:
+
+extract -> :func:`resolve_entities` -> :func:`build_facts` -> :func:`build_graph` ->
+:func:`detect_communities` -> :func:`embed_facts` -> :func:`write_graph`.
 
 Graph nodes are canonical entities ``[0, E)`` followed by passages (chunks) ``[E, E + P)``.
 Edges: relations between entities (weighted by count), mentions (entity-passage), and synonym
-edges between near-duplicate entities below the merge threshold.
+edges between near-duplicate entities below the merge threshold. Each step takes arrays and
+tables (and, where it runs a component, the runtime's backend for it) and is testable alone;
+:func:`run_graph_stage` runs them in order, times them and records what ran.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from gpurag.config import IndexConfig
-from gpurag.device import COMPONENTS
 from gpurag.embed.base import Embedder
-from gpurag.extract.base import Extraction, Extractor
+from gpurag.extract.base import COOCCURS, Extraction, Extractor
+from gpurag.graph.csr import CSRGraph
 from gpurag.pipeline.facts import sentence_facts, triple_facts
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
+from gpurag.store import layout
 from gpurag.store.writer import IndexWriter
 from gpurag.vectors import build_index, save_index
 
+if TYPE_CHECKING:  # the runtime is built at the edge and passed down
+    from gpurag.llm.config import LLMConfig
+    from gpurag.runtime import BuildRecord, Runtime
+
 log = logging.getLogger(__name__)
 
-COOCCURS = "co-occurs"
 EXTRACT_BATCH = 512
 
 
-def make_stage_extractor(cfg: IndexConfig) -> Extractor:
-    """The extractor named by the config (``triples`` reads ``cfg.triples``)."""
+def make_stage_extractor(cfg: IndexConfig, llm: LLMConfig | None = None,
+                         progress: bool | None = None) -> Extractor:
+    """The extractor named by the config (``triples`` reads ``cfg.triples``; ``llm`` gets
+    the runtime's LLM settings with the config's model and endpoint)."""
     from gpurag.extract import make_extractor
 
     if cfg.triples:
         return make_extractor("triples", path=cfg.triples)
+    if cfg.extractor.strip().lower() == "llm" and llm is not None:
+        return make_extractor("llm", config=index_llm_config(cfg, llm),
+                              progress=progress is not False)
     return make_extractor(cfg.extractor)
 
 
+def index_llm_config(cfg: IndexConfig, llm: LLMConfig) -> LLMConfig:
+    """The runtime's LLM settings with the model and endpoint the index config names (these
+    change the index, so they live in :class:`IndexConfig` and the build key covers them)."""
+    changes = {k: v for k, v in {"url": cfg.llm_url, "model": cfg.llm_model}.items() if v}
+    return llm.replace(**changes) if changes else llm
+
+
 def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
-                   show_progress: bool) -> Extraction:
+                   show_progress: bool | None) -> Extraction:
     """Extract in batches, each batch checkpointed so a killed run resumes after it."""
     stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {}})
     bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
-                       disable=not show_progress)
+                       show=show_progress)
     bar.update(stage["done_rows"])
     batch_size = int(getattr(extractor, "batch_size", EXTRACT_BATCH))
     while stage["done_rows"] < len(chunks):
@@ -66,8 +91,6 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
         bar.update(len(batch))
     bar.close()
     parts = stage["parts"]
-    from collections import Counter
-
     if not parts:
         return Extraction(stats=Counter(stage["stats"]))
     ex = Extraction(
@@ -106,25 +129,68 @@ def drop_date_entities(ex: Extraction) -> Extraction:
 
 
 def entity_descriptions(descriptions: pd.DataFrame, name_to_entity: pd.Series,
-                        entities: pd.DataFrame) -> pd.DataFrame:
+                        entities: pd.DataFrame, llm: LLMConfig) -> pd.DataFrame:
     """One description per canonical entity: the LLM merges those seen in many chunks (one
     batched call above the threshold), the rest are joined."""
     from gpurag.llm.client import LLMClient
-    from gpurag.llm.config import LLMConfig
     from gpurag.llm.reports import merge_descriptions
 
     ids = name_to_entity.reindex(descriptions["name"].astype(str)).to_numpy()
     rows = descriptions[~pd.isna(ids)].assign(entity=ids[~pd.isna(ids)].astype(np.int64))
-    merged = merge_descriptions(LLMClient(LLMConfig.from_env()), rows, key="entity")
+    merged = merge_descriptions(LLMClient(llm), rows, key="entity")
     merged = merged.rename(columns={"name": "entity"})
     names = entities.set_index("entity_id")["name"]
     return merged.assign(name=names.reindex(merged["entity"]).to_numpy())
 
 
-def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
-    """Resolve every surface name to a canonical entity; returns mentions/relations with ids."""
+# -- the steps ------------------------------------------------------------------------------
+@dataclass
+class ResolvedEntities:
+    """Output of :func:`resolve_entities`: canonical entities and the extraction in their ids.
+
+    ``entities`` (``entity_id``, ``name``, ..., ``n_passages``, ``n_mentions``), ``aliases``,
+    ``synonym_pairs`` (``a``, ``b``, ``score``), ``name_to_entity`` (surface name -> id),
+    ``vectors`` (one unit vector per entity: the count-weighted mean of its names' vectors),
+    ``mentions`` (with ``entity``), ``relations`` (with ``head_entity``/``tail_entity``, no self
+    loops), ``merged_names`` and the extraction's ``stats``/``descriptions``.
+    """
+
+    entities: pd.DataFrame
+    aliases: pd.DataFrame
+    synonym_pairs: pd.DataFrame
+    name_to_entity: pd.Series
+    vectors: np.ndarray
+    mentions: pd.DataFrame
+    relations: pd.DataFrame
+    merged_names: int
+    stats: Counter
+    descriptions: pd.DataFrame | None = None
+
+
+@dataclass
+class Facts:
+    """Output of :func:`build_facts`: the fact table and its fact -> entity CSR."""
+
+    table: pd.DataFrame
+    indptr: np.ndarray
+    entities: np.ndarray
+
+
+@dataclass
+class KnowledgeGraph:
+    """Output of :func:`build_graph`: the full graph and its entity-entity part."""
+
+    graph: CSRGraph
+    entity_graph: CSRGraph
+
+
+def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
+                     knn: Callable[..., Any] | None = None) -> ResolvedEntities:
+    """Resolve every surface name to a canonical entity (``knn``: the backends' kNN)."""
     from gpurag.resolve import resolve_aliases
 
+    if not cfg.graph_dates:
+        ex = drop_date_entities(ex)
     names = pd.concat([ex.mentions["name"], ex.relations["head"], ex.relations["tail"]],
                       ignore_index=True).astype(str)
     counts = names.value_counts()
@@ -136,7 +202,7 @@ def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
     resolution = resolve_aliases(
         list(unique), embedder, merge_threshold=cfg.merge_threshold,
         synonym_threshold=cfg.synonym_threshold, embeddings=name_vecs,
-        counts=counts.to_numpy(), labels=[labels.get(n, "") for n in unique],
+        counts=counts.to_numpy(), labels=[labels.get(n, "") for n in unique], knn=knn,
     )
     name_to_entity = pd.Series(resolution.entity_of_name, index=pd.Index(unique, dtype=object))
     # An entity's vector: the count-weighted mean of its surface names' vectors.
@@ -144,7 +210,36 @@ def _entity_tables(ex: Extraction, embedder: Embedder, cfg: IndexConfig):
     np.add.at(entity_vecs, resolution.entity_of_name,
               name_vecs * counts.to_numpy(np.float32)[:, None])
     entity_vecs /= np.maximum(np.linalg.norm(entity_vecs, axis=1, keepdims=True), 1e-12)
-    return resolution, name_to_entity, entity_vecs
+
+    entities = resolution.entities.copy()
+    n_ent = len(entities)
+    mentions = ex.mentions.copy()
+    mentions["entity"] = name_to_entity.reindex(mentions["name"].astype(str)).to_numpy(np.int64)
+    rel = ex.relations.copy()
+    rel["head_entity"] = name_to_entity.reindex(rel["head"].astype(str)).to_numpy(np.int64)
+    rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
+    rel = rel[rel["head_entity"] != rel["tail_entity"]]
+    # Passages per entity (specificity) and mention counts.
+    ment_pairs = mentions.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
+    entities["n_passages"] = np.bincount(ment_pairs["entity"].to_numpy(),
+                                         minlength=n_ent).astype(np.int32)
+    entities["n_mentions"] = np.bincount(mentions["entity"].to_numpy(),
+                                         minlength=n_ent).astype(np.int32)
+    return ResolvedEntities(
+        entities=entities, aliases=resolution.aliases,
+        synonym_pairs=resolution.synonym_pairs, name_to_entity=name_to_entity,
+        vectors=entity_vecs, mentions=mentions, relations=rel,
+        merged_names=int(resolution.stats.get("merged", 0)), stats=Counter(ex.stats),
+        descriptions=getattr(ex, "descriptions", None),
+    )
+
+
+def build_facts(chunks: pd.DataFrame, ents: ResolvedEntities) -> Facts:
+    """Facts: labelled triples when the extractor gives them, else entity-bearing sentences."""
+    facts, indptr, fact_entities = triple_facts(ents.relations, COOCCURS)
+    if not len(facts):
+        facts, indptr, fact_entities = sentence_facts(chunks, ents.mentions)
+    return Facts(facts, indptr, fact_entities)
 
 
 def mention_weights(mentions: pd.DataFrame, title_weight: float) -> np.ndarray:
@@ -155,51 +250,17 @@ def mention_weights(mentions: pd.DataFrame, title_weight: float) -> np.ndarray:
     return np.where(is_title, title_weight, 1.0).astype(np.float32)
 
 
-def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
-                    writer: IndexWriter, timings: dict[str, float],
-                    show_progress: bool) -> dict[str, int]:
-    """Build and write every graph artifact; returns counts for the manifest."""
-    from gpurag.graph import build_csr, hierarchical_leiden
-    from gpurag.graph import csr as csr_mod
+def build_graph(ents: ResolvedEntities, n_passages: int, title_weight: float = 1.0
+                ) -> KnowledgeGraph:
+    """The symmetric CSR graph over entities then passages: relations (summed weights),
+    mentions (``title_weight`` where the passage's title names the entity, else 1) and synonym
+    pairs (their cosine); and its entity-entity part."""
+    from gpurag.graph import build_csr
 
-    t0 = time.perf_counter()
-    extractor = make_stage_extractor(cfg)
-    COMPONENTS.record("extract", extractor.name)
-    ex = run_extraction(chunks, extractor, work, show_progress)
-    timings["extract_s"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    if not cfg.graph_dates:
-        ex = drop_date_entities(ex)
-    resolution, name_to_entity, ent_vecs = _entity_tables(ex, embedder, cfg)
-    entities = resolution.entities.copy()
-    n_ent, n_psg = len(entities), len(chunks)
-    mentions = ex.mentions.copy()
-    mentions["entity"] = name_to_entity.reindex(mentions["name"].astype(str)).to_numpy(np.int64)
-    rel = ex.relations.copy()
-    rel["head_entity"] = name_to_entity.reindex(rel["head"].astype(str)).to_numpy(np.int64)
-    rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
-    rel = rel[rel["head_entity"] != rel["tail_entity"]]
-    timings["resolve_s"] = time.perf_counter() - t0
-
-    # Passages per entity (specificity) and mention counts.
+    n_ent = len(ents.entities)
+    rel, mentions, syn = ents.relations, ents.mentions, ents.synonym_pairs
     ment_pairs = mentions.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
-    entities["n_passages"] = np.bincount(ment_pairs["entity"].to_numpy(),
-                                         minlength=n_ent).astype(np.int32)
-    entities["n_mentions"] = np.bincount(mentions["entity"].to_numpy(),
-                                         minlength=n_ent).astype(np.int32)
-
-    # Facts: labelled triples when the extractor gives them, else entity-bearing sentences.
-    t0 = time.perf_counter()
-    facts, fact_indptr, fact_entities = triple_facts(rel, COOCCURS)
-    if not len(facts):
-        facts, fact_indptr, fact_entities = sentence_facts(chunks, mentions)
-    writer.write_array("arrays/fact_entity_indptr.npy", fact_indptr)
-    writer.write_array("arrays/fact_entity_indices.npy", fact_entities)
-
-    # Edges.
     pair = rel.groupby(["head_entity", "tail_entity"], sort=False)["weight"].sum().reset_index()
-    syn = resolution.synonym_pairs
     src = np.concatenate([pair["head_entity"].to_numpy(np.int64),
                           ment_pairs["entity"].to_numpy(np.int64),
                           syn["a"].to_numpy(np.int64)])
@@ -207,58 +268,128 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, 
                           ment_pairs["chunk"].to_numpy(np.int64) + n_ent,
                           syn["b"].to_numpy(np.int64)])
     w = np.concatenate([pair["weight"].to_numpy(np.float32),
-                        mention_weights(mentions, cfg.title_edge_weight),
+                        mention_weights(mentions, title_weight),
                         syn["score"].to_numpy(np.float32)])
-    graph = build_csr(src, dst, w, n_nodes=n_ent + n_psg, symmetric=True)
-    csr_mod.save(graph, writer.path("graph"))
-    timings["graph_s"] = time.perf_counter() - t0
-
-    # Communities over the entity-entity part of the graph.
-    t0 = time.perf_counter()
+    graph = build_csr(src, dst, w, n_nodes=n_ent + n_passages, symmetric=True)
     ent_mask = (src < n_ent) & (dst < n_ent)
     ent_graph = build_csr(src[ent_mask], dst[ent_mask], w[ent_mask], n_nodes=n_ent,
                           symmetric=True)
-    communities = hierarchical_leiden(ent_graph, max_cluster_size=cfg.max_community_size,
-                                      seed=cfg.seed)
-    COMPONENTS.record("leiden", getattr(communities, "attrs", {}).get("implementation",
-                                                                      "graspologic-native"))
-    timings["leiden_s"] = time.perf_counter() - t0
+    return KnowledgeGraph(graph, ent_graph)
 
-    # Vectors over entities and facts.
-    t0 = time.perf_counter()
-    fact_vecs = (embedder.encode(facts["text"].tolist(), batch_size=cfg.embed_batch_size)
-                 if len(facts) else np.zeros((0, embedder.dim), np.float32))
-    writer.write_array("arrays/entity_emb.npy", ent_vecs)
-    writer.write_array("arrays/fact_emb.npy", fact_vecs)
-    save_index(build_index(ent_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
-               writer.path("vectors/entities.faiss"))
+
+def detect_communities(kg: KnowledgeGraph, cfg: IndexConfig,
+                       leiden: Callable[..., pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Hierarchical Leiden over the entity-entity graph, capped at ``max_community_size``
+    (``leiden``: the backends' Leiden; default the host one)."""
+    if leiden is None:
+        from gpurag.graph.backend import Backends
+
+        leiden = Backends.for_device("cpu").leiden
+    return leiden(kg.entity_graph, max_cluster_size=cfg.max_community_size, seed=cfg.seed)
+
+
+def embed_facts(facts: Facts, embedder: Embedder, cfg: IndexConfig) -> np.ndarray:
+    """One vector per fact text (an empty ``(0, dim)`` array without facts)."""
+    if not len(facts.table):
+        return np.zeros((0, embedder.dim), np.float32)
+    return embedder.encode(facts.table["text"].tolist(), batch_size=cfg.embed_batch_size)
+
+
+def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, facts: Facts,
+                kg: KnowledgeGraph, communities: pd.DataFrame, fact_vecs: np.ndarray,
+                descriptions: pd.DataFrame | None = None) -> None:
+    """Write every graph artifact: arrays, the CSR graph, FAISS files and tables."""
+    from gpurag.graph import csr as csr_mod
+
+    writer.write_array(layout.FACT_ENTITY_INDPTR, facts.indptr)
+    writer.write_array(layout.FACT_ENTITY_INDICES, facts.entities)
+    csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
+    writer.write_array(layout.ENTITY_EMB, ents.vectors)
+    writer.write_array(layout.FACT_EMB, fact_vecs)
+    save_index(build_index(ents.vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
+               writer.path(layout.ENTITIES_FAISS))
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
-               writer.path("vectors/facts.faiss"))
-    timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+               writer.path(layout.FACTS_FAISS))
+    writer.write_table(layout.ENTITIES, ents.entities)
+    writer.write_table(layout.ALIASES, ents.aliases)
+    writer.write_table(layout.MENTIONS,
+                       ents.mentions[["entity", "chunk", "name", "label", "start", "end"]])
+    writer.write_table(layout.RELATIONS,
+                       ents.relations[["head_entity", "relation", "tail_entity", "chunk",
+                                       "weight", "head", "tail"]])
+    writer.write_table(layout.FACTS, facts.table)
+    writer.write_table(layout.COMMUNITIES, communities)
+    if descriptions is not None:
+        writer.write_table(layout.DESCRIPTIONS, descriptions)
 
-    writer.write_table("tables/entities.parquet", entities)
-    writer.write_table("tables/aliases.parquet", resolution.aliases)
-    writer.write_table("tables/mentions.parquet",
-                       mentions[["entity", "chunk", "name", "label", "start", "end"]])
-    writer.write_table("tables/relations.parquet",
-                       rel[["head_entity", "relation", "tail_entity", "chunk", "weight", "head",
-                            "tail"]])
-    writer.write_table("tables/facts.parquet", facts)
-    writer.write_table("tables/communities.parquet", communities)
-    descriptions = getattr(ex, "descriptions", None)
-    if descriptions is not None and len(descriptions):
-        writer.write_table("tables/descriptions.parquet",
-                           entity_descriptions(descriptions, name_to_entity, entities))
-    stats = {f"extract_{k}": int(v) for k, v in ex.stats.items()}
+
+def graph_counts(ents: ResolvedEntities, facts: Facts, kg: KnowledgeGraph,
+                 communities: pd.DataFrame) -> dict[str, int]:
+    """The manifest counts of the graph stage."""
+    stats = {f"extract_{k}": int(v) for k, v in ents.stats.items()}
     return {
-        "entities": n_ent,
-        "aliases": len(resolution.aliases),
-        "merged_names": int(resolution.stats.get("merged", 0)),
-        "mentions": len(mentions),
-        "relations": len(rel),
-        "facts": len(facts),
-        "graph_nodes": graph.n_nodes,
-        "graph_edges": graph.n_edges,
+        "entities": len(ents.entities),
+        "aliases": len(ents.aliases),
+        "merged_names": ents.merged_names,
+        "mentions": len(ents.mentions),
+        "relations": len(ents.relations),
+        "facts": len(facts.table),
+        "graph_nodes": kg.graph.n_nodes,
+        "graph_edges": kg.graph.n_edges,
         "community_levels": int(communities["level"].max()) + 1 if len(communities) else 0,
         **stats,
     }
+
+
+def _recording(fn: Callable[..., Any], record: BuildRecord, component: str,
+               name: str) -> Callable[..., Any]:
+    """``fn`` that notes ``component: name`` in ``record`` when (and only when) it runs."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        record.record(component, name)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig, work: WorkDir,
+                    writer: IndexWriter, timings: dict[str, float], runtime: Runtime,
+                    record: BuildRecord, show_progress: bool | None = None) -> dict[str, int]:
+    """Run the steps in order, write every graph artifact; returns counts for the manifest."""
+    backends = runtime.backends
+    t0 = time.perf_counter()
+    extractor = make_stage_extractor(cfg, runtime.llm if cfg.extractor.strip().lower() == "llm"
+                                     else None, show_progress)
+    record.record("extract", extractor.name)
+    ex = run_extraction(chunks, extractor, work, show_progress)
+    timings["extract_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    knn = _recording(backends.knn, record, "knn", backends.names["knn"])
+    ents = resolve_entities(ex, embedder, cfg, knn=knn)
+    timings["resolve_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    facts = build_facts(chunks, ents)
+    kg = build_graph(ents, len(chunks), cfg.title_edge_weight)
+    timings["graph_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    communities = detect_communities(kg, cfg, backends.leiden)
+    if kg.entity_graph.n_nodes:
+        record.record("leiden", communities.attrs.get("implementation",
+                                                      backends.names["leiden"]))
+    timings["leiden_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    fact_vecs = embed_facts(facts, embedder, cfg)
+    timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+
+    descriptions = None
+    if ents.descriptions is not None and len(ents.descriptions):
+        descriptions = entity_descriptions(ents.descriptions, ents.name_to_entity,
+                                           ents.entities, index_llm_config(cfg, runtime.llm))
+    t0 = time.perf_counter()
+    write_graph(writer, cfg, ents, facts, kg, communities, fact_vecs, descriptions)
+    timings["graph_write_s"] = time.perf_counter() - t0
+    return graph_counts(ents, facts, kg, communities)

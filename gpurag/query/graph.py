@@ -1,5 +1,10 @@
 """Graph (multi-hop) retrieval: FAISS seeds -> personalized PageRank -> passage ranking.
 
+The PPR runs on the runtime's backend (the device when there is one) and only each
+question's top candidates come back to the host (:class:`~gpurag.graph.backend.PPRTop`), never
+a dense ``(q, n)`` array; the ranking below works on those candidates (the PPR top-k, the dense
+hits and the other head sources' passages) and equals the ranking over all passages.
+
 Seeds come from three FAISS searches per question: entities by name, facts (triples embedded
 as text) and passages. Entity and fact seeds are weighted by similarity and by specificity
 (entities found in fewer passages weigh more, as in HippoRAG); dense passage scores enter the
@@ -16,7 +21,9 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.config import QueryConfig
+from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query.results import EntityPath, SeedEntity
+from gpurag.store import layout
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, search
 
@@ -28,24 +35,36 @@ def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
 
 
 def rrf_order(*rankings: np.ndarray, n: int, c: float = 60.0) -> np.ndarray:
-    """Rows fused by reciprocal rank (each ``(q, d)`` of row ids, -1 padded), best first."""
+    """Rows fused by reciprocal rank (each ``(q, d)`` of row ids in ``[0, n)``, -1 padded),
+    best first (ties: lower row first), -1 padded to the widest ranking. Works on the rows the
+    rankings name, never a ``(q, n)`` array."""
     q = rankings[0].shape[0]
-    score = np.zeros((q, n))
-    rows = np.arange(q)[:, None]
-    for ranking in rankings:
-        r = 1.0 / (c + 1.0 + np.arange(ranking.shape[1]))
-        ok = ranking >= 0
-        np.add.at(score, (np.broadcast_to(rows, ranking.shape)[ok], ranking[ok]),
-                  np.broadcast_to(r, ranking.shape)[ok])
     depth = max(r.shape[1] for r in rankings)
-    top = np.argsort(-score, axis=1, kind="stable")[:, :depth]
-    return np.where(np.take_along_axis(score, top, axis=1) > 0, top, -1)
+    qs = np.concatenate([np.broadcast_to(np.arange(q)[:, None], r.shape)[r >= 0]
+                         for r in rankings])
+    ids = np.concatenate([r[r >= 0] for r in rankings])
+    gain = np.concatenate([np.broadcast_to(1.0 / (c + 1.0 + np.arange(r.shape[1])),
+                                           r.shape)[r >= 0] for r in rankings])
+    key = qs * (n + 1) + ids
+    uniq, inv = np.unique(key, return_inverse=True)
+    score = np.zeros(len(uniq))
+    np.add.at(score, inv, gain)  # in ranking order, as a dense accumulation would
+    uq, urow = uniq // (n + 1), uniq % (n + 1)
+    order = np.lexsort((urow, -score, uq))
+    uq, urow = uq[order], urow[order]
+    first = np.searchsorted(uq, np.arange(q))
+    pos = np.arange(len(uq)) - first[uq]
+    out = np.full((q, depth), -1, np.int64)
+    keep = pos < depth
+    out[uq[keep], pos[keep]] = urow[keep]
+    return out
 
 
 class GraphRetriever:
     """Holds the graph arrays and entity/fact indexes of an opened index."""
 
-    def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame) -> None:
+    def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame,
+                 backends: Backends | None = None, gat_checkpoint: str | None = None) -> None:
         from gpurag.graph import csr as csr_mod
 
         self.dir = index_dir
@@ -61,9 +80,9 @@ class GraphRetriever:
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
-        from gpurag.graph.backend import select_ppr_backend
-
-        self.ppr_name, self.ppr = select_ppr_backend()
+        self.backends = backends or Backends.for_device("cpu")
+        self.ppr_name = self.backends.names["ppr"]
+        self.gat_checkpoint = gat_checkpoint  # the runtime's default GAT weights
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
         self._chunks = chunks
@@ -197,39 +216,36 @@ class GraphRetriever:
         if lexical is not None and cfg.lexical_seeds > 0:
             lex_seeds = (lexical[0][:, :cfg.lexical_seeds], lexical[1][:, :cfg.lexical_seeds])
         reset, seeds = self.reset_matrix(qvecs, cfg, dense, questions, lex_seeds)
-        options = {"method": cfg.ppr_method} if self.ppr_name.startswith("scipy") else {}
-        scores = self.ppr(self.graph, reset, damping=cfg.damping, tol=cfg.ppr_tol,
-                          output="dense", **options)
-        psg = np.asarray(scores[:, self.n_ent:], dtype=np.float64)
-        psg = psg / np.maximum(psg.max(axis=1, keepdims=True), 1e-30)
-        blend = cfg.dense_blend
-        if blend:
-            ds, di = dense
-            dense_full = np.zeros_like(psg)
-            rows = np.repeat(np.arange(len(qvecs)), di.shape[1])
-            ok = di.ravel() >= 0
-            dense_full[rows[ok], di.ravel()[ok]] = _minmax(ds).ravel()[ok]
-            psg = psg + blend * dense_full
-        head = cfg.dense_head
-        if head:  # the first ``head`` ranks come from the head sources; PPR ranks the rest
-            top_dense = self._head_order(cfg, dense, lexical, psg, questions)[:, :head]
-            lift = psg.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(top_dense.shape[1]))
-            rows_q = np.repeat(np.arange(len(qvecs))[:, None], top_dense.shape[1], axis=1)
-            ok = top_dense >= 0
-            psg[rows_q[ok], top_dense[ok]] = np.broadcast_to(lift, top_dense.shape)[ok]
-        if cfg.rerank not in ("", "none"):
-            psg = self._rerank(cfg, qvecs, psg, scores, dense)
+        sources = cfg.head_fusion.split("+") if cfg.dense_head else []
+        # Passages the head sources name before PPR: their PPR scores come back with the
+        # top-k, so the ranking over candidates is the ranking over all passages.
+        known = [dense[1]]
+        if "bm25" in sources and lexical is not None:
+            known.append(lexical[1][:, :depth])
+        title = self._title_rows(questions, dense[1]) if "title" in sources else None
+        if title is not None:
+            known.append(title)
+        gather = np.concatenate(known, axis=1)
+        reranking = cfg.rerank not in ("", "none")
         k = min(cfg.k, self.n_psg)
-        top = np.argpartition(-psg, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(psg, top, axis=1), axis=1, kind="stable")
-        top = np.take_along_axis(top, order, axis=1)
-        top_scores = np.take_along_axis(psg, top, axis=1).astype(np.float32)
+        want = max(k, cfg.rerank_candidates if reranking else 0, depth) + gather.shape[1]
+        top = self.backends.ppr(
+            self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
+            hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
+            method=cfg.ppr_method, full=reranking)
+        cand, score = candidate_scores(top, gather, dense, cfg)
+        if cfg.dense_head:
+            head_rows = self._head_order(cfg, dense, lexical, cand, score, title)
+            lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
+        if reranking:
+            score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
+        top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
-                   "paths": self.paths(s, top[i])} for i, s in enumerate(seeds)]
-        return top_scores, top, extras
+                   "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
+        return top_scores.astype(np.float32), top_rows, extras
 
-    def _head_order(self, cfg: QueryConfig, dense, lexical, psg: np.ndarray,
-                    questions: list[str]) -> np.ndarray:
+    def _head_order(self, cfg: QueryConfig, dense, lexical, cand: np.ndarray,
+                    score: np.ndarray, title: np.ndarray | None) -> np.ndarray:
         """Passage rows for the head of the list: the dense order, or the reciprocal-rank
         fusion of the sources named in ``cfg.head_fusion`` (dense, bm25, ppr, title)."""
         sources = cfg.head_fusion.split("+")
@@ -241,10 +257,9 @@ class GraphRetriever:
             elif source == "bm25" and lexical is not None:
                 rankings.append(lexical[1][:, :depth])
             elif source == "ppr":
-                top = np.argsort(-psg, axis=1, kind="stable")[:, :depth]
-                rankings.append(top)
-            elif source == "title":
-                rankings.append(self._title_rows(questions, dense[1]))
+                rankings.append(best_candidates(cand, score, depth)[0])
+            elif source == "title" and title is not None:
+                rankings.append(title)
         if len(rankings) == 1:
             return rankings[0]
         return rrf_order(*rankings, n=self.n_psg)
@@ -271,28 +286,35 @@ class GraphRetriever:
     def title_entity(self) -> np.ndarray:
         """Per passage row, the entity its title names (-1 when none)."""
         if getattr(self, "_title_entity", None) is None:
-            m = self.dir.table("tables/mentions.parquet", columns=["entity", "chunk", "label"])
+            m = self.dir.table(layout.MENTIONS, columns=["entity", "chunk", "label"])
             m = m[m["label"] == "TITLE"]
             out = np.full(self.n_psg, -1, np.int64)
             out[m["chunk"].to_numpy(np.int64)] = m["entity"].to_numpy(np.int64)
             self._title_entity = out
         return self._title_entity
 
-    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, psg: np.ndarray, ppr_scores,
-                dense: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
+                ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]
+                ) -> np.ndarray:
         """Rescore the top candidates with a reranker (``cfg.rerank``, e.g. ``"gat"``).
 
         Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
-        reranked ones so the reranker decides the head of the list.
+        reranked ones so the reranker decides the head of the list. The reranker reads the
+        whole PPR scores (``full``), which the PPR component returns only for it.
         """
-        from gpurag.score import get_reranker
+        from gpurag.rerank import get_reranker
 
         reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
         n_cand = min(cfg.rerank_candidates, self.n_psg)
-        cand = np.argpartition(-psg, n_cand - 1, axis=1)[:, :n_cand]
-        new = reranker.score(qvecs, cand, np.asarray(ppr_scores), dense)  # (q, n_cand)
-        out = psg - psg.max() - 1.0 - np.abs(new).max()
-        np.put_along_axis(out, cand, new, axis=1)
+        head_rows, _ = best_candidates(cand, score, n_cand)
+        new = reranker.score(qvecs, head_rows, np.asarray(ppr_scores), dense)  # (q, n_cand)
+        valid = cand >= 0
+        out = score - score[valid].max() - 1.0 - np.abs(new).max()
+        out[~valid] = -np.inf
+        # Put the new scores where each reranked row sits among the candidates.
+        match = cand[:, :, None] == head_rows[:, None, :]
+        hit = match.any(axis=2)
+        out[hit] = np.take_along_axis(new, match.argmax(axis=2), axis=1)[hit]
         return out
 
     # -- provenance ---------------------------------------------------------------------
@@ -327,3 +349,55 @@ class GraphRetriever:
                 out.append(EntityPath(str(self.chunk_ids[row]), [str(self.entity_names[s]),
                                                  str(self.entity_names[e])], ["related"]))
         return out
+
+
+def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, np.ndarray],
+                     cfg: QueryConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate passage rows ``(q, c)`` (-1 where padded or repeated) and their scores
+    (float64, ``-inf`` there) from the PPR top-k and the gathered rows (the dense hits first).
+
+    A passage's score is its PPR mass over the question's largest passage mass, plus
+    ``dense_blend`` times its min-max dense score. Every passage outside the candidates scores
+    at most the lowest top-k value, so the best ones are among them.
+    """
+    ds, di = dense
+    k = top.ids.shape[1]
+    denom = np.maximum(top.values[:, :1].astype(np.float64), 1e-30)
+    cand = np.concatenate([top.ids, gather], axis=1)
+    score = np.concatenate([top.values, top.gathered], axis=1).astype(np.float64) / denom
+    if cfg.dense_blend:
+        blend = np.where(di >= 0, _minmax(ds), 0.0).astype(np.float64)
+        score[:, k:k + di.shape[1]] += cfg.dense_blend * blend
+    # One copy per row: the dense one first (it carries the blend), then the other gathered
+    # ones, then the top-k one.
+    q, c = cand.shape
+    priority = np.r_[np.full(k, 2), np.zeros(di.shape[1]), np.ones(c - k - di.shape[1])]
+    order = np.lexsort((np.broadcast_to(priority, (q, c)), cand), axis=-1)
+    sorted_cand = np.take_along_axis(cand, order, axis=1)
+    repeat = np.zeros((q, c), dtype=bool)
+    repeat[:, 1:] = sorted_cand[:, 1:] == sorted_cand[:, :-1]
+    valid = np.ones((q, c), dtype=bool)
+    np.put_along_axis(valid, order, ~repeat, axis=1)
+    valid &= cand >= 0
+    score[~valid] = -np.inf
+    return np.where(valid, cand, -1), score
+
+
+def lift_head(cand: np.ndarray, score: np.ndarray, head_rows: np.ndarray, head: int) -> None:
+    """Lift ``head_rows`` (q, <= head) above every other candidate, in their order (in place);
+    the rows are among the candidates."""
+    lift = score.max(axis=1, keepdims=True) + 1.0 + (head - np.arange(head_rows.shape[1]))
+    match = (cand[:, :, None] == head_rows[:, None, :]) & (head_rows[:, None, :] >= 0)
+    hit = match.any(axis=2)
+    score[hit] = np.take_along_axis(np.broadcast_to(lift, head_rows.shape),
+                                    match.argmax(axis=2), axis=1)[hit]
+
+
+def best_candidates(cand: np.ndarray, score: np.ndarray, k: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best candidates per row by score (ties: lower passage row first)."""
+    order = np.lexsort((np.where(cand >= 0, cand, np.iinfo(np.int64).max), -score), axis=-1)
+    order = order[:, :k]
+    rows = np.take_along_axis(cand, order, axis=1)
+    scores = np.take_along_axis(score, order, axis=1)
+    return np.where(np.isfinite(scores), rows, -1), scores

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpurag.resolve.aliases import AliasResolution, knn_pairs, resolve_aliases
+from gpurag.resolve.aliases import AliasResolution, resolve_aliases
+from gpurag.resolve.knn import knn_pairs
 from gpurag.resolve.normalize import normalize_name, number_signature
 
 __all__ = [

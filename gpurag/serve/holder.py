@@ -53,7 +53,7 @@ def open_warm(path: Path) -> Served:
     stamp = manifest_stamp(path)
     index = Index.open(path)
     version = index_version(index)
-    if index.graph is not None:  # loads the graph arrays and FAISS indexes now
+    if index.retriever is not None:  # loads the graph arrays and FAISS indexes now
         index.query("warm up", k=1, mode="graph")
     index.query("warm up", k=1, mode="dense")
     return Served(index, version, stamp or (0, 0, 0), time.time())

@@ -25,7 +25,7 @@ __all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir"]
 
 
 def _gpurag_version() -> str:
-    from gpurag import __version__
+    from gpurag._version import __version__
 
     return __version__
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from gpurag.config import threads_from_env
-from gpurag.device import COMPONENTS, package_version
 from gpurag.errors import IndexFormatError
 
 _CONFIGURED = False
@@ -32,12 +31,6 @@ def _faiss():
             faiss.omp_set_num_threads(threads)
         _CONFIGURED = True
     return faiss
-
-
-def faiss_has_gpu() -> bool:
-    """True when the installed faiss can place indexes on a GPU."""
-    faiss = _faiss()
-    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
@@ -63,7 +56,6 @@ def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 4
         index.train(sample)
         index.nprobe = max(8, nlist // 32)
     index.add(vectors)
-    COMPONENTS.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
     return index
 
 

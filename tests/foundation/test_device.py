@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpurag.device import ComponentRegistry, DeviceError, cuda_available, resolve_device
+from gpurag.device import DeviceError, cuda_available, resolve_device
+from gpurag.runtime import BuildRecord
 
 
 @pytest.mark.parametrize("value", ["cpu", "CPU", " cpu "])
@@ -54,8 +55,8 @@ def test_build_with_invalid_device_fails_before_writing(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_component_registry():
-    reg = ComponentRegistry()
+def test_build_record():
+    reg = BuildRecord()
     reg.record("embed", "a")
     reg.record("embed", "b")
     d = reg.as_dict()

@@ -76,7 +76,7 @@ def test_unknown_mode_is_config_error(sample_index):
 
 
 def test_graph_mode_without_graph_is_config_error(sample_index):
-    assert sample_index.graph is None
+    assert sample_index.retriever is None
     with pytest.raises(ConfigError, match="no knowledge graph"):
         sample_index.query("q", mode="graph")
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gpurag.graph.backend as backend
-from gpurag.device import COMPONENTS, DeviceError, cuda_available
+from gpurag.device import DeviceError, cuda_available
 from gpurag.graph import leiden as host_leiden
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph.csr import CSRGraph, build_csr
@@ -71,13 +71,15 @@ def assert_same_topk(ref: np.ndarray, got_ids: np.ndarray, k: int, tie: float) -
 def test_cpu_selection_uses_host_implementations():
     name, fn = backend.select_ppr_backend("cpu")
     assert name.startswith("scipy") and fn is host_ppr.ppr
-    assert COMPONENTS.as_dict()["ppr"] == name
     name, fn = backend.select_leiden_backend("cpu")
     assert fn is host_leiden.hierarchical_leiden
     assert name.split()[0] in ("graspologic-native", "igraph", "host")
     name, fn = backend.select_knn_backend("cpu")
     assert name.startswith("faiss-cpu")
-    assert set(backend.plan("cpu")) == {"ppr", "leiden", "knn"}
+    assert set(backend.plan("cpu")) == {"ppr", "leiden", "knn", "topk"}
+    b = backend.Backends.for_device("cpu")
+    assert b is backend.Backends.for_device("cpu"), "resolved once per device"
+    assert b.ppr is backend.host_ppr_topk and b.topk is backend.numpy_topk
 
 
 @pytest.mark.skipif(CUDA, reason="a GPU is present")
@@ -94,9 +96,9 @@ def test_cuda_selection_prefers_libraries_when_present(monkeypatch, cugraph, fai
     monkeypatch.setattr(backend, "resolve_device", lambda device=None: "cuda")
     monkeypatch.setattr(backend, "_cugraph_available", lambda: cugraph)
     monkeypatch.setattr(backend, "_faiss_gpu_available", lambda: faiss_gpu)
-    ppr_name, _ = backend.select_ppr_backend(record=False)
-    leiden_name, leiden_fn = backend.select_leiden_backend(record=False)
-    knn_name, knn_fn = backend.select_knn_backend(record=False)
+    ppr_name, _ = backend.select_ppr_backend()
+    leiden_name, leiden_fn = backend.select_leiden_backend()
+    knn_name, knn_fn = backend.select_knn_backend()
     if cugraph:
         assert "personalized_pagerank" in ppr_name and leiden_name.endswith(" leiden")
         assert leiden_fn is not host_leiden.hierarchical_leiden
@@ -157,12 +159,12 @@ def test_capped_leiden_drives_the_host_hierarchy_with_a_flat_labels_function():
         calls.append(args[3])
         return flat(*args)
 
-    capped = backend.make_capped_leiden(labels_fn, "test-flat")
-    got = capped(g, max_cluster_size=25, seed=7)
+    got = host_leiden.hierarchical_leiden(g, max_cluster_size=25, seed=7, labels_fn=labels_fn,
+                                          implementation="test-flat")
     want = host_leiden.hierarchical_leiden(g, max_cluster_size=25, seed=7, implementation=name)
     assert got.attrs["implementation"] == "test-flat" and calls
     assert got.equals(want)
-    assert host_leiden._backend("auto")[0] == name  # the substitution was undone
+    assert host_leiden._backend("auto")[0] == name  # nothing was substituted module-wide
 
 
 # -- GPU parity ----------------------------------------------------------------------------------

@@ -115,8 +115,6 @@ def test_tables(resolution):
     # the display name is one of the entity's aliases (the longest without counts)
     kd = res.entity_of_name[NAMES.index("Kestrel Dynamics")]
     assert res.entities.loc[kd, "name"] == "Kestrel Dynamics Ltd."
-    assert res.vectors is not None and res.vectors.shape == (n_ent, 384)
-    assert np.allclose(np.linalg.norm(res.vectors, axis=1), 1, atol=1e-4)
     st = res.stats
     assert st["names"] == len(NAMES) and st["entities"] == n_ent
     assert st["merged"] == len(NAMES) - n_ent
@@ -230,7 +228,6 @@ def test_without_embedder_only_exact_and_rules():
     assert _same(res, names, "NBA", "National Basketball Association")
     assert not _same(res, names, "Obama", "Barack Obama")
     assert res.stats["knn_pairs"] == 0 and len(res.synonym_pairs) == 0
-    assert res.vectors is None
 
 
 def test_empty_and_validation():

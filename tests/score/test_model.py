@@ -10,22 +10,22 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("safetensors")
 
 from gpurag.graph.csr import build_csr  # noqa: E402
-from gpurag.score import GATReranker  # noqa: E402
-from gpurag.score.features import (  # noqa: E402
+from gpurag.rerank import GATReranker  # noqa: E402
+from gpurag.rerank.features import (  # noqa: E402
     NODE_FEATURES,
     CandidateInputs,
     GraphArrays,
     build_batch,
     concat_batches,
 )
-from gpurag.score.model import (  # noqa: E402
+from gpurag.rerank.model import (  # noqa: E402
     GATConfig,
     QueryGAT,
     ScorerSettings,
     load_checkpoint,
     save_checkpoint,
 )
-from gpurag.score.train import (  # noqa: E402
+from gpurag.rerank.train import (  # noqa: E402
     QuestionSet,
     TrainConfig,
     evaluate_model,

@@ -16,9 +16,9 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("safetensors")
 
 from gpurag.errors import ConfigError  # noqa: E402
-from gpurag.score import DEFAULT_CHECKPOINT, GATReranker, get_reranker  # noqa: E402
-from gpurag.score.model import GATConfig, QueryGAT, ScorerSettings, save_checkpoint  # noqa: E402
-from gpurag.score.train import record_inputs  # noqa: E402
+from gpurag.rerank import DEFAULT_CHECKPOINT, GATReranker, get_reranker  # noqa: E402
+from gpurag.rerank.model import GATConfig, QueryGAT, ScorerSettings, save_checkpoint  # noqa: E402
+from gpurag.rerank.train import record_inputs  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
 
@@ -61,7 +61,7 @@ def test_shipped_checkpoint_is_small_and_documented():
 
 
 def test_shipped_checkpoint_loads_and_reranks(sample_index, questions):
-    retriever = sample_index.graph
+    retriever = sample_index.retriever
     rr = get_reranker("gat", retriever)
     assert isinstance(rr, GATReranker) and get_reranker("gat", retriever) is rr
     plain = sample_index.query_batch(questions, k=5, mode="graph")
@@ -75,7 +75,7 @@ def test_shipped_checkpoint_loads_and_reranks(sample_index, questions):
 
 def test_batched_scores_equal_one_by_one(sample_index, questions):
     inp, _ = record_inputs(sample_index, questions, candidates=20)
-    rr = get_reranker("gat", sample_index.graph)
+    rr = get_reranker("gat", sample_index.retriever)
     together = rr.score(inp.qvecs, inp.cand, inp.ppr, (inp.dense_scores, inp.dense_rows))
     alone = np.concatenate([rr.score_inputs(inp.take([i])) for i in range(len(inp))])
     assert together.shape == (len(questions), 20)
@@ -83,7 +83,7 @@ def test_batched_scores_equal_one_by_one(sample_index, questions):
 
 
 def test_checkpoint_selection_and_errors(sample_index, tmp_path, monkeypatch):
-    retriever = sample_index.graph
+    retriever = sample_index.retriever
     with pytest.raises(ConfigError, match="unknown reranker"):
         get_reranker("nope", retriever)
     with pytest.raises(ConfigError, match="does not exist"):
@@ -94,8 +94,13 @@ def test_checkpoint_selection_and_errors(sample_index, tmp_path, monkeypatch):
     by_name = get_reranker(f"gat:{path}", retriever)
     assert by_name.model.cfg.hidden == 8 and by_name.settings.max_nodes == 10
     assert get_reranker("gat", retriever, checkpoint=path) is by_name
-    monkeypatch.setenv("GPURAG_GAT_CHECKPOINT", str(path))
-    assert get_reranker("gat", retriever) is by_name
+    from gpurag import Index
+    from gpurag.runtime import Runtime, read_settings
+
+    rt = Runtime.create(read_settings({"GPURAG_GAT_CHECKPOINT": str(path),
+                                       "GPURAG_DEVICE": "cpu"}))
+    from_env = get_reranker("gat", Index.open(sample_index.path, runtime=rt).retriever)
+    assert from_env.model.cfg.hidden == 8
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ConfigError, match="cannot load"):
@@ -105,7 +110,7 @@ def test_checkpoint_selection_and_errors(sample_index, tmp_path, monkeypatch):
 def test_missing_gnn_dependencies_say_how_to_install(sample_index, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_geometric", None)
     with pytest.raises(ConfigError, match=r'pip install "gpurag\[gnn\]"'):
-        get_reranker("gat", sample_index.graph)
+        get_reranker("gat", sample_index.retriever)
 
 
 def test_train_scorer_cli(sample_index, tmp_path):
@@ -120,7 +125,7 @@ def test_train_scorer_cli(sample_index, tmp_path):
     card = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert card["seed"] == 0 and card["data"][0]["train"] == 9 and card["data"][0]["val"] == 3
     assert "val/sample" in card["metrics"]
-    rr = get_reranker(f"gat:{out}", sample_index.graph)
+    rr = get_reranker(f"gat:{out}", sample_index.retriever)
     assert rr.model.cfg.hidden == 8
     res = sample_index.query_batch(["Who founded Kestrel Dynamics?"], k=3, mode="graph",
                                    rerank=f"gat:{out}")

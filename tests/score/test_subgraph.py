@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpurag.graph.csr import build_csr
-from gpurag.score.subgraph import extract_subgraphs, ranges
+from gpurag.rerank.subgraph import extract_subgraphs, ranges
 
 
 def _random_graph(seed: int = 0, n: int = 80, m: int = 300):

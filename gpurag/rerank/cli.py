@@ -19,10 +19,10 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     from gpurag.errors import ConfigError
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import open_or_build_index
-    from gpurag.score import require_gnn
+    from gpurag.rerank import require_gnn
 
     require_gnn()
-    from gpurag.score.train import (
+    from gpurag.rerank.train import (
         TrainConfig,
         cross_validate,
         evaluate_model,
@@ -100,9 +100,9 @@ def _eval_heldout(model, cfg, test_sets, extra_sets: list[str], extra_index: lis
     """``gpurag eval`` numbers (graph with and without the GAT) on test splits and other sets."""
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, open_or_build_index
-    from gpurag.score import GATReranker, set_reranker
-    from gpurag.score.features import GraphArrays
-    from gpurag.score.model import ScorerSettings
+    from gpurag.rerank import GATReranker, set_reranker
+    from gpurag.rerank.features import GraphArrays
+    from gpurag.rerank.model import ScorerSettings
 
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
     jobs = []
@@ -117,10 +117,10 @@ def _eval_heldout(model, cfg, test_sets, extra_sets: list[str], extra_index: lis
         jobs.append((ds.name, index, ds))
     out = {}
     for label, index, ds in jobs:
-        rr = GATReranker(GraphArrays.from_retriever(index.graph), model, settings)
-        set_reranker(index.graph, "gat", rr)
+        rr = GATReranker(GraphArrays.from_retriever(index.retriever), model, settings)
+        set_reranker(index.retriever, "gat", rr)
         res = evaluate(ds, index, ["dense", "graph", "graph+gat"], latency_sample=5)
-        set_reranker(index.graph, "gat", None)
+        set_reranker(index.retriever, "gat", None)
         keys = ("recall@2", "recall@5", "all_gold@8", "mrr")
         out[label] = {m: {k: round(float(r[k]), 4) for k in keys}
                       for m, r in res["modes"].items()}
@@ -138,8 +138,8 @@ def write_checkpoint(out: Path, model, cfg, data: list[dict], metrics: dict,
     import torch
     import torch_geometric
 
-    from gpurag import __version__
-    from gpurag.score.model import ScorerSettings, save_checkpoint
+    from gpurag._version import __version__
+    from gpurag.rerank.model import ScorerSettings, save_checkpoint
 
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
     save_checkpoint(out, model, settings)

@@ -1,6 +1,6 @@
 """A query-conditioned graph attention network that scores candidate subgraphs.
 
-Input per node: the scalar features of :mod:`gpurag.score.features` and the node's embedding,
+Input per node: the scalar features of :mod:`gpurag.rerank.features` and the node's embedding,
 met by the question through a learned low-rank interaction ``(P e) * (P q)`` (``Q`` apart from
 ``P`` with ``tied=False``). Every layer sees the question again: its input is ``[h, W_l q]``
 before a GATv2 convolution (Brody, Alon & Yahav, "How Attentive are Graph Attention
@@ -22,7 +22,7 @@ from torch import nn
 from torch_geometric.nn import GATConv, GATv2Conv
 from torch_geometric.utils import scatter, softmax
 
-from gpurag.score.features import EDGE_FEATURES, NODE_FEATURES
+from gpurag.rerank.features import EDGE_FEATURES, NODE_FEATURES
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def save_checkpoint(path, model: QueryGAT, settings: ScorerSettings) -> None:
 
     from safetensors.torch import save_file
 
-    from gpurag import __version__
+    from gpurag._version import __version__
 
     tensors = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     meta = {"format": FORMAT, "config": json.dumps(model.cfg.to_dict()),

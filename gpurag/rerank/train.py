@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from gpurag.score.features import (
+from gpurag.rerank.features import (
     CandidateInputs,
     GraphArrays,
     build_batch,
     concat_batches,
 )
-from gpurag.score.subgraph import ranges
+from gpurag.rerank.subgraph import ranges
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +122,9 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
     Returns the recorded inputs and ``(q, c)`` scores of the retriever's own ranking of the
     candidates (``-rank``, from a second pass without a reranker), for comparison.
     """
-    from gpurag.score import set_reranker
+    from gpurag.rerank import set_reranker
 
-    retriever = index.graph
+    retriever = index.retriever
     if retriever is None:
         from gpurag.errors import ConfigError
 
@@ -165,7 +165,7 @@ def prepare(index, dataset, candidates: int = 30) -> QuestionSet:
             .astype(np.int64) for q in qs]
     inputs, base = record_inputs(index, [q.question for q in qs], candidates)
     return QuestionSet(dataset.name, [q.id for q in qs],
-                       GraphArrays.from_retriever(index.graph), inputs, gold, base)
+                       GraphArrays.from_retriever(index.retriever), inputs, gold, base)
 
 
 def split(n: int, val_frac: float, test_frac: float, seed: int
@@ -268,7 +268,7 @@ def train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Train
     """Fit a :class:`QueryGAT`; returns the best-validation model and the training history."""
     import torch
 
-    from gpurag.score.model import GATConfig, QueryGAT
+    from gpurag.rerank.model import GATConfig, QueryGAT
 
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)

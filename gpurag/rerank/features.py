@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpurag.graph.csr import CSRGraph
-from gpurag.score.subgraph import Subgraphs, extract_subgraphs
+from gpurag.rerank.subgraph import Subgraphs, extract_subgraphs
 
 NODE_FEATURES = ("is_entity", "is_passage", "is_root", "hop1", "hop2", "cos", "cos_rel",
                  "ppr", "ppr_rank", "dense", "dense_rank", "is_candidate", "log_degree",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpurag.graph.csr import CSRGraph
+from gpurag.graph.csr import CSRGraph, ranges
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,6 @@ class Subgraphs:
     def graph_of_node(self) -> np.ndarray:
         """(N,) subgraph index of every node."""
         return np.repeat(np.arange(self.n_subgraphs, dtype=np.int64), np.diff(self.ptr))
-
-
-def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each pair, vectorized."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
-    return offsets + np.arange(total, dtype=np.int64)
 
 
 def _rank_within(groups: np.ndarray) -> np.ndarray:

@@ -1,0 +1,134 @@
+"""One runtime, built at the edge (``cli.py``, ``api.py``) and passed down.
+
+:class:`Runtime` holds what a build or a query needs besides its inputs and its typed config:
+the device, the :class:`~gpurag.graph.backend.Backends` (the implementation of each
+component, resolved once per device), the LLM settings, whether to show progress and the
+embedding cache. Nothing below the edge reads the environment or a process-wide registry:
+:func:`read_settings` is the one place the runtime's environment variables are read, and each
+build gets its own :class:`BuildRecord` of what actually ran.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpurag.device import resolve_device
+
+if TYPE_CHECKING:
+    from gpurag.embed.base import Embedder
+    from gpurag.graph.backend import Backends
+    from gpurag.llm.config import LLMConfig
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The runtime's environment: ``GPURAG_DEVICE`` (cpu | cuda | auto), ``GPURAG_PROGRESS``
+    (1 forces bars, 0 turns them off, unset: only on a terminal), ``GPURAG_EMBED_CACHE`` (an
+    embedding cache folder) and ``GPURAG_GAT_CHECKPOINT`` (the GAT reranker's weights)."""
+
+    device: str | None = None
+    progress: bool | None = None
+    embed_cache: str | None = None
+    gat_checkpoint: str | None = None
+
+
+def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read :class:`Settings` from ``environ`` (default: the process environment)."""
+    env = os.environ if environ is None else environ
+    raw_progress = env.get("GPURAG_PROGRESS", "").strip()
+    progress = {"0": False, "1": True}.get(raw_progress)
+    return Settings(
+        device=env.get("GPURAG_DEVICE") or None,
+        progress=progress,
+        embed_cache=env.get("GPURAG_EMBED_CACHE") or None,
+        gat_checkpoint=env.get("GPURAG_GAT_CHECKPOINT") or None,
+    )
+
+
+class BuildRecord:
+    """What one build (or one query batch) actually ran: component -> implementation.
+
+    A new record per build, so two builds in one process never share entries; only what ran
+    is recorded, never what was merely selected.
+    """
+
+    def __init__(self) -> None:
+        self._used: dict[str, str] = {}
+
+    def record(self, component: str, implementation: str) -> None:
+        self._used[component] = str(implementation)
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self._used)
+
+
+def implementation_name(obj: Any) -> str:
+    """How a record names a component object: its ``implementation`` attribute when it has
+    one, else its ``name``, else its class name."""
+    for attr in ("implementation", "name"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(obj).__name__
+
+
+@dataclass
+class Runtime:
+    """Device, backends, LLM settings, progress and embedding cache for builds and queries."""
+
+    device: str
+    backends: Backends
+    progress: bool | None = None
+    embed_cache: str | None = None
+    gat_checkpoint: str | None = None
+    llm_config: LLMConfig | None = None
+    _embedders: dict[str, Embedder] = field(default_factory=dict, repr=False, init=False)
+
+    @classmethod
+    def create(cls, settings: Settings | None = None, *, device: str | None = None,
+               progress: bool | None = None, llm: LLMConfig | None = None) -> Runtime:
+        """A runtime from ``settings`` (default: :func:`read_settings`) and explicit choices,
+        which win over the settings."""
+        from gpurag.graph.backend import Backends
+
+        s = read_settings() if settings is None else settings
+        dev = resolve_device(device or s.device or "auto")
+        return cls(device=dev, backends=Backends.for_device(dev),
+                   progress=s.progress if progress is None else progress,
+                   embed_cache=s.embed_cache, gat_checkpoint=s.gat_checkpoint, llm_config=llm)
+
+    @property
+    def llm(self) -> LLMConfig:
+        """The LLM settings (``GPURAG_LLM_*`` when none were given; read on first use)."""
+        if self.llm_config is None:
+            from gpurag.llm.config import LLMConfig
+
+            self.llm_config = LLMConfig.from_env()
+        return self.llm_config
+
+    def show_progress(self, requested: bool = True) -> bool | None:
+        """Whether bars show: off when not ``requested`` or turned off, else the setting
+        (``None``: only on a terminal)."""
+        if not requested or self.progress is False:
+            return False
+        return self.progress
+
+    def embedder(self, spec: str | None, cache: bool = True) -> Embedder:
+        """The embedder ``spec`` on this device (loaded once per runtime), behind the
+        embedding cache when one is set and ``cache`` (builds; queries pass False)."""
+        key = f"{spec or ''}\0{cache}"
+        if key not in self._embedders:
+            embedder = self.backends.embedder(spec, device=self.device)
+            if cache and self.embed_cache:
+                from gpurag.embed.cache import CachedEmbedder
+
+                embedder = CachedEmbedder(embedder, self.embed_cache)
+            self._embedders[key] = embedder
+        return self._embedders[key]
+
+
+__all__ = ["BuildRecord", "Runtime", "Settings", "implementation_name",
+           "read_settings"]

@@ -1,0 +1,78 @@
+"""Each step of the graph stage on its own, with typed inputs and outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpurag.config import IndexConfig
+from gpurag.embed import load_embedder
+from gpurag.extract import make_extractor
+from gpurag.graph import CSRGraph
+from gpurag.pipeline import graph_stage as gs
+
+from .conftest import SAMPLE
+
+
+@pytest.fixture(scope="module")
+def chunks() -> pd.DataFrame:
+    recs = [json.loads(line) for line in
+            (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line][:20]
+    return pd.DataFrame({"chunk_id": [r["id"] for r in recs], "doc_id": [r["id"] for r in recs],
+                         "title": [r.get("title", "") for r in recs],
+                         "text": [r["text"] for r in recs]})
+
+
+@pytest.fixture(scope="module")
+def resolved(chunks):
+    ex = make_extractor("fast").extract(chunks)
+    return gs.resolve_entities(ex, load_embedder("minilm"), IndexConfig())
+
+
+def test_resolve_entities(resolved):
+    n_ent = len(resolved.entities)
+    assert n_ent and resolved.vectors.shape == (n_ent, 384)
+    np.testing.assert_allclose(np.linalg.norm(resolved.vectors, axis=1), 1.0, atol=1e-5)
+    assert resolved.mentions["entity"].between(0, n_ent - 1).all()
+    rel = resolved.relations
+    assert (rel["head_entity"] != rel["tail_entity"]).all()
+    assert not resolved.mentions["label"].isin(gs.DATE_LABELS).any()  # graph_dates=False
+    assert resolved.entities["n_passages"].sum() >= n_ent
+
+
+def test_facts_graph_and_communities(chunks, resolved):
+    facts = gs.build_facts(chunks, resolved)
+    assert len(facts.indptr) == len(facts.table) + 1 and facts.indptr[-1] == len(facts.entities)
+    kg = gs.build_graph(resolved, len(chunks))
+    n_ent = len(resolved.entities)
+    assert isinstance(kg.graph, CSRGraph) and kg.graph.n_nodes == n_ent + len(chunks)
+    assert kg.entity_graph.n_nodes == n_ent
+    seen = []
+
+    def leiden(g, *, max_cluster_size, seed):
+        seen.append((g.n_nodes, max_cluster_size, seed))
+        return pd.DataFrame({"node": np.arange(g.n_nodes, dtype=np.int32),
+                             "level": np.zeros(g.n_nodes, np.int16)})
+
+    comms = gs.detect_communities(kg, IndexConfig(max_community_size=7, seed=3), leiden)
+    assert seen == [(n_ent, 7, 3)] and len(comms) == n_ent
+    host = gs.detect_communities(kg, IndexConfig(max_community_size=7))
+    assert host["node"].nunique() == n_ent
+
+
+def test_knn_component_used_by_alias_resolution_matches_the_host_default():
+    pytest.importorskip("torch")
+    from gpurag.graph.backend import make_kernels_knn
+    from gpurag.resolve import knn_pairs
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 32)).astype(np.float32)
+    x[150:] = x[:150] + 0.05 * rng.standard_normal((150, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    host = knn_pairs(x, 5, 0.5)
+    dev = knn_pairs(x, 5, 0.5, knn=make_kernels_knn("cpu"))
+    for a, b in zip(host, dev, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)

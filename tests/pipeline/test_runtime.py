@@ -1,0 +1,127 @@
+"""The runtime: built once, passed down; each build records what it ran and nothing else."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpurag import Index
+from gpurag.graph.backend import Backends
+from gpurag.runtime import Runtime, Settings, read_settings
+
+from .conftest import SAMPLE
+
+CPU_GRAPH_COMPONENTS = {"device", "embed", "vectors", "extract", "knn", "leiden"}
+
+
+def test_settings_are_read_in_one_place():
+    s = read_settings({"GPURAG_DEVICE": "cpu", "GPURAG_PROGRESS": "0",
+                       "GPURAG_EMBED_CACHE": "/x", "GPURAG_GAT_CHECKPOINT": "/w"})
+    assert s == Settings(device="cpu", progress=False, embed_cache="/x", gat_checkpoint="/w")
+    assert read_settings({}).progress is None and read_settings({}).device is None
+    rt = Runtime.create(Settings(device="cpu"), progress=False)
+    assert rt.device == "cpu" and rt.backends is Backends.for_device("cpu")
+    assert rt.show_progress(True) is False
+
+
+def test_a_cpu_build_records_what_it_used_and_nothing_else(graph_index, sample_questions):
+    graph_index.query_batch([q["question"] for q in sample_questions[:2]], mode="graph")
+    built = graph_index.manifest.components
+    assert set(built) == CPU_GRAPH_COMPONENTS
+    assert built["device"] == "cpu"
+    assert built["knn"].startswith("faiss-cpu") and built["vectors"].startswith("faiss-cpu")
+    assert built["leiden"].split()[0] in ("graspologic-native", "igraph")
+    assert built["extract"].startswith("fast")
+    # only CPU implementations are named on a CPU machine
+    assert not any(w in v for v in built.values() for w in ("cuda", "torch", "cugraph"))
+
+
+def test_two_builds_in_one_process_record_only_their_own(graph_index, sample_questions,
+                                                           tmp_path):
+    # The first build ran the graph stage and was queried (PPR ran); the second runs neither.
+    graph_index.query_batch([sample_questions[0]["question"]], mode="graph")
+    dense = Index.build(SAMPLE / "corpus.jsonl", tmp_path / "dense", graph=False,
+                        show_progress=False)
+    assert set(dense.manifest.components) == {"device", "embed", "vectors"}
+    assert set(graph_index.manifest.components) == CPU_GRAPH_COMPONENTS
+
+
+def test_graph_stage_and_queries_run_the_runtime_backends(tmp_path, sample_questions):
+    cpu = Backends.for_device("cpu")
+    calls: dict[str, list] = {"knn": [], "leiden": [], "ppr": []}
+
+    def knn(vectors, **kw):
+        calls["knn"].append(len(vectors))
+        return cpu.knn(vectors, **kw)
+
+    def leiden(g, **kw):
+        calls["leiden"].append(g.n_nodes)
+        df = cpu.leiden(g, **kw)
+        df.attrs["implementation"] = "test-leiden"
+        return df
+
+    def ppr(g, reset, **kw):
+        top = cpu.ppr(g, reset, **kw)
+        calls["ppr"].append((reset.shape, kw["k"], top.values.shape, top.full))
+        return top
+
+    backends = dataclasses.replace(cpu, knn=knn, leiden=leiden, ppr=ppr,
+                                   names={**cpu.names, "knn": "test-knn"})
+    rt = Runtime(device="cpu", backends=backends, progress=False)
+    index = Index.build(SAMPLE / "corpus.jsonl", tmp_path / "idx", show_progress=False,
+                        runtime=rt)
+    assert calls["knn"] and calls["leiden"]
+    assert index.manifest.components["knn"] == "test-knn"
+    assert index.manifest.components["leiden"] == "test-leiden"
+    qs = [q["question"] for q in sample_questions[:3]]
+    index.query_batch(qs, k=4, mode="graph")
+    (shape, k, got, full), = calls["ppr"]
+    assert shape[0] == 3 and got == (3, k) and k < index.retriever.n_psg
+    assert full is None, "no dense (q, n) result comes back without a reranker"
+
+
+def test_llm_model_and_endpoint_are_index_settings():
+    from gpurag.config import IndexConfig
+    from gpurag.llm.config import LLMConfig
+    from gpurag.pipeline.build import _build_key, pin_llm
+    from gpurag.pipeline.graph_stage import index_llm_config
+
+    rt = Runtime(device="cpu", backends=Backends.for_device("cpu"),
+                 llm_config=LLMConfig(url="http://a:1/v1", model="m1"))
+    cfg = pin_llm(IndexConfig(extractor="llm"), rt)
+    assert (cfg.llm_model, cfg.llm_url) == ("m1", "http://a:1/v1")
+    other = pin_llm(IndexConfig(extractor="llm"), dataclasses.replace(
+        rt, llm_config=LLMConfig(url="http://a:1/v1", model="m2")))
+    assert _build_key(SAMPLE, cfg) != _build_key(SAMPLE, other)
+    assert pin_llm(IndexConfig(), rt).llm_model is None  # not an LLM build
+    assert index_llm_config(cfg, LLMConfig(url="http://b:2/v1")).model == "m1"
+
+
+@pytest.mark.parametrize("env", [{"GPURAG_PROGRESS": "0"}, {"GPURAG_PROGRESS": "1"}, {}])
+def test_progress_setting(env):
+    rt = Runtime.create(read_settings({**env, "GPURAG_DEVICE": "cpu"}))
+    assert rt.show_progress(False) is False
+    want = {"0": False, "1": True}.get(env.get("GPURAG_PROGRESS", ""))
+    assert rt.show_progress(True) is want
+
+
+def test_index_graph_is_a_deprecated_alias(graph_index):
+    with pytest.warns(DeprecationWarning):
+        assert graph_index.graph is graph_index.retriever
+    assert np.asarray(graph_index.retriever.graph.indptr).ndim == 1
+
+
+def test_llm_extractor_gets_the_runtime_settings_not_the_environment(monkeypatch):
+    from gpurag.config import IndexConfig
+    from gpurag.llm.config import LLMConfig
+    from gpurag.pipeline.graph_stage import make_stage_extractor
+
+    monkeypatch.setenv("GPURAG_LLM_URL", "http://from-env:9/v1")
+    monkeypatch.setenv("GPURAG_LLM_MODEL", "env-model")
+    cfg = IndexConfig(extractor="llm", llm_model="cfg-model", llm_url="http://cfg:1/v1")
+    ex = make_stage_extractor(cfg, LLMConfig(url="http://runtime:2/v1", concurrency=3),
+                              progress=False)
+    assert ex.config.model == "cfg-model" and ex.config.url.startswith("http://cfg:1")
+    assert ex.config.concurrency == 3 and ex.progress is False
