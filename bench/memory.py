@@ -140,7 +140,7 @@ def ppr_device(n: int, device: str) -> dict:
         anchors = np.unique(np.random.default_rng(2).integers(0, mem._graph.n_nodes, 64))
         out = {}
         for dev in ("cpu", device):
-            name, fn = select_ppr_backend(dev, record=False)
+            name, fn = select_ppr_backend(dev)
             anchor_mass(mem._graph, anchors, fn, 0.5)
             t = time.perf_counter()
             for _ in range(5):

@@ -408,7 +408,7 @@ class Memory:
         if self._ppr is None:
             from gpurag.graph.backend import select_ppr_backend
 
-            self._ppr = select_ppr_backend(self.device, record=False)[1]
+            self._ppr = select_ppr_backend(self.device)[1]
         return self._ppr
 
     # -- reading ------------------------------------------------------------------------------

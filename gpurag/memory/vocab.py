@@ -1,6 +1,6 @@
 """Entity vocabulary grown from the traces, and tagging by dictionary match (no model call).
 
-New names come from the fast extractor's regex (:class:`gpurag.extract.ner.FastExtractor`);
+New names come from the fast extractor's regex (:class:`gpurag.extract.fast.FastExtractor`);
 each name's key is its :func:`gpurag.resolve.normalize.normalize_name` form with CamelCase
 split first and spaces dropped, so "Li Hua", "LiHua" and "li hua" are one entry. Tagging a
 text looks up every run of 1..``MAX_TOKENS`` word tokens that starts with a capitalized token
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from gpurag.extract.ner import ENTITY_PATTERN, SINGLE_WORD_DROP
+from gpurag.extract.fast import ENTITY_PATTERN, SINGLE_WORD_DROP
 from gpurag.resolve.normalize import normalize_name
 
 MAX_TOKENS = 6
