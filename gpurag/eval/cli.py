@@ -19,6 +19,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.extractor:
         overrides["extractor"] = check_value(IndexConfig, "extractor", args.extractor,
                                              "command line", "--extractor")
+    if args.plot:
+        from gpurag.eval.plot import require_matplotlib
+
+        require_matplotlib()
     ds = load_dataset(args.dataset)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
@@ -39,6 +43,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
         print(safe(f"\nfull results: {args.json}", keep_newlines=True))
+    if args.plot:
+        from gpurag.eval.plot import plot_eval
+
+        plot_eval(result, args.plot)
+        print(safe(f"plot: {args.plot}", keep_newlines=True))
     errors = sum(row.get("answer_errors", 0) for row in result["modes"].values())
     if errors:
         print(f"gpurag: error: {errors} LLM answers failed (see the table)", file=sys.stderr)
@@ -54,6 +63,8 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--extractor", help="entity extractor for the graph (fast | ner | llm)")
     p.add_argument("--index", help="index folder to reuse (built there if absent)")
     p.add_argument("--json", help="write the full results (per question ranks) here")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="draw recall per mode and by hops as a PNG (needs gpurag[viz])")
     p.add_argument("--answer", action="store_true",
                    help="also answer with the LLM and report exact match and F1")
     from gpurag.llm.cli import add_llm_options
