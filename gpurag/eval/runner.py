@@ -94,6 +94,10 @@ def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]
             return [r.doc_ids for r in index.query_batch(qs, k=k, mode=base, **options)]
 
         return run_index
+    if mode == "memory":
+        from gpurag.memory.evaluate import memory_runner
+
+        return memory_runner(index)
     return f"unknown mode {mode!r}"
 
 

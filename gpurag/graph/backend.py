@@ -374,34 +374,6 @@ def select_leiden_backend(device: str | None = None) -> tuple[str, LeidenFn]:
 
 
 # -- kNN --------------------------------------------------------------------------------------
-def make_kernels_knn(device: str) -> KnnFn:
-    """Build a :class:`kernels.knn.ExactIndex` on ``device`` over the given vectors."""
-
-    def build(vectors: np.ndarray, *, approximate_above: int | None = None) -> Any:
-        from kernels.knn import ExactIndex
-
-        vectors = np.asarray(vectors, dtype=np.float32)
-        index = ExactIndex(vectors.shape[1], device)
-        index.add(vectors)
-        return index
-
-    return build
-
-
-_FAISS_GPU_RES: list[Any] = []
-
-
-def _build_faiss_gpu(vectors: np.ndarray, *, approximate_above: int | None = None) -> Any:
-    import faiss
-
-    if not _FAISS_GPU_RES:
-        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    index = faiss.GpuIndexFlatIP(_FAISS_GPU_RES[0], vectors.shape[1])
-    index.add(vectors)
-    return index
-
-
 class ReducedHNSW:
     """FAISS HNSW over PCA-reduced, re-normalized vectors; queries are reduced the same way.
 
@@ -454,16 +426,29 @@ def _build_faiss_cpu(vectors: np.ndarray, *, approximate_above: int | None = Non
     return index
 
 
+def make_device_knn(device: str) -> KnnFn:
+    """The device kNN: :func:`gpurag.vectors.make_searcher` (FAISS-GPU when installed, else
+    ``kernels.knn``), exact at every size, with the component's call shape."""
+
+    def build(vectors: np.ndarray, *, approximate_above: int | None = None) -> Any:
+        from gpurag.vectors import make_searcher
+
+        return make_searcher(vectors, device)
+
+    return build
+
+
 def select_knn_backend(device: str | None = None) -> tuple[str, KnnFn]:
-    """``(name, build)``: FAISS-GPU on cuda when present, else ``kernels.knn`` (torch exact
-    fp16 matmul + fp32 re-rank) on cuda, else faiss-cpu."""
+    """``(name, build)``: on cuda the device searcher of :mod:`gpurag.vectors.searcher`
+    (FAISS-GPU when present, else ``kernels.knn``: torch exact fp16 matmul + fp32 re-rank),
+    else faiss-cpu."""
     dev = resolve_device(device)
     if dev == "cuda" and _faiss_gpu_available():
         name = _version_label(_FAISS_GPU_DISTS, "faiss (GPU)") + " GpuIndexFlatIP"
-        fn = _build_faiss_gpu
+        fn = make_device_knn("cuda")
     elif dev == "cuda":
         name = "kernels.knn (torch " + (package_version("torch") or "?") + " fp16 matmul top-k)"
-        fn = make_kernels_knn("cuda")
+        fn = make_device_knn("cuda")
     else:
         name, fn = _version_label(("faiss-cpu",), "faiss-cpu (missing)"), _build_faiss_cpu
     return name, fn

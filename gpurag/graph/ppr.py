@@ -153,24 +153,35 @@ def _power(
     noise_floor = 1e3 * np.finfo(dtype).eps
     prev = np.full(q, np.inf)
     done = np.zeros(q, dtype=bool)
+    err = np.zeros(q)
+    pos = np.full(q, -1, dtype=np.int64)
     for _ in range(max_iter):
-        x_new = pt @ x
+        # Converged columns are frozen and the rest iterate alone, so a question's scores do
+        # not depend on the batch it came in (each column's arithmetic is independent).
+        active = np.flatnonzero(~done)
+        pos[:] = -1
+        pos[active] = np.arange(len(active))
+        xa = x[:, active] if len(active) < q else x
+        x_new = pt @ xa
         x_new *= d
         # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
-        coef = ((1 - d) + d * x[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
+        coef = ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
         if r_dense is not None:
-            x_new += r_dense * coef
+            x_new += r_dense[:, active] * coef
         else:
-            x_new[r_nodes, r_cols] += r_vals * coef[r_cols]
-        err = np.abs(x_new - x).sum(axis=0, dtype=np.float64)
-        x = x_new
+            sel = pos[r_cols] >= 0
+            cols = pos[r_cols[sel]]
+            x_new[r_nodes[sel], cols] += r_vals[sel] * coef[cols]
+        err_a = np.abs(x_new - xa).sum(axis=0, dtype=np.float64)
+        err[active] = err_a
+        x[:, active] = x_new
         # L1 change contracts by >= damping per step in exact arithmetic; a change that stops
         # shrinking (by less than halfway to 1) under the noise floor is rounding noise.
-        stalled = (err > 0.5 * (1 + damping) * prev) & (err < noise_floor)
-        done |= (err < tol) | stalled
+        stalled = (err_a > 0.5 * (1 + damping) * prev[active]) & (err_a < noise_floor)
+        done[active] = (err_a < tol) | stalled
+        prev[active] = err_a
         if np.all(done):
             break
-        prev = err
     else:
         warnings.warn(
             f"ppr_power did not converge in {max_iter} iterations "

@@ -7,6 +7,8 @@ dense MiniLM embeddings blur.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
@@ -17,6 +19,8 @@ class BM25Index:
     def __init__(self, chunks: pd.DataFrame) -> None:
         import bm25s
 
+        # bm25s sets its own logger to DEBUG; its progress lines are not ours to print.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
         self._bm25s = bm25s
         corpus = (chunks["title"].fillna("").astype(str) + "\n"
                   + chunks["text"].astype(str)).tolist()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -35,15 +34,6 @@ def write_jsonl(path: Path, records: list, gz: bool = False) -> Path:
 def copy_index(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
-
-
-@pytest.fixture(autouse=True)
-def _quiet_env(monkeypatch):
-    """No progress bars, and no stray user settings leaking into the tests."""
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name == "GPURAG_CONFIG":
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(scope="session")

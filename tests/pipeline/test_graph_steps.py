@@ -65,14 +65,15 @@ def test_facts_graph_and_communities(chunks, resolved):
 
 def test_knn_component_used_by_alias_resolution_matches_the_host_default():
     pytest.importorskip("torch")
-    from gpurag.graph.backend import make_kernels_knn
     from gpurag.resolve import knn_pairs
+    from gpurag.vectors import make_searcher
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((300, 32)).astype(np.float32)
     x[150:] = x[:150] + 0.05 * rng.standard_normal((150, 32)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     host = knn_pairs(x, 5, 0.5)
-    dev = knn_pairs(x, 5, 0.5, knn=make_kernels_knn("cpu"))
+    # the device searcher's torch kernel, run on the CPU
+    dev = knn_pairs(x, 5, 0.5, knn=lambda v, **kw: make_searcher(v, "cpu", backend="torch"))
     for a, b in zip(host, dev, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)

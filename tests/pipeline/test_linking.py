@@ -27,7 +27,7 @@ def test_linker_prefers_the_longest_name_and_keeps_spans():
 
 
 def test_comparison_question_seeds_both_named_entities(graph_index):
-    retriever = graph_index.graph
+    retriever = graph_index.retriever
     kestrel = _id_of(graph_index, "Kestrel Dynamics Ltd.")
     brask = _id_of(graph_index, "Brask & Thorne Shipwrights")
     [linked] = retriever.linker.link([COMPARISON])

@@ -78,7 +78,7 @@ def test_graph_stage_and_queries_run_the_runtime_backends(tmp_path, sample_quest
     qs = [q["question"] for q in sample_questions[:3]]
     index.query_batch(qs, k=4, mode="graph")
     (shape, k, got, full), = calls["ppr"]
-    assert shape[0] == 3 and got == (3, k) and k < index.retriever.n_psg
+    assert shape[0] == 3 and got == (3, k) and k <= index.retriever.n_psg
     assert full is None, "no dense (q, n) result comes back without a reranker"
 
 

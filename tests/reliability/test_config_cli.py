@@ -17,15 +17,6 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in (
-                "GPURAG_CONFIG", "GPURAG_THREADS"):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> tuple[Path, Path]:
     """A corpus of four sample documents and a dense index of it."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 import pytest
 
@@ -22,15 +21,6 @@ from gpurag.config import (
     threads_from_env,
 )
 from gpurag.errors import ConfigError
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in (
-                "GPURAG_CONFIG", "GPURAG_THREADS"):
-            monkeypatch.delenv(name)
 
 
 def _num(x: float, kind: type) -> str:

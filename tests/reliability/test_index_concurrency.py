@@ -27,14 +27,6 @@ QUESTIONS = ["Who founded Kestrel Dynamics?", "Where is the company headquartere
              "What did the research team discover?"]
 
 
-@pytest.fixture(autouse=True)
-def _quiet_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name == "GPURAG_CONFIG":
-            monkeypatch.delenv(name)
-
-
 def _records() -> list[dict]:
     return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()
             if line.strip()]

@@ -29,15 +29,6 @@ SMALL = dict(graph=False, show_progress=False, chunk_tokens=64, chunk_overlap=8,
              max_part_chars=1_000, ingest_batch_chunks=4096)
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in (
-                "GPURAG_CONFIG", "GPURAG_THREADS"):
-            monkeypatch.delenv(name)
-
-
 def one_line_text(n_chars: int, seed: int = 0) -> str:
     """Random prose-like text without a single newline: words drawn from the sample corpus."""
     words = sorted({w for line in SAMPLE.read_text(encoding="utf-8").splitlines()

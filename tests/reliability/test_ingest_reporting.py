@@ -23,15 +23,6 @@ REPO = Path(__file__).resolve().parents[2]
 ESC = "\x1b"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in (
-                "GPURAG_CONFIG", "GPURAG_THREADS"):
-            monkeypatch.delenv(name)
-
-
 def _jsonl(path: Path, records: list, gz: bool = False) -> Path:
     data = "".join(json.dumps(r) + "\n" for r in records).encode()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,14 +26,6 @@ EVERY_FILE = (*layout.REQUIRED_DENSE, *layout.REQUIRED_GRAPH,
               *(f for f in layout.EXTRACT_FILES if f != layout.EXTRACT_DESCRIPTIONS))
 
 
-@pytest.fixture(autouse=True)
-def _quiet_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name == "GPURAG_CONFIG":
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture(scope="module")
 def graph_index(tmp_path_factory) -> Path:
     """The sample corpus with its knowledge graph, built once; tests work on copies."""

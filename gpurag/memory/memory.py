@@ -1,0 +1,571 @@
+"""``Memory``: zero-token agent memory over the project's embedder, FAISS and graph code.
+
+Writes append to a durable log (:mod:`gpurag.memory.log`) and update in-memory structures:
+the FAISS flat index (``add``), the vocabulary and tags (:mod:`gpurag.memory.vocab`) and the
+entity co-mention counts. Reads fold the traces appended since the last read into the tag CSR
+and the entity graph (a :func:`gpurag.graph.build_csr` CSR), so every committed trace is seen.
+``compact`` persists the derived state (vocabulary, tags; :mod:`gpurag.memory.snapshot`) so
+that opening replays only the traces appended since.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time as _time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from gpurag.errors import ConfigError, InputError
+from gpurag.graph.csr import CSRGraph, build_csr
+from gpurag.memory.config import MemoryConfig
+from gpurag.memory.consistency import Dropped, consistency_filter
+from gpurag.memory.log import Trace, TraceLog, parse_time
+from gpurag.memory.snapshot import read_snapshot, write_snapshot
+from gpurag.memory.views import (
+    anchor_hits,
+    anchor_mass,
+    best_entity_mass,
+    coverage_deficit,
+    relational_scores,
+    temporal_scores,
+)
+from gpurag.memory.vocab import Vocabulary
+
+FORMAT = "gpurag-memory"
+FORMAT_VERSION = 1
+CONFIG_FILE = "memory.json"
+SNAPSHOT = "compact"
+
+
+@dataclass
+class Hit:
+    """One retrieved trace with its fused score and the score of each view."""
+
+    id: int
+    text: str
+    session: str
+    turn: int
+    time: float
+    score: float
+    views: dict[str, float]
+
+
+@dataclass
+class MemoryResult:
+    """The answer to one memory search."""
+
+    question: str
+    hits: list[Hit]
+    anchors: list[str]
+    relational_weight: float
+    confidence: float  # best dense cosine of the kept hits: low -> the caller may abstain
+    dropped: list[Dropped] = field(default_factory=list)
+
+    @property
+    def sessions(self) -> list[str]:
+        """Sessions of the hits in rank order, each once."""
+        return list(dict.fromkeys(h.session for h in self.hits))
+
+
+class Memory:
+    """An append-only trace memory with dense, lexical, relational and temporal retrieval."""
+
+    def __init__(self, path: Path, config: MemoryConfig, dim: int, writable: bool,
+                 embedder: Any = None, device: str = "cpu") -> None:
+        self.path = path
+        self.config = config
+        self.dim = dim
+        self.device = device
+        self._embedder = embedder
+        self._lock = None
+        if writable:
+            self._lock = open(path / ".lock", "a")  # noqa: SIM115 (held while open)
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self._lock.close()
+                raise InputError(f"memory {path} is open for writing by another process; "
+                                 "open it with readonly=True to search") from None
+        self.log = TraceLog(path, dim, writable)
+        self.texts: list[str] = []
+        self.sessions: list[str] = []
+        self._session_ids: dict[str, int] = {}
+        self._session_of: list[int] = []
+        self.turns: list[int] = []
+        self.times: list[float] = []
+        self._vec = np.zeros((0, dim), dtype=np.float32)
+        self._n = 0
+        self.vocab = Vocabulary()
+        self._tags: list[list[int]] = []
+        self._faiss = None
+        self._faiss_n = 0
+        self._csr_n = -1  # traces folded into the cached tag CSR / graph
+        self._canon_used: np.ndarray | None = None
+        self._lex = None  # (retriever, n covered)
+        self._lex_tail = None
+        self._ppr = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | os.PathLike, embedder: Any = None, device: str = "cpu",
+               **settings: Any) -> Memory:
+        """Create an empty memory folder (an existing memory is an error); ``settings`` (see
+        :class:`MemoryConfig`) are stored and apply at every open, other settings follow the
+        defaults of the gpurag version that opens it."""
+        root = Path(path)
+        if (root / CONFIG_FILE).exists():
+            raise InputError(f"{root} already holds a memory; open it with Memory.open")
+        config = MemoryConfig.from_dict({}, **settings)
+        emb = embedder if embedder is not None else _load_embedder(config.embedder)
+        root.mkdir(parents=True, exist_ok=True)
+        meta = {"format": FORMAT, "version": FORMAT_VERSION, "dim": int(emb.dim),
+                "embedder": getattr(emb, "name", config.embedder),
+                "config": {k: v for k, v in config.to_dict().items() if k in settings}}
+        tmp = root / f".{CONFIG_FILE}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, root / CONFIG_FILE)
+        for name in ("log.jsonl", "vectors.f32"):
+            (root / name).touch()
+        _fsync_dir(root)
+        return cls.open(root, embedder=emb, device=device)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, readonly: bool = False, embedder: Any = None,
+             device: str = "cpu", create: bool = False, **overrides: Any) -> Memory:
+        """Open a memory folder (``create=True``: create it when absent)."""
+        root = Path(path)
+        cfg_path = root / CONFIG_FILE
+        if not cfg_path.exists():
+            if create:
+                return cls.create(root, embedder=embedder, device=device, **overrides)
+            raise InputError(f"{root} is not a gpurag memory (no {CONFIG_FILE}); "
+                             "create one with `gpurag memory add` or Memory.create")
+        try:
+            meta = json.loads(cfg_path.read_text(encoding="utf-8"))
+            if meta.get("format") != FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}")
+            if int(meta["version"]) > FORMAT_VERSION:
+                raise ValueError(f"version {meta['version']} is newer than this gpurag")
+            config = MemoryConfig.from_dict(meta.get("config", {}), **overrides)
+            dim = int(meta["dim"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
+        mem = cls(root, config, dim, not readonly, embedder, device)
+        traces, vectors = mem.log.read()
+        mem._load(traces, vectors)
+        return mem
+
+    def close(self) -> None:
+        self.log.close()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            self._embedder = _load_embedder(self.config.embedder)
+        return self._embedder
+
+    # -- writing ------------------------------------------------------------------------------
+    def add(self, trace: str, session: str | None = None, turn: int | None = None,
+            time: Any = None, meta: dict[str, Any] | None = None,
+            vector: np.ndarray | None = None) -> int:
+        """Append one trace; returns its id once it is durably on disk."""
+        rec = {"text": trace, "session": session, "turn": turn, "time": time}
+        if meta:
+            rec["meta"] = meta
+        vecs = None if vector is None else np.asarray(vector, dtype=np.float32)[None, :]
+        return self.add_many([rec], vectors=vecs)[0]
+
+    def add_many(self, traces: Iterable[str | dict[str, Any]],
+                 vectors: np.ndarray | None = None) -> list[int]:
+        """Append traces (strings or dicts with ``text``, ``session``, ``turn``, ``time``,
+        ``meta``) in one durable write; ``vectors`` are precomputed unit-norm embeddings."""
+        items: list[Trace] = []
+        for i, t in enumerate(traces):
+            last = items[-1] if items else None
+            items.append(self._validate(t, self._n + i, last))
+        if not items:
+            return []
+        if vectors is None:
+            vectors = self.embedder.encode([t.text for t in items])
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(items), self.dim):
+            raise InputError(f"vectors have shape {vectors.shape}, expected "
+                             f"({len(items)}, {self.dim})")
+        self.log.append(items, vectors)
+        self._ingest(items, vectors, learn=True)
+        return [t.id for t in items]
+
+    def _validate(self, raw: str | dict[str, Any], tid: int, last: Trace | None) -> Trace:
+        where = f"trace {tid}"
+        rec = {"text": raw} if isinstance(raw, str) else dict(raw)
+        text = rec.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{where}: text must be a non-empty string")
+        session = rec.get("session")
+        if last is None and self._n:
+            last = Trace(-1, "", self.sessions[-1], self.turns[-1], 0.0, {})
+        session = str(session) if session not in (None, "") else (
+            last.session if last else "default")
+        turn = rec.get("turn")
+        if turn is None:
+            turn = last.turn + 1 if last is not None and last.session == session else 0
+        try:
+            turn = int(turn)
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: turn {turn!r} is not an integer") from None
+        t = rec.get("time")
+        when = _time.time() if t is None else parse_time(t, where)
+        meta = rec.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise InputError(f"{where}: meta must be an object")
+        return Trace(tid, text, session, turn, when, meta)
+
+    def _load(self, traces: list[Trace], vectors: np.ndarray) -> None:
+        snap = read_snapshot(self.path / SNAPSHOT)
+        done = 0
+        if snap is not None:
+            meta, folder = snap
+            done = int(meta["counts"].get("traces", 0))
+            if done <= len(traces):
+                self.vocab = Vocabulary.from_frames(
+                    pd.read_parquet(folder / "entities.parquet"),
+                    pd.read_parquet(folder / "lower_words.parquet"))
+                ptr = np.load(folder / "tag_ptr.npy", allow_pickle=False)
+                ids = np.load(folder / "tag_ids.npy", allow_pickle=False)
+                self._tags = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(done)]
+            else:
+                done = 0
+        self._ingest(traces[:done], vectors[:done], learn=False, tag=False)
+        self._ingest(traces[done:], vectors[done:], learn=True)
+
+    def _ingest(self, items: Sequence[Trace], vectors: np.ndarray, learn: bool,
+                tag: bool = True) -> None:
+        if not len(items):
+            return
+        texts = [t.text for t in items]
+        if learn:
+            self.vocab.learn(texts)
+        if tag:
+            self._tags.extend(self.vocab.tag(x) for x in texts)
+        for t in items:
+            sid = self._session_ids.setdefault(t.session, len(self._session_ids))
+            self._session_of.append(sid)
+        self.texts.extend(texts)
+        self.sessions.extend(t.session for t in items)
+        self.turns.extend(t.turn for t in items)
+        self.times.extend(t.time for t in items)
+        need = self._n + len(items)
+        if need > len(self._vec):
+            grown = np.zeros((max(need, 2 * len(self._vec), 1024), self.dim), dtype=np.float32)
+            grown[: self._n] = self._vec[: self._n]
+            self._vec = grown
+        self._vec[self._n:need] = vectors
+        self._n = need
+
+    def compact(self) -> dict[str, int]:
+        """Re-tag every trace against the whole vocabulary and persist the derived state."""
+        self._tags = [self.vocab.tag(x) for x in self.texts]
+        self._csr_n, self._canon_used = -1, None
+        self._lex = self._lex_tail = None
+        counts = np.fromiter((len(t) for t in self._tags), dtype=np.int64, count=self._n)
+        ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
+        ids = (np.fromiter((i for t in self._tags for i in t), dtype=np.int64, count=int(ptr[-1]))
+               if self._n else np.zeros(0, np.int64))
+        stats = {"traces": self._n, "entities": len(self.vocab), "tags": int(ptr[-1])}
+        write_snapshot(self.path / SNAPSHOT,
+                       {"entities.parquet": self.vocab.to_frame(),
+                        "lower_words.parquet": self.vocab.lower_frame()},
+                       {"tag_ptr.npy": ptr, "tag_ids.npy": ids}, stats)
+        return stats
+
+    def info(self) -> dict[str, Any]:
+        """Counts and settings."""
+        self._refresh()
+        snap = read_snapshot(self.path / SNAPSHOT)
+        compacted = snap[0]["counts"]["traces"] if snap else 0
+        return {"path": str(self.path), "traces": self._n, "sessions": len(self._session_ids),
+                "entities": int((self.vocab.canonical() >= 0).sum()) if len(self.vocab) else 0,
+                "vocabulary": len(self.vocab), "graph_edges": int(self._graph.n_edges),
+                "compacted_traces": int(compacted), "dim": self.dim,
+                "config": self.config.to_dict()}
+
+    # -- derived read structures --------------------------------------------------------------
+    def _refresh(self) -> None:
+        """Fold traces appended since the last read into the tag CSR and the entity graph:
+        only the new rows are tagged and their co-mentions added, unless the canonical map of
+        known entries changed (a new alias), which rebuilds both."""
+        if self._csr_n == self._n:
+            return
+        canon = self.vocab.canonical()
+        n_ent = max(len(canon), 1)
+        old = self._canon_used
+        lo = self._csr_n if (self._csr_n > 0 and old is not None
+                             and np.array_equal(canon[: len(old)], old)) else 0
+        counts = np.fromiter((len(t) for t in self._tags[lo:self._n]), dtype=np.int64,
+                             count=self._n - lo)
+        raw = np.fromiter((i for t in self._tags[lo:self._n] for i in t), dtype=np.int64,
+                          count=int(counts.sum()))
+        rows = np.repeat(np.arange(self._n - lo), counts)
+        ent = canon[raw] if len(raw) else raw
+        keep = ent >= 0
+        new = sp.csr_array((np.ones(int(keep.sum()), np.float32), (rows[keep], ent[keep])),
+                           shape=(self._n - lo, n_ent))
+        new.sum_duplicates()
+        new.data[:] = 1.0
+        # co-mention: each trace with m entities adds 1/(m-1) to every pair it holds
+        m = np.diff(new.indptr)
+        scale = sp.diags_array(1.0 / np.maximum(m - 1, 1).astype(np.float32))
+        co_new = sp.csr_array(new.T @ (scale @ new))
+        if lo:
+            prev, co = self._tag_csr, self._co
+            prev.resize((lo, n_ent))
+            co.resize((n_ent, n_ent))
+            tags = sp.csr_array(sp.vstack([prev, new], format="csr"))
+            co = sp.csr_array(co + co_new)
+        else:
+            tags, co = new, co_new
+        self._tag_csr, self._co, self._canon_used = tags, co, canon.copy()
+        self._tag_csc = sp.csc_array(tags)
+        df = np.diff(self._tag_csc.indptr)
+        self._idf = np.log1p(self._n / np.maximum(df, 1)).astype(np.float64)
+        cc = sp.coo_array(co)
+        off = cc.row != cc.col
+        self._graph: CSRGraph = build_csr(cc.row[off], cc.col[off], cc.data[off], n_ent,
+                                          symmetric=False)
+        self._session_arr = np.asarray(self._session_of, dtype=np.int64)
+        self._turn_arr = np.asarray(self.turns, dtype=np.int64)
+        self._time_arr = np.asarray(self.times, dtype=np.float64)
+        self._csr_n = self._n
+
+    def _dense(self, qv: np.ndarray, depth: int) -> list[np.ndarray]:
+        """Top-``depth`` trace ids per query: a FAISS flat index over the traces up to its last
+        rebuild, plus an exact scan of the newer ones (FAISS's ``add`` copies the whole index
+        on some versions, so single appends do not go through it)."""
+        from gpurag.vectors.faiss_index import build_index
+        from gpurag.vectors.faiss_index import search as faiss_search
+
+        if self._faiss is None or self._n - self._faiss_n > max(2000, self._faiss_n // 10):
+            self._faiss = build_index(self._vec[: self._n], ivf_threshold=1 << 62)
+            self._faiss_n = self._n
+        scores, ids = faiss_search(self._faiss, qv, min(depth, self._faiss_n))
+        if self._faiss_n == self._n:
+            return [row[row >= 0] for row in ids]
+        tail = qv @ self._vec[self._faiss_n:self._n].T
+        out = []
+        for srow, irow, trow in zip(scores, ids, tail, strict=True):
+            allid = np.r_[irow[irow >= 0], np.arange(self._faiss_n, self._n)]
+            alls = np.r_[srow[irow >= 0], trow]
+            out.append(allid[np.argsort(-alls, kind="stable")[:depth]])
+        return out
+
+    def _lexical(self, questions: list[str], k: int) -> list[dict[int, float]]:
+        """BM25 top-``k`` per question over every trace: a main index plus a small one over the
+        traces appended since it was built (rebuilt when that tail grows past a threshold)."""
+        from gpurag.eval.bm25 import BM25Retriever
+
+        def build(lo: int, hi: int):
+            frame = pd.DataFrame({"title": [""] * (hi - lo), "text": self.texts[lo:hi]})
+            return BM25Retriever(frame), lo, hi
+
+        if self._lex is None or self._n - self._lex[2] > self.config.bm25_rebuild:
+            self._lex, self._lex_tail = build(0, self._n), None
+        if self._lex[2] < self._n and (self._lex_tail is None or self._lex_tail[2] != self._n):
+            self._lex_tail = build(self._lex[2], self._n)
+        parts = [p for p in (self._lex, self._lex_tail if self._lex[2] < self._n else None) if p]
+        out: list[dict[int, float]] = [{} for _ in questions]
+        for retriever, lo, _ in parts:
+            scores, rows = retriever.search(questions, k)
+            for d, srow, rrow in zip(out, scores, rows, strict=True):
+                for s, r in zip(srow, rrow, strict=True):
+                    if r >= 0 and s > 0:
+                        d[int(r) + lo] = float(s)
+        return out
+
+    def _ppr_fn(self):
+        if self._ppr is None:
+            from gpurag.graph.backend import select_ppr_backend
+
+            self._ppr = select_ppr_backend(self.device)[1]
+        return self._ppr
+
+    # -- reading ------------------------------------------------------------------------------
+    def anchors(self, question: str) -> np.ndarray:
+        """Canonical entity ids the question mentions (tagged like a trace)."""
+        canon = self.vocab.canonical()
+        ids = np.asarray(self.vocab.tag(question), dtype=np.int64)
+        ids = canon[ids] if len(ids) else ids
+        return np.unique(ids[ids >= 0]) if len(ids) else ids
+
+    def search(self, question: str, k: int = 5, vector: np.ndarray | None = None) -> MemoryResult:
+        """The ``k`` best traces for ``question`` (a batch of one)."""
+        vecs = None if vector is None else np.asarray(vector, dtype=np.float32)[None, :]
+        return self.search_batch([question], k, vectors=vecs)[0]
+
+    def search_batch(self, questions: Sequence[str], k: int = 5,
+                     vectors: np.ndarray | None = None) -> list[MemoryResult]:
+        """Search a batch: one embedding call, one FAISS search, one PPR batch for all."""
+        questions = list(questions)
+        if k < 1:
+            raise InputError(f"k must be at least 1, got {k}")
+        if not questions:
+            return []
+        if self._n == 0:
+            return [MemoryResult(q, [], [], 0.0, 0.0) for q in questions]
+        self._refresh()
+        views = self.views(questions, vectors)
+        return [self._fuse(q, v, k) for q, v in zip(questions, views, strict=True)]
+
+    def views(self, questions: list[str], vectors: np.ndarray | None = None) -> list[dict]:
+        """Candidate traces and each view's (unfused) score for each question."""
+        self._refresh()
+        cfg = self.config
+        qv = self.embedder.encode(questions) if vectors is None else np.asarray(vectors,
+                                                                                np.float32)
+        depth = min(cfg.candidates, self._n)
+        dense_ids = self._dense(qv, depth)
+        lex = self._lexical(questions, depth)
+        anchors = [self.anchors(q) for q in questions]
+        flat = np.concatenate([np.zeros(0, np.int64), *anchors])
+        mass = anchor_mass(self._graph, flat, self._ppr_fn(), cfg.damping)
+        best_all = best_entity_mass(self._tag_csr, mass)
+        out = []
+        start = 0
+        for qi, anc in enumerate(anchors):
+            a = len(anc)
+            best = best_all[start:start + a]
+            start += a
+            w = self._idf[anc] / self._idf[anc].sum() if a else np.zeros(0)
+            rel = relational_scores(best, w) if a else np.zeros(self._n, np.float32)
+            hits = anchor_hits(self._tag_csc, anc)
+            deficit = coverage_deficit(hits, w) if a else 0.0
+            temp = temporal_scores(hits, w, self._session_arr, self._turn_arr, self._time_arr,
+                                   len(self._session_ids), cfg.tau, cfg.recency) if a else \
+                np.zeros(self._n, np.float32)
+            cand = set(dense_ids[qi].tolist()) | set(lex[qi])
+            if a:
+                cand |= set(_top(rel, depth).tolist()) | set(_top(temp, depth).tolist())
+            cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
+            out.append({
+                "ids": cand_arr,
+                "dense": self._vec[cand_arr] @ qv[qi],
+                "bm25": np.asarray([lex[qi].get(int(i), 0.0) for i in cand_arr]),
+                "relational": rel[cand_arr], "temporal": temp[cand_arr],
+                "deficit": deficit, "n_anchors": a,
+                "anchors": [self.vocab.surfaces[int(e)] for e in anc],
+            })
+        return out
+
+    def _fuse(self, question: str, v: dict, k: int) -> MemoryResult:
+        cfg = self.config
+        scores, w_rel = fuse_scores(v, cfg)
+        ids = v["ids"]
+        order = np.argsort(-scores, kind="stable")
+        ids, scores = ids[order], scores[order]
+        if cfg.session_weight:
+            ids, scores = session_rerank(ids, scores, self._session_arr, cfg.session_weight)
+        top = ids[: max(3 * k, k + 10)]
+        kept, dropped = consistency_filter(
+            top.tolist(), [self.texts[i] for i in top], [self.sessions[i] for i in top],
+            [self.times[i] for i in top], scores[: len(top)].tolist(), cfg.policy)
+        pos = {int(i): p for p, i in enumerate(ids)}
+        vpos = {int(i): p for p, i in enumerate(v["ids"])}
+        hits = []
+        for i in kept[:k]:
+            p, q = pos[i], vpos[i]
+            hits.append(Hit(i, self.texts[i], self.sessions[i], self.turns[i], self.times[i],
+                            float(scores[p]), {name: float(v[name][q]) for name in
+                                               ("dense", "bm25", "relational", "temporal")}))
+        confidence = max((h.views["dense"] for h in hits), default=0.0)
+        return MemoryResult(question, hits, v["anchors"], w_rel, confidence, dropped)
+
+
+def _top(x: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the ``k`` largest positive entries (unordered)."""
+    idx = np.argpartition(-x, k - 1)[:k] if k < len(x) else np.arange(len(x))
+    return idx[x[idx] > 0]
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    if len(x) == 0:
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+
+
+def relational_weight(deficit: float, n_anchors: int, cfg: MemoryConfig) -> float:
+    """Logistic in the anchor coverage deficit: 0 anchors -> 0; one trace holding every anchor
+    leans temporal, none holding them all leans relational."""
+    if n_anchors == 0:
+        return 0.0
+    return float(1.0 / (1.0 + np.exp(-cfg.coverage_slope * (deficit - cfg.coverage_mid))))
+
+
+def fuse_scores(v: dict, cfg: MemoryConfig) -> tuple[np.ndarray, float]:
+    """Fused score of each candidate of one question, and the relational weight used."""
+    w_rel = relational_weight(v["deficit"], v["n_anchors"], cfg)
+    graph = w_rel * _minmax(v["relational"]) + (1 - w_rel) * _minmax(v["temporal"])
+    w_graph = cfg.w_graph if v["n_anchors"] else 0.0
+    score = cfg.w_dense * _minmax(v["dense"]) + cfg.w_bm25 * _minmax(v["bm25"]) + w_graph * graph
+    return score.astype(np.float64), w_rel
+
+
+def session_rerank(ids: np.ndarray, scores: np.ndarray, session: np.ndarray,
+                   weight: float, top: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Add ``weight`` x the summed scores of the ``top`` best candidates of a trace's session:
+    a session where several turns match lifts each of them. ``ids``/``scores`` sorted by
+    descending score."""
+    s = session[ids]
+    order = np.argsort(s, kind="stable")  # by session, score order kept within a session
+    ss = s[order]
+    first = np.r_[True, ss[1:] != ss[:-1]]
+    start = np.flatnonzero(first)
+    rank_in = np.arange(len(ss)) - np.repeat(start, np.diff(np.r_[start, len(ss)]))
+    kept = np.where(rank_in < top, np.maximum(scores[order], 0), 0.0)
+    support = np.add.reduceat(kept, start) if len(start) else kept
+    per = np.empty(len(ids))
+    per[order] = np.repeat(support, np.diff(np.r_[start, len(ss)]))
+    blended = scores + weight * per
+    new = np.argsort(-blended, kind="stable")
+    return ids[new], blended[new]
+
+
+def _load_embedder(spec: str):
+    from gpurag.embed import load_embedder
+
+    try:
+        return load_embedder(spec, device="cpu")
+    except ConfigError:
+        raise
+    except Exception as exc:  # a missing model file, say
+        raise ConfigError(f"memory embedder {spec!r} could not be loaded: {exc}") from exc
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
