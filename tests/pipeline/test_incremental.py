@@ -36,7 +36,6 @@ MARKER = "Quorvantix Zelmidor"
 
 @pytest.fixture(autouse=True)
 def _small_batches(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
     monkeypatch.setattr(graph_stage, "EXTRACT_BATCH", BATCH)
     monkeypatch.setattr(incremental, "EXTRACT_BATCH", BATCH)
 

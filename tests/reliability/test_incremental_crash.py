@@ -25,12 +25,8 @@ SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
 
 
 @pytest.fixture(autouse=True)
-def _quiet_env(monkeypatch):
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in ("GPURAG_CONFIG",
-                                                                           "GPURAG_EMBED_CACHE"):
-            monkeypatch.delenv(name)
+def _no_embed_cache(monkeypatch):
+    monkeypatch.delenv("GPURAG_EMBED_CACHE", raising=False)
 
 
 def _records() -> list[dict]:
