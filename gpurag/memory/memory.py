@@ -38,6 +38,7 @@ from gpurag.memory.views import (
     temporal_scores,
 )
 from gpurag.memory.vocab import Vocabulary
+from gpurag.store.writer import fsync_dir
 
 FORMAT = "gpurag-memory"
 FORMAT_VERSION = 1
@@ -137,7 +138,7 @@ class Memory:
         os.replace(tmp, root / CONFIG_FILE)
         for name in ("log.jsonl", "vectors.f32"):
             (root / name).touch()
-        _fsync_dir(root)
+        fsync_dir(root)
         return cls.open(root, embedder=emb, device=device)
 
     @classmethod
@@ -562,10 +563,3 @@ def _load_embedder(spec: str):
     except Exception as exc:  # a missing model file, say
         raise ConfigError(f"memory embedder {spec!r} could not be loaded: {exc}") from exc
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpurag.errors import IndexFormatError
+from gpurag.store.writer import fsync_dir
 
 META = "snapshot.json"
 
@@ -40,12 +41,12 @@ def write_snapshot(target: Path, tables: dict[str, pd.DataFrame],
     for p in tmp.iterdir():
         with open(p, "rb") as fh:
             os.fsync(fh.fileno())
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
         os.rename(target, old)
     os.rename(tmp, target)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -65,10 +66,3 @@ def read_snapshot(target: Path) -> tuple[dict[str, Any], Path] | None:
                                "run `gpurag memory compact`") from exc
     return meta, folder
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

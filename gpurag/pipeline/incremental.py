@@ -379,12 +379,16 @@ def insert_documents(index: str | Path, sources: Sequence[str | Path],
         if not s.exists():
             raise InputError(f"insert source {s}: no such file or folder")
     with WriteLock(out) as lock:
-        d = open_index_dir(out)
-        try:
-            stored = load_stored(d)
-        finally:
-            d.close()
-        return _insert_locked(out, lock, stored, sources, runtime, embedder, show)
+        return _insert_locked(out, lock, _read_stored(out), sources, runtime, embedder, show)
+
+
+def _read_stored(out: Path) -> Stored:
+    """What the committed index at ``out`` keeps for updates (read under the write lock)."""
+    d = open_index_dir(out)
+    try:
+        return load_stored(d)
+    finally:
+        d.close()
 
 
 def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
@@ -446,12 +450,7 @@ def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime
     if not wanted:
         raise InputError("delete: no document ids given")
     with WriteLock(out) as lock:
-        d = open_index_dir(out)
-        try:
-            stored = load_stored(d)
-        finally:
-            d.close()
-        return _delete_locked(out, lock, stored, wanted, runtime, embedder, show)
+        return _delete_locked(out, lock, _read_stored(out), wanted, runtime, embedder, show)
 
 
 def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],

@@ -100,11 +100,11 @@ class IndexWriter:
                 old = layout.sibling(self.target, layout.OLD_SUFFIX)
                 os.rename(self.target, old)
                 os.rename(self.tmp, self.target)
-            _fsync_dir(self.target.parent)
+            fsync_dir(self.target.parent)
             shutil.rmtree(old)
         else:
             os.rename(self.tmp, self.target)
-            _fsync_dir(self.target.parent)
+            fsync_dir(self.target.parent)
         if self._own_lock:
             self.lock.release()
         return self.target
@@ -159,7 +159,8 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a directory entry change (create, rename) durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -172,4 +173,4 @@ def _fsync_tree(root: Path) -> None:
         if p.is_file():
             with open(p, "rb") as fh:
                 os.fsync(fh.fileno())
-    _fsync_dir(root)
+    fsync_dir(root)
