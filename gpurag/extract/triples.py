@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpurag.extract.assembly import TITLE_LABEL, find_span, texts_and_titles
 from gpurag.extract.base import Extraction
-from gpurag.extract.ner import find_span
 
 __all__ = ["TriplesExtractor", "load_triples"]
 
@@ -109,6 +109,18 @@ def load_triples(path: str | os.PathLike[str]) -> tuple[dict[str, tuple], Counte
     return table, stats
 
 
+def title_mentions(chunks: pd.DataFrame, offset: int = 0) -> pd.DataFrame:
+    """Each titled chunk mentions its title (label ``TITLE``), as with the rule-based
+    extractors, so the graph links an entity to the page about it."""
+    texts, titles = texts_and_titles(chunks)
+    keep = [i for i, t in enumerate(titles) if t]
+    spans = np.asarray([find_span(texts[i], titles[i]) for i in keep],
+                       dtype=np.int64).reshape(-1, 2)
+    return pd.DataFrame({"chunk": np.asarray(keep, dtype=np.int64) + offset,
+                         "name": [titles[i] for i in keep], "label": TITLE_LABEL,
+                         "start": spans[:, 0], "end": spans[:, 1]})
+
+
 @dataclass
 class TriplesExtractor:
     """Mentions and relations from a precomputed ``triples.jsonl``.
@@ -178,7 +190,7 @@ class TriplesExtractor:
             [find_span(texts[c], n) for c, n in zip(m_chunk, m_name, strict=True)],
             dtype=np.int64,
         ).reshape(-1, 2)
-        mentions = pd.DataFrame(
+        mentions = pd.concat([pd.DataFrame(
             {
                 "chunk": np.asarray(m_chunk, dtype=np.int64) + offset,
                 "name": m_name,
@@ -186,7 +198,7 @@ class TriplesExtractor:
                 "start": spans[:, 0],
                 "end": spans[:, 1],
             }
-        )
+        ), title_mentions(chunks, offset)], ignore_index=True)
         heads, rels, tails = (list(x) for x in zip(*r_rows, strict=True)) if r_rows else ([],) * 3
         relations = pd.DataFrame(
             {

@@ -91,7 +91,12 @@ def test_relations_and_mentions(triples_file):
     # every chunk of d3 gets both rows of the duplicated id
     for chunk in (12, 13):
         assert len(rel[rel["chunk"] == chunk]) == 2
-    m = ex.mentions
+    titles = ex.mentions[ex.mentions["label"] == "TITLE"]
+    chunks = _chunks()
+    titled = chunks["title"].fillna("").astype(str).str.strip() != ""
+    # every titled chunk mentions its own title, as with the rule-based extractors
+    assert sorted(titles["chunk"] - 10) == list(chunks.index[titled])
+    m = ex.mentions[ex.mentions["label"] != "TITLE"]
     text = _chunks()["text"][0]
     d1m = m[m["chunk"] == 10].set_index("name")
     assert set(d1m.index) == {"Jan Solovej", "University of Copenhagen",
@@ -114,7 +119,8 @@ def test_file_stats_only_in_first_batch(triples_file):
     assert "file_bad_lines" not in second.stats
     both = Extraction.concat([first, second])
     assert both.stats["file_bad_lines"] == 3
-    assert set(both.mentions["chunk"]) == {0, 1, 2, 3}
+    untitled = both.mentions[both.mentions["label"] != "TITLE"]
+    assert set(untitled["chunk"]) == {0, 1, 2, 3}
 
 
 def test_chunk_id_fallback_and_registry(triples_file):
