@@ -201,7 +201,7 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
                                 headers={"WWW-Authenticate": "Bearer"})
 
     auth = [Depends(require_key)]
-    errors = {status: {"model": ErrorResponse} for status in (401, 413, 422, 503, 504)}
+    errors = {status: {"model": ErrorResponse} for status in (400, 401, 413, 503, 504)}
 
     # -- error mapping: JSON bodies, no tracebacks ---------------------------------------
     @app.exception_handler(RequestValidationError)
@@ -210,7 +210,7 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
         if any(e.get("type") == "json_invalid" for e in errs):
             return JSONResponse({"detail": "malformed JSON body"}, status_code=400)
         detail = [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in errs]
-        return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": detail}, status_code=400)
 
     @app.exception_handler(Exception)
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
@@ -223,7 +223,7 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
             return JSONResponse({"detail": f"overloaded: {exc}; retry later"}, status_code=503,
                                 headers={"Retry-After": str(config.retry_after_s)})
         if isinstance(exc, ConfigError):
-            return JSONResponse({"detail": state.public_message(exc)}, status_code=422)
+            return JSONResponse({"detail": state.public_message(exc)}, status_code=400)
         if isinstance(exc, GpuragError):
             return JSONResponse({"detail": state.public_message(exc)}, status_code=400)
         log.error("query failed", exc_info=exc)
@@ -233,7 +233,7 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
     def check_limits(body: QueryRequest) -> list[str] | JSONResponse:
         if (body.question is None) == (body.questions is None):
             return JSONResponse({"detail": "give exactly one of 'question' or 'questions'"},
-                                status_code=422)
+                                status_code=400)
         questions = body.question_list()
         most = min(config.max_questions, config.max_queue)  # more could never be queued
         if len(questions) > most:
@@ -244,10 +244,10 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
             return JSONResponse({"detail": f"a question of {longest} characters: the limit "
                                  f"is {config.max_question_chars}"}, status_code=413)
         if any(not q.strip() for q in questions):
-            return JSONResponse({"detail": "empty question"}, status_code=422)
+            return JSONResponse({"detail": "empty question"}, status_code=400)
         if body.k is not None and body.k > config.max_k:
             return JSONResponse({"detail": f"k={body.k}: the limit is {config.max_k}"},
-                                status_code=422)
+                                status_code=400)
         return questions
 
     async def retrieve(body: QueryRequest) -> tuple[str, list] | JSONResponse:

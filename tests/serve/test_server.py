@@ -68,7 +68,7 @@ def test_concurrent_requests_each_get_their_own_result_and_errors_stay_isolated(
         responses = list(pool.map(lambda b: post(client, b), bodies))
     for body, r in zip(bodies, responses, strict=True):
         if body.get("mode") == "bogus":
-            assert r.status_code == 422
+            assert r.status_code == 400
             assert "unknown query mode 'bogus'" in r.json()["detail"]
             continue
         assert r.status_code == 200, r.text
@@ -100,14 +100,14 @@ def test_limits_and_malformed_input(client):
     cases = [
         ({"question": "x" * 201}, 413, "characters"),
         ({"questions": ["q"] * 9}, 413, "questions"),
-        ({"question": "q", "k": 0}, 422, None),
-        ({"question": "q", "k": 21}, 422, "limit is 20"),
-        ({"question": "q", "k": "five"}, 422, None),
-        ({"question": "q", "color": "red"}, 422, None),
-        ({"question": "q", "questions": ["q"]}, 422, "exactly one"),
-        ({}, 422, "exactly one"),
-        ({"question": "   "}, 422, "empty"),
-        ({"question": "q", "damping": 2}, 422, None),
+        ({"question": "q", "k": 0}, 400, None),
+        ({"question": "q", "k": 21}, 400, "limit is 20"),
+        ({"question": "q", "k": "five"}, 400, None),
+        ({"question": "q", "color": "red"}, 400, None),
+        ({"question": "q", "questions": ["q"]}, 400, "exactly one"),
+        ({}, 400, "exactly one"),
+        ({"question": "   "}, 400, "empty"),
+        ({"question": "q", "damping": 2}, 400, None),
     ]
     for body, status, text in cases:
         r = post(client, body)
@@ -140,7 +140,7 @@ def test_info_metrics_openapi(client, holder):
     post(client, {"question": "q", "k": 0})
     text = client.get("/metrics").text
     assert 'gpurag_http_requests_total{route="/v1/query",method="POST",status="200"}' in text
-    assert 'gpurag_http_requests_total{route="/v1/query",method="POST",status="422"}' in text
+    assert 'gpurag_http_requests_total{route="/v1/query",method="POST",status="400"}' in text
     assert 'gpurag_http_request_duration_seconds_bucket{route="/v1/query",le="+Inf"}' in text
     assert 'gpurag_batch_size_bucket{le="1"}' in text and "gpurag_batch_size_count" in text
     assert "gpurag_queue_depth 0" in text
@@ -151,7 +151,7 @@ def test_info_metrics_openapi(client, holder):
         "/QueryRequest")
     assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/QueryResponse")
-    assert {"401", "413", "422", "503", "504"} <= set(op["responses"])
+    assert {"400", "401", "413", "503", "504"} <= set(op["responses"])
     assert op["security"] == [{"HTTPBearer": []}]
     assert "QueryResult" in schema["components"]["schemas"]
 
