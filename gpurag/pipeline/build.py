@@ -74,14 +74,14 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     record.record("device", runtime.device)
     show = runtime.show_progress(show_progress)
     check_target(out)
+    embedder = runtime.embedder(cfg.embedder)
+    if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
+        raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
+                          f"{embedder.max_tokens} tokens (with the title line)")
     work = WorkDir(out, _build_key(source, cfg))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     timings: dict[str, float] = {}
-    embedder = runtime.embedder(cfg.embedder)
-    if cfg.chunk_tokens + 16 > embedder.max_tokens:
-        raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
-                          f"{embedder.max_tokens} tokens (with the title line)")
     record.record("embed", implementation_name(embedder))
 
     t0 = time.perf_counter()

@@ -63,6 +63,7 @@ INDEX_CASES = [
     ({"GPURAG_QUERY_PPR_TOL": "-1e-4"}, [], ("GPURAG_QUERY_PPR_TOL", "ppr_tol")),
     ({}, ["--chunk-tokens", "-1"], ("--chunk-tokens=-1", "chunk_tokens", ">= 1")),
     ({}, ["--chunk-tokens", "16"], ("chunk_overlap=32", "chunk_tokens=16")),
+    ({}, ["--chunk-tokens", "600"], ("chunk_tokens=600", "does not fit")),
     ({}, ["--extractor", "bogus"], ("--extractor='bogus'", "one of")),
 ]
 
