@@ -49,7 +49,7 @@ def l1_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("symmetric", [False, True])
 @pytest.mark.parametrize("damping", [0.5, 0.85])
 def test_matches_reference_float32(device, symmetric, damping):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=int(rng.integers(60, 300)), m=900, symmetric=symmetric)
     r = random_reset(rng, g.n_nodes, q=9)
     ref = ppr_reference(g.indptr, g.indices, g.weights, r, damping)
@@ -78,7 +78,7 @@ def test_no_false_stall_when_the_change_shrinks_by_exactly_damping(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference_float64_tightly(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=150, m=600, symmetric=False)
     r = random_reset(rng, g.n_nodes, q=5)
     op = build_operator(g.indptr, g.indices, g.weights, device, dtype=torch.float64)
@@ -88,7 +88,7 @@ def test_matches_reference_float64_tightly(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_cpu_ppr_power(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=3000, m=20000, symmetric=False)
     r = random_reset(rng, g.n_nodes, q=33)
     cpu = ppr_power(g, r, damping=0.5, dtype=np.float64)  # (float32 output)
@@ -98,7 +98,7 @@ def test_matches_cpu_ppr_power(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_batching_chunking_and_check_interval_do_not_change_results(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=400, m=2500, symmetric=False)
     r = random_reset(rng, g.n_nodes, q=10)
     op = build_operator(g.indptr, g.indices, g.weights, device)
@@ -112,7 +112,7 @@ def test_batching_chunking_and_check_interval_do_not_change_results(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_reset_input_forms_agree(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=120, m=500, symmetric=False)
     r = random_reset(rng, g.n_nodes, q=4)
     op = build_operator(g.indptr, g.indices, g.weights, device)
@@ -132,7 +132,7 @@ def test_reset_input_forms_agree(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_topk_output(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=500, m=3000, symmetric=True)
     r = random_reset(rng, g.n_nodes, q=6)
     op = build_operator(g.indptr, g.indices, g.weights, device)
@@ -146,7 +146,7 @@ def test_topk_output(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_operator_is_column_stochastic_with_dangling_columns_empty(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=200, m=800, symmetric=False)
     op = build_operator(g.indptr, g.indices, g.weights, device)
     pt = op.pt.to_dense().cpu().numpy().astype(np.float64)
@@ -161,7 +161,7 @@ def test_operator_is_column_stochastic_with_dangling_columns_empty(device):
 
 
 def test_rejects_bad_input():
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=30, m=80, symmetric=True)
     op = build_operator(g.indptr, g.indices, g.weights)
     r = random_reset(rng, g.n_nodes, q=2)
@@ -180,7 +180,7 @@ def test_rejects_bad_input():
 
 
 def test_warns_when_not_converged():
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=100, m=500, symmetric=True)
     r = random_reset(rng, g.n_nodes, q=2)
     with pytest.warns(RuntimeWarning, match="did not converge"):
@@ -199,7 +199,7 @@ def test_empty_batch_and_graph_without_edges():
 
 
 def test_reference_solvers_agree():
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     g = random_graph(rng, n=80, m=300, symmetric=False)
     r = random_reset(rng, g.n_nodes, q=4)
     a = ppr_reference(g.indptr, g.indices, g.weights, r, 0.6, method="solve")
