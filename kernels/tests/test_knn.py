@@ -31,7 +31,7 @@ def assert_same_topk(scores_ref_full: np.ndarray, ids: np.ndarray, k: int, tie: 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk_rows", [None, 97])
 def test_float32_matches_reference(device, chunk_rows):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     db, qs = unit_rows(rng, 2000, 48), unit_rows(rng, 37, 48)
     scores, ids = knn_search(qs, db, 10, device=device, compute_dtype=torch.float32,
                              chunk_rows=chunk_rows)
@@ -45,7 +45,7 @@ def test_float32_matches_reference(device, chunk_rows):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_reduced_precision_scan_with_rerank_is_exact(device, dtype):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     db, qs = unit_rows(rng, 3000, 64), unit_rows(rng, 20, 64)
     index = ExactIndex(64, device, compute_dtype=getattr(torch, dtype))
     index.add(db)
@@ -62,7 +62,7 @@ def test_reduced_precision_scan_with_rerank_is_exact(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_index_add_search_protocol(device):
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(0)
     a, b, qs = unit_rows(rng, 50, 16), unit_rows(rng, 30, 16), unit_rows(rng, 4, 16)
     index = ExactIndex(16, device, compute_dtype=torch.float32)
     index.add(a)
