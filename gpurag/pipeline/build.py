@@ -68,6 +68,18 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
         return _build_locked(source, out, cfg, show_progress, lock, runtime)
 
 
+def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
+                     record: BuildRecord, timings: dict[str, float]) -> None:
+    """The chunks table, passage vectors and passage FAISS index of a new version."""
+    writer.write_table(layout.CHUNKS, chunks)
+    writer.write_array(layout.PASSAGE_EMB, vectors)
+    t0 = time.perf_counter()
+    save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
+               writer.path(layout.PASSAGES_FAISS))
+    record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+    timings["passage_index_s"] = time.perf_counter() - t0
+
+
 def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
                   lock: WriteLock, runtime: Runtime) -> Path:
     record = BuildRecord()
@@ -92,13 +104,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
 
     writer = IndexWriter(out, lock=lock)
     try:
-        writer.write_table(layout.CHUNKS, chunks)
-        writer.write_array(layout.PASSAGE_EMB, vectors)
-        t0 = time.perf_counter()
-        save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
-                   writer.path(layout.PASSAGES_FAISS))
-        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
-        timings["passage_index_s"] = time.perf_counter() - t0
+        write_dense_part(writer, chunks, vectors, cfg, record, timings)
         counts = {"documents": report.documents, "chunks": len(chunks)}
         if cfg.graph:
             from gpurag.pipeline.graph_stage import run_graph_stage

@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 
 from gpurag.config import IndexConfig
-from gpurag.device import package_version
 from gpurag.embed.base import Embedder
 from gpurag.errors import IndexFormatError, InputError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
 from gpurag.ingest.readers import Document, source_fingerprint
+from gpurag.pipeline.build import write_dense_part
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.graph_stage import (
     EXTRACT_BATCH,
@@ -52,7 +52,6 @@ from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.reader import IndexDir
-from gpurag.vectors import build_index, save_index
 
 log = logging.getLogger(__name__)
 
@@ -286,13 +285,7 @@ def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFr
     version = _version(manifest) + 1
     writer = IndexWriter(out, lock=lock)
     try:
-        writer.write_table(layout.CHUNKS, chunks)
-        writer.write_array(layout.PASSAGE_EMB, vectors)
-        t0 = time.perf_counter()
-        save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
-                   writer.path(layout.PASSAGES_FAISS))
-        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
-        timings["passage_index_s"] = time.perf_counter() - t0
+        write_dense_part(writer, chunks, vectors, cfg, record, timings)
         # documents read, as a build counts them (one whose chunks were all duplicates too)
         documents = int(manifest.counts.get("documents", stored.chunks["doc_id"].nunique()))
         documents += (change["documents_read"] if change["op"] == "insert"

@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 
 from gpurag import Index, IndexConfig
-from gpurag.device import resolve_device
-from gpurag.embed import load_embedder
 from gpurag.ingest.parts import cut_points, split_document
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.chunk_embed import chunk_documents
+from tests.foundation.test_build import BoomError, _build_embedder, _count_encodes
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
@@ -50,29 +49,6 @@ def assert_spans_exact(chunks, text: str) -> None:
     covered = np.cumsum(cover)[:-1] > 0
     spaces = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32) == ord(" ")
     assert not np.any(~covered & ~spaces), "characters outside every chunk"
-
-
-class BoomError(RuntimeError):
-    pass
-
-
-def _build_embedder():
-    return load_embedder(IndexConfig().embedder, device=resolve_device())
-
-
-def _count_encodes(monkeypatch, fail_after: int | None = None) -> list[int]:
-    emb = _build_embedder()
-    real = type(emb).encode
-    calls: list[int] = []
-
-    def encode(texts, batch_size=64):
-        if fail_after is not None and len(calls) >= fail_after:
-            raise BoomError("simulated crash while embedding")
-        calls.append(len(texts))
-        return real(emb, texts, batch_size=batch_size)
-
-    monkeypatch.setattr(emb, "encode", encode)
-    return calls
 
 
 # -- parts ---------------------------------------------------------------------------------
