@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from gpurag.config import QueryConfig
 from gpurag.graph.backend import Backends, PPRTop
+from gpurag.query import second_hop
 from gpurag.query.results import EntityPath, SeedEntity
 from gpurag.store import layout
 from gpurag.store.writer import IndexDir
@@ -239,7 +240,11 @@ class GraphRetriever:
             lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
         if reranking:
             score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
-        top_rows, top_scores = best_candidates(cand, score, k)
+        if cfg.second_hop_weight > 0:
+            first, _ = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
+            top_rows, top_scores = self.bridge_pages.rerank(first, qvecs, cfg, k)
+        else:
+            top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
         return top_scores.astype(np.float32), top_rows, extras
@@ -292,6 +297,14 @@ class GraphRetriever:
             out[m["chunk"].to_numpy(np.int64)] = m["entity"].to_numpy(np.int64)
             self._title_entity = out
         return self._title_entity
+
+    @property
+    def bridge_pages(self) -> second_hop.BridgePages:
+        """The second hop's bridge pages (built on first use)."""
+        if getattr(self, "_bridge_pages", None) is None:
+            self._bridge_pages = second_hop.BridgePages(
+                self.dir, self.n_ent, self.title_entity, self._chunks["title"])
+        return self._bridge_pages
 
     def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
                 ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]

@@ -1,0 +1,175 @@
+"""Query-conditioned second hop: from the first round's top passages to the pages of the
+entities they mention, ranked by how well each page fits the question.
+
+The walk from a first-hop passage spreads its mass evenly over every entity the passage
+mentions, so the bridge entity's page (the performer of the song the question names) competes
+with the pages of every other name in the passage. Here each of the top ``second_hop_from``
+passages of the first-round ranking points to its *bridge pages*: passages titled by an entity
+it mentions, found by the title entity or by the title's key once its disambiguation ("(1961
+film)") and qualifier (", Illinois") are dropped. A bridge page scores the number of first-hop
+passages that point to it times ``exp(cos(question, page) / second_hop_temperature)``, so the
+hop prefers the neighbour the question describes. That ranking is fused with the first-round
+ranking by weighted reciprocal rank (weight ``second_hop_weight``); the head keeps its place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from gpurag.resolve.normalize import normalize_name
+
+FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
+BRIDGE_DEPTH = 20  # bridge pages kept per question
+_HEAD = 1e6  # fusion weight that keeps the head rows first, in order
+_DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
+_QUALIFIER = r"\s*,.*$"
+
+
+def title_keys(titles: pd.Series) -> list[str]:
+    """Lookup key of each title without its disambiguation and qualifier
+    ("West Chicago, Illinois" and "Brother (Pearl Jam song)" give "west chicago", "brother")."""
+    base = (titles.fillna("").astype(str).str.replace(_DISAMBIGUATION, "", regex=True)
+            .str.replace(_QUALIFIER, "", regex=True))
+    return normalize_name(base.tolist())
+
+
+def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.Series,
+                  aliases: pd.DataFrame, n_ent: int, max_pages: int) -> sp.csr_array:
+    """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions.
+
+    ``mentions`` has ``entity`` and ``chunk`` columns; ``title_entity`` is each passage's title
+    entity (-1 when none); ``aliases`` has ``name`` and ``entity_id``. An entity that titles
+    more than ``max_pages`` passages names a category ("bakery_deliver"), not a page, and
+    bridges nowhere.
+    """
+    n_psg = len(title_entity)
+    ment = sp.csr_array((np.ones(len(mentions)), (mentions["chunk"].to_numpy(np.int64),
+                                                  mentions["entity"].to_numpy(np.int64))),
+                        shape=(n_psg, n_ent))
+    has = np.flatnonzero(title_entity >= 0)
+    ents = [title_entity[has]]
+    pages = [has]
+    keys = pd.DataFrame({"key": title_keys(titles), "page": np.arange(n_psg)})
+    names = pd.DataFrame({"key": normalize_name(aliases["name"].astype(str).tolist()),
+                          "entity": aliases["entity_id"].to_numpy(np.int64)})
+    pairs = names.merge(keys[keys["key"].str.len() >= 3], on="key")
+    ents.append(pairs["entity"].to_numpy(np.int64))
+    pages.append(pairs["page"].to_numpy(np.int64))
+    e, p = np.concatenate(ents), np.concatenate(pages)
+    titled = sp.csr_array((np.ones(len(e)), (e, p)), shape=(n_ent, n_psg))
+    titled.data[:] = 1.0  # duplicates summed on construction
+    specific = (np.diff(titled.indptr) <= max_pages).astype(np.float64)
+    titled = sp.csr_array(sp.diags_array(specific) @ titled)
+    out = sp.csr_array(ment @ titled)
+    out.setdiag(0)
+    out.eliminate_zeros()
+    out.data[:] = 1.0
+    return out
+
+
+def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
+                   passage_emb: np.ndarray, hop_from: int, temperature: float,
+                   depth: int = BRIDGE_DEPTH) -> np.ndarray:
+    """Per question, the bridge pages of its top ``hop_from`` first-round rows (``first``,
+    ``(q, d)``, -1 padded), best first, ``(q, depth)`` -1 padded."""
+    q = first.shape[0]
+    top = first[:, :hop_from]
+    r, c = np.nonzero(top >= 0)
+    hops = sp.csr_array((np.ones(len(r)), (r, top[r, c])), shape=(q, matrix.shape[0]))
+    reach = sp.coo_array(hops @ matrix)
+    qr, page, value = reach.row.astype(np.int64), reach.col.astype(np.int64), reach.data
+    if temperature > 0 and len(qr):
+        sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
+                        np.asarray(passage_emb[page], np.float64))
+        value = value * np.exp((sim - 1.0) / temperature)
+    order = np.lexsort((page, -value, qr))
+    qr, page = qr[order], page[order]
+    pos = np.arange(len(qr)) - np.searchsorted(qr, np.arange(q))[qr]
+    keep = pos < depth
+    out = np.full((q, depth), -1, np.int64)
+    out[qr[keep], pos[keep]] = page[keep]
+    return out
+
+
+def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: int
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted reciprocal-rank fusion: rows ``(q, k)`` (-1 padded) and their fused scores
+    (``-inf`` where padded); each ranking is ``(q, d)`` of rows in ``[0, n)``, -1 padded, and
+    adds ``weight / (c + rank)`` to each row it names (ties: lower row first)."""
+    q = rankings[0].shape[0]
+    qs, ids, gain = [], [], []
+    for rank, w in zip(rankings, weights, strict=True):
+        ok = rank >= 0
+        qs.append(np.broadcast_to(np.arange(q)[:, None], rank.shape)[ok])
+        ids.append(rank[ok])
+        gain.append(np.broadcast_to(w / (c + 1.0 + np.arange(rank.shape[1])), rank.shape)[ok])
+    key = np.concatenate(qs) * (n + 1) + np.concatenate(ids)
+    uniq, inv = np.unique(key, return_inverse=True)
+    score = np.zeros(len(uniq))
+    np.add.at(score, inv, np.concatenate(gain))
+    uq, urow = uniq // (n + 1), uniq % (n + 1)
+    order = np.lexsort((urow, -score, uq))
+    uq, urow, score = uq[order], urow[order], score[order]
+    pos = np.arange(len(uq)) - np.searchsorted(uq, np.arange(q))[uq]
+    keep = pos < k
+    rows = np.full((q, k), -1, np.int64)
+    scores = np.full((q, k), -np.inf)
+    rows[uq[keep], pos[keep]] = urow[keep]
+    scores[uq[keep], pos[keep]] = score[keep]
+    return rows, scores
+
+
+def second_hop(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
+               passage_emb: np.ndarray, *, k: int, head: int, hop_from: int,
+               temperature: float, weight: float, rank_constant: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The first-round ranking ``first`` (``(q, d)`` rows, best first) with the bridge pages
+    fused in: top-``k`` (rows, scores). The first ``head`` rows keep their place."""
+    bridges = bridge_ranking(first, matrix, qvecs, passage_emb, hop_from, temperature)
+    rankings, weights = [first[:, :FIRST_DEPTH], bridges], [1.0, weight]
+    if head:
+        rankings.append(first[:, :head])
+        weights.append(_HEAD)
+    return fuse(rankings, weights, matrix.shape[0], rank_constant, k)
+
+
+class BridgePages:
+    """The bridge matrices (one per ``max_pages``) and passage vectors of an opened index,
+    read on first use."""
+
+    def __init__(self, index_dir, n_ent: int, title_entity: np.ndarray,
+                 titles: pd.Series) -> None:
+        self.dir = index_dir
+        self.n_ent = n_ent
+        self.title_entity = title_entity
+        self.titles = titles
+        self._matrices: dict[int, sp.csr_array] = {}
+        self._emb: np.ndarray | None = None
+
+    def matrix(self, max_pages: int) -> sp.csr_array:
+        if max_pages not in self._matrices:
+            from gpurag.store import layout
+
+            self._matrices[max_pages] = bridge_matrix(
+                self.dir.table(layout.MENTIONS, columns=["entity", "chunk"]),
+                self.title_entity, self.titles, self.dir.table(layout.ALIASES), self.n_ent,
+                max_pages)
+        return self._matrices[max_pages]
+
+    @property
+    def passage_emb(self) -> np.ndarray:
+        if self._emb is None:
+            from gpurag.store import layout
+
+            self._emb = np.asarray(self.dir.array(layout.PASSAGE_EMB))
+        return self._emb
+
+    def rerank(self, first: np.ndarray, qvecs: np.ndarray, cfg, k: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`second_hop` with the settings of ``cfg`` (a ``QueryConfig``)."""
+        return second_hop(first, self.matrix(cfg.second_hop_max_pages), qvecs,
+                          self.passage_emb, k=k, head=cfg.dense_head,
+                          hop_from=cfg.second_hop_from, temperature=cfg.second_hop_temperature,
+                          weight=cfg.second_hop_weight, rank_constant=cfg.second_hop_rank_constant)
