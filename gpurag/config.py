@@ -228,10 +228,10 @@ class QueryConfig:
     # `second_hop_temperature`) (0: not conditioned), fused into the ranking by reciprocal rank
     # (constant `second_hop_rank_constant`) with weight `second_hop_weight` (0 turns it off).
     # An entity that titles more than `second_hop_max_pages` passages bridges nowhere.
-    second_hop_weight: float = setting(0.25, float, **NONNEG)
+    second_hop_weight: float = setting(0.35, float, **NONNEG)
     second_hop_from: int = setting(5, int, **POS_INT)
     second_hop_temperature: float = setting(0.05, float, **NONNEG)
-    second_hop_rank_constant: float = setting(5.0, float, lo=0, open_lo=True)
+    second_hop_rank_constant: float = setting(2.0, float, lo=0, open_lo=True)
     second_hop_max_pages: int = setting(3, int, **POS_INT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)

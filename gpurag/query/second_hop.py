@@ -83,7 +83,9 @@ def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
     if temperature > 0 and len(qr):
         sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
                         np.asarray(passage_emb[page], np.float64))
-        value = value * np.exp((sim - 1.0) / temperature)
+        best = np.full(q, -np.inf)
+        np.maximum.at(best, qr, sim)
+        value = value * np.exp((sim - best[qr]) / temperature)  # the best page weighs 1
     order = np.lexsort((page, -value, qr))
     qr, page = qr[order], page[order]
     pos = np.arange(len(qr)) - np.searchsorted(qr, np.arange(q))[qr]
