@@ -4,7 +4,8 @@ Stage 1 asks for entities (name, type, short description) under a JSON Schema; a
 gleaning turn asks for missed ones. Entities are validated (non-empty, grounded in the chunk
 text) and stage 2 asks for relations whose heads and tails are restricted, by an enum in the
 schema, to the validated names. Each chunk runs its stages as one coroutine, and all chunks
-share the client's concurrency, so the server stays saturated across stages.
+share the client's concurrency, so the server stays saturated across stages. Each titled chunk
+also mentions its title (label ``TITLE``), as with the other extractors.
 
 Failure policy: malformed answers are repaired when possible, otherwise they are failed calls,
 like HTTP errors, timeouts or responses without choices; each is logged with its chunk id and
@@ -32,6 +33,7 @@ import pandas as pd
 
 from gpurag.extract import assembly
 from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction, empty_frame
+from gpurag.extract.triples import title_mentions
 from gpurag.llm import prompts
 from gpurag.llm.client import ChatRequest, ChatResult, LLMClient, LLMError
 from gpurag.llm.config import LLMConfig
@@ -201,7 +203,7 @@ class LLMExtractor:
         """``llm-<model>-<hash of prompts and settings>`` (keys the pipeline's caches; stable:
         the model part is ``auto`` unless a model is configured)."""
         keyed = "|".join([
-            prompts.PROMPT_VERSION, prompts.ENTITY_SYSTEM, prompts.RELATION_SYSTEM,
+            prompts.PROMPT_VERSION, "titles", prompts.ENTITY_SYSTEM, prompts.RELATION_SYSTEM,
             ",".join(self.entity_types), str(self.gleaning), str(self.require_grounded),
             str(self.entity_max_tokens), str(self.relation_max_tokens), self.config.fingerprint(),
         ])
@@ -268,8 +270,12 @@ class LLMExtractor:
                     "completion_tokens", "retries", "errors"):
             stats[f"llm_{key}"] += int(after[key] - before[key])
         stats["chunks"] += len(rows)
+        # Each titled chunk mentions its title (label TITLE), as with the other extractors, so
+        # the graph's title edges link an entity to the page about it.
+        titles = title_mentions(chunks, offset)
+        stats["title_mentions"] += len(titles)
         return LLMExtraction(
-            mentions=_frame(mentions, MENTION_COLUMNS),
+            mentions=pd.concat([_frame(mentions, MENTION_COLUMNS), titles], ignore_index=True),
             relations=_frame(relations, RELATION_COLUMNS),
             descriptions=_frame(descriptions, DESCRIPTION_COLUMNS),
             stats=stats,

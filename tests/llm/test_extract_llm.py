@@ -88,8 +88,26 @@ def test_malformed_answers_are_counted_and_logged_below_the_failure_threshold(ca
     assert result.stats["llm_failed_answer_off_schema"] == 1  # JSON, but no relation list
     assert "c-curie:entities" in caplog.text and "2 of 3 LLM extraction calls failed" in caplog.text
     # the entity cut off mid-name is dropped, the complete ones are kept
-    assert result.mentions["name"].tolist() == ["Paris", "Eiffel Tower"]
-    assert result.mentions["chunk"].tolist() == [11, 11]
+    found = result.mentions[result.mentions["label"] != "TITLE"]
+    assert found["name"].tolist() == ["Paris", "Eiffel Tower"]
+    assert found["chunk"].tolist() == [11, 11]
+
+
+def test_every_titled_chunk_mentions_its_title_even_when_its_calls_failed():
+    client = LLMClient(LLMConfig(url="http://double.test", model="m", cache_dir=None),
+                       transport=httpx.MockTransport(garbage))
+    chunks = pd.concat([CHUNKS, pd.DataFrame({"chunk_id": ["c-none"], "title": [None],
+                                              "text": ["Untitled text about Paris."]})],
+                       ignore_index=True)
+    result = LLMExtractor(client=client, progress=False, max_failure_rate=1.0).extract(
+        chunks, offset=10)
+    titles = result.mentions[result.mentions["label"] == "TITLE"]
+    # c-curie's entity call failed: its page still names Marie Curie (the untitled chunk
+    # gets no title mention)
+    assert list(zip(titles["chunk"], titles["name"], strict=True)) == [
+        (10, "Marie Curie"), (11, "Paris")]
+    assert titles[["start", "end"]].values.tolist() == [[0, 11], [0, 5]]
+    assert result.stats["title_mentions"] == 2
 
 
 @pytest.mark.llm
@@ -103,18 +121,22 @@ def test_two_stage_extraction_against_real_server_and_cached_rerun(llm_config):
     assert dict(result.relations.dtypes.astype(str)) == RELATION_COLUMNS
     stats = result.stats
     assert stats["chunks"] == 2 and stats["llm_requests"] >= 2 and stats["llm_errors"] == 0
-    assert len(result.mentions) > 0, stats
+    assert (result.mentions["label"] != "TITLE").any(), stats
     assert set(result.mentions["chunk"]) <= {5, 6}
+    titles = result.mentions[result.mentions["label"] == "TITLE"]
+    assert list(zip(titles["chunk"], titles["name"], strict=True)) == [
+        (5, "Marie Curie"), (6, "Paris")]
     for row in result.mentions.itertuples():
         text = CHUNKS["text"].iloc[row.chunk - 5]
         assert text[row.start:row.end].lower() == row.name.lower()  # grounded spans
-    names = {(r.chunk, r.name) for r in result.mentions.itertuples()}
+    found = result.mentions[result.mentions["label"] != "TITLE"]
+    names = {(r.chunk, r.name) for r in found.itertuples()}
     for rel in result.relations.itertuples():  # relations only between validated entities
         assert (rel.chunk, rel.head) in names and (rel.chunk, rel.tail) in names
         assert 0 < rel.weight <= 1
-    assert len(result.descriptions) == len(result.mentions)
+    assert len(result.descriptions) == len(found)
     # stage 1 and gleaning for each chunk, stage 2 where two or more entities were validated
-    expected_calls = 4 + sum(1 for c in (5, 6) if (result.mentions["chunk"] == c).sum() >= 2)
+    expected_calls = 4 + sum(1 for c in (5, 6) if (found["chunk"] == c).sum() >= 2)
     assert stats["llm_requests"] == expected_calls
 
     rerun = LLMExtractor(config, gleaning=True, progress=False).extract(CHUNKS, offset=5)
