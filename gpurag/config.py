@@ -233,6 +233,13 @@ class QueryConfig:
     second_hop_temperature: float = setting(0.05, float, **NONNEG)
     second_hop_rank_constant: float = setting(2.0, float, lo=0, open_lo=True)
     second_hop_max_pages: int = setting(3, int, **POS_INT)
+    # Expanded questions: each entity the top `second_hop_expansions` passages mention (and the
+    # question does not name) is appended to the question and searched with BM25; the pages
+    # found are fused with weight `second_hop_expansion_weight` below the first
+    # `second_hop_expansion_keep` documents (0 expansions: off).
+    second_hop_expansions: int = setting(3, int, **NONNEG_INT)
+    second_hop_expansion_weight: float = setting(0.5, float, **NONNEG)
+    second_hop_expansion_keep: int = setting(5, int, **NONNEG_INT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)
     extra: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(dict)})

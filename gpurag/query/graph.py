@@ -240,9 +240,10 @@ class GraphRetriever:
             lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
         if reranking:
             score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
-        if cfg.second_hop_weight > 0:
-            first, _ = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
-            top_rows, top_scores = self.bridge_pages.rerank(first, qvecs, cfg, k)
+        if cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0:
+            first, first_scores = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
+            top_rows, top_scores = self.bridge_pages.rerank(first, first_scores, qvecs,
+                                                            questions, cfg, k)
         else:
             top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
@@ -302,8 +303,7 @@ class GraphRetriever:
     def bridge_pages(self) -> second_hop.BridgePages:
         """The second hop's bridge pages (built on first use)."""
         if getattr(self, "_bridge_pages", None) is None:
-            self._bridge_pages = second_hop.BridgePages(
-                self.dir, self.n_ent, self.title_entity, self._chunks["title"])
+            self._bridge_pages = second_hop.BridgePages(self)
         return self._bridge_pages
 
     def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,

@@ -10,6 +10,12 @@ film)") and qualifier (", Illinois") are dropped. A bridge page scores the numbe
 passages that point to it times ``exp(cos(question, page) / second_hop_temperature)``, so the
 hop prefers the neighbour the question describes. That ranking is fused with the first-round
 ranking by weighted reciprocal rank (weight ``second_hop_weight``); the head keeps its place.
+
+Pages that are not titled by the bridge entity ("South Korea at the Olympics" for the country
+that makes Han Vodka) come from expanded questions: each entity the top
+``second_hop_expansions`` passages mention, and the question does not name, is appended to the
+question, all of a batch's expansions go through BM25 in one call, and their pages (by rank
+within their expansion) are fused below the first ``second_hop_expansion_keep`` documents.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from gpurag.resolve.normalize import normalize_name
 
 FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
 BRIDGE_DEPTH = 20  # bridge pages kept per question
+EXPANSION_HITS = 5  # BM25 passages per expanded question
 _HEAD = 1e6  # fusion weight that keeps the head rows first, in order
 _DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
 _QUALIFIER = r"\s*,.*$"
@@ -137,27 +144,75 @@ def second_hop(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
     return fuse(rankings, weights, matrix.shape[0], rank_constant, k)
 
 
-class BridgePages:
-    """The bridge matrices (one per ``max_pages``) and passage vectors of an opened index,
-    read on first use."""
+def expansion_pairs(top: np.ndarray, mentions: sp.csr_array, title_entity: np.ndarray,
+                    named: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(question, entity)`` pairs, each once: the entities the passages ``top`` (``(q, m)``
+    rows, -1 padded) mention (``mentions``: passage -> entity), less those the question names
+    (``named``: question and entity arrays) and the top passages' own title entities."""
+    q, n_ent = top.shape[0], mentions.shape[1]
+    r, c = np.nonzero(top >= 0)
+    hops = sp.csr_array((np.ones(len(r)), (r, top[r, c])), shape=(q, mentions.shape[0]))
+    reach = sp.coo_array(hops @ mentions)
+    key = reach.row.astype(np.int64) * n_ent + reach.col.astype(np.int64)
+    own = title_entity[top[r, c]]
+    drop = np.concatenate([named[0] * n_ent + named[1], (r * n_ent + own)[own >= 0]])
+    key = np.unique(key[~np.isin(key, drop)])
+    return key // n_ent, key % n_ent
 
-    def __init__(self, index_dir, n_ent: int, title_entity: np.ndarray,
-                 titles: pd.Series) -> None:
-        self.dir = index_dir
-        self.n_ent = n_ent
-        self.title_entity = title_entity
-        self.titles = titles
+
+def expansion_ranking(owner: np.ndarray, rows: np.ndarray, scores: np.ndarray, q: int,
+                      depth: int = BRIDGE_DEPTH) -> np.ndarray:
+    """Per question, the passages its expansions found (``rows``/``scores``: ``(e, d)`` BM25
+    hits of each expansion, -1 padded; ``owner``: each expansion's question), by their best
+    rank within an expansion, then by score; ``(q, depth)`` -1 padded."""
+    ok = rows >= 0
+    qq = np.broadcast_to(owner[:, None], rows.shape)[ok]
+    rank = np.broadcast_to(np.arange(rows.shape[1]), rows.shape)[ok]
+    row, score = rows[ok], scores[ok]
+    order = np.lexsort((row, -score, rank, qq))
+    qq, row = qq[order], row[order]
+    _, first = np.unique(qq * (int(row.max(initial=0)) + 1) + row, return_index=True)
+    first = np.sort(first)
+    qq, row = qq[first], row[first]
+    pos = np.arange(len(qq)) - np.searchsorted(qq, np.arange(q))[qq]
+    keep = pos < depth
+    out = np.full((q, depth), -1, np.int64)
+    out[qq[keep], pos[keep]] = row[keep]
+    return out
+
+
+def document_head(rows: np.ndarray, doc_codes: np.ndarray, keep: int) -> np.ndarray:
+    """The start of each ranking (``(q, d)`` rows, -1 padded) that holds its first ``keep``
+    documents (``doc_codes``: each passage's document), -1 after it: a document split into
+    several passages counts once."""
+    width = rows.shape[1]
+    docs = np.where(rows >= 0, doc_codes[np.maximum(rows, 0)], -1 - np.arange(width))
+    earlier = np.tri(width, k=-1, dtype=bool)  # [j, l]: l before j
+    new = ~((docs[:, :, None] == docs[:, None, :]) & earlier).any(axis=2)
+    return np.where((np.cumsum(new, axis=1) <= keep) & (rows >= 0), rows, -1)
+
+
+class BridgePages:
+    """The second hop over an opened index's graph retriever: bridge matrices (one per
+    ``max_pages``) and passage vectors, read on first use."""
+
+    def __init__(self, retriever) -> None:
+        self.retriever = retriever
         self._matrices: dict[int, sp.csr_array] = {}
         self._emb: np.ndarray | None = None
+        chunks = retriever._chunks
+        self.doc_codes = (pd.factorize(chunks["doc_id"])[0] if "doc_id" in chunks
+                          else np.arange(retriever.n_psg))
 
     def matrix(self, max_pages: int) -> sp.csr_array:
         if max_pages not in self._matrices:
             from gpurag.store import layout
 
+            r = self.retriever
+            titles = r._chunks["title"] if "title" in r._chunks else pd.Series([""] * r.n_psg)
             self._matrices[max_pages] = bridge_matrix(
-                self.dir.table(layout.MENTIONS, columns=["entity", "chunk"]),
-                self.title_entity, self.titles, self.dir.table(layout.ALIASES), self.n_ent,
-                max_pages)
+                r.dir.table(layout.MENTIONS, columns=["entity", "chunk"]), r.title_entity,
+                titles, r.dir.table(layout.ALIASES), r.n_ent, max_pages)
         return self._matrices[max_pages]
 
     @property
@@ -165,13 +220,43 @@ class BridgePages:
         if self._emb is None:
             from gpurag.store import layout
 
-            self._emb = np.asarray(self.dir.array(layout.PASSAGE_EMB))
+            self._emb = np.asarray(self.retriever.dir.array(layout.PASSAGE_EMB))
         return self._emb
 
-    def rerank(self, first: np.ndarray, qvecs: np.ndarray, cfg, k: int
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`second_hop` with the settings of ``cfg`` (a ``QueryConfig``)."""
-        return second_hop(first, self.matrix(cfg.second_hop_max_pages), qvecs,
-                          self.passage_emb, k=k, head=cfg.dense_head,
-                          hop_from=cfg.second_hop_from, temperature=cfg.second_hop_temperature,
-                          weight=cfg.second_hop_weight, rank_constant=cfg.second_hop_rank_constant)
+    def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,
+               questions: list[str], cfg, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first-round ranking ``first`` (rows and scores, best first) with bridge pages
+        (:func:`second_hop`) and the pages of expanded questions fused in, with the settings of
+        ``cfg`` (a ``QueryConfig``): top-``k`` (rows, scores)."""
+        depth = max(k, FIRST_DEPTH)
+        rows, scores = first, first_scores
+        if cfg.second_hop_weight > 0:
+            rows, scores = second_hop(
+                first, self.matrix(cfg.second_hop_max_pages), qvecs, self.passage_emb,
+                k=depth, head=cfg.dense_head, hop_from=cfg.second_hop_from,
+                temperature=cfg.second_hop_temperature, weight=cfg.second_hop_weight,
+                rank_constant=cfg.second_hop_rank_constant)
+        if cfg.second_hop_expansions > 0 and cfg.second_hop_expansion_weight > 0:
+            found = self.expanded(rows, questions, cfg.second_hop_expansions)
+            head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes,
+                                 cfg.second_hop_expansion_keep)
+            rankings = [rows, found, head]
+            rows, scores = fuse(rankings, [1.0, cfg.second_hop_expansion_weight, _HEAD],
+                                self.retriever.n_psg, cfg.second_hop_rank_constant, depth)
+        return rows[:, :k], scores[:, :k]
+
+    def expanded(self, ranking: np.ndarray, questions: list[str], top: int) -> np.ndarray:
+        """Per question, the BM25 pages of the question expanded by each entity its ``top``
+        passages mention (:func:`expansion_pairs`), ``(q, BRIDGE_DEPTH)``."""
+        r = self.retriever
+        linked = r.linker.link(questions)
+        named = (np.repeat(np.arange(len(linked)), [len(x) for x in linked]),
+                 np.fromiter((e.entity_id for x in linked for e in x), np.int64))
+        mentions, _ = r._matrices()
+        owner, entity = expansion_pairs(ranking[:, :top], mentions, r.title_entity, named)
+        if not len(owner):
+            return np.full((len(questions), BRIDGE_DEPTH), -1, np.int64)
+        texts = [f"{questions[i]} {r.entity_names[e]}" for i, e in
+                 zip(owner.tolist(), entity.tolist(), strict=True)]
+        scores, rows = r.lexical.search(texts, EXPANSION_HITS)
+        return expansion_ranking(owner, rows, scores, len(questions))

@@ -14,7 +14,16 @@ import scipy.sparse as sp
 from gpurag import Index
 from gpurag.config import QueryConfig
 from gpurag.errors import ConfigError
-from gpurag.query.second_hop import bridge_matrix, bridge_ranking, fuse, second_hop, title_keys
+from gpurag.query.second_hop import (
+    bridge_matrix,
+    bridge_ranking,
+    document_head,
+    expansion_pairs,
+    expansion_ranking,
+    fuse,
+    second_hop,
+    title_keys,
+)
 
 CORPUS = Path(__file__).parent / "data" / "second_hop_corpus.jsonl"
 QUESTION = "In what county is the city where Harris W. Fawell was born?"
@@ -112,3 +121,31 @@ def test_unconditioned_hop_does_not_pick_the_bridge_page(index):
 def test_second_hop_settings_are_validated(setting, value):
     with pytest.raises(ConfigError, match=setting):
         QueryConfig(**{setting: value})
+
+
+def test_expansion_pairs_skip_named_entities_and_the_pages_own_titles():
+    # Passage 0 mentions entities 0 (its title), 1, 2; passage 1 mentions 2 and 3; passage 2
+    # mentions 4. Question 0 hops from passages 0 and 1 and names entity 1; question 1 hops
+    # from passage 2 only.
+    mentions = sp.csr_array((np.ones(6), ([0, 0, 0, 1, 1, 2], [0, 1, 2, 2, 3, 4])),
+                            shape=(3, 5))
+    title_entity = np.array([0, -1, 4])
+    top = np.array([[0, 1], [2, -1]])
+    owner, entity = expansion_pairs(top, mentions, title_entity,
+                                    (np.array([0]), np.array([1])))
+    assert list(zip(owner.tolist(), entity.tolist(), strict=True)) == [(0, 2), (0, 3)]
+
+
+def test_expansion_ranking_orders_pages_by_their_best_rank_then_score():
+    # Three expansions: two of question 0, one of question 1 (rows -1 padded).
+    rows = np.array([[5, 7, 9], [8, 5, -1], [7, 6, 5]])
+    scores = np.array([[3.0, 2.0, 1.0], [4.0, 1.0, 0.0], [9.0, 8.0, 7.0]])
+    out = expansion_ranking(np.array([0, 0, 1]), rows, scores, q=2, depth=4)
+    assert out.tolist() == [[8, 5, 7, 9], [7, 6, 5, -1]]
+
+
+def test_document_head_counts_a_split_document_once():
+    doc_codes = np.array([0, 0, 1, 2, 3])  # passages 0 and 1 are parts of one document
+    rows = np.array([[0, 2, 1, 3, 4], [4, 3, -1, -1, -1]])
+    assert document_head(rows, doc_codes, 2).tolist() == [[0, 2, 1, -1, -1],
+                                                          [4, 3, -1, -1, -1]]
