@@ -108,12 +108,27 @@ def test_bridge_question_lifts_the_bridge_page_above_the_other_neighbours(index)
     assert all(_rank(strong, "westchicago") < _rank(strong, p) for p in NEIGHBOURS)
 
 
+def test_expanded_question_finds_the_page_no_mentioned_entity_titles(index):
+    # The campus page is about North Central College but titled by nothing Fawell's page
+    # mentions: no bridge reaches it; "question + North Central College" through BM25 does.
+    question = "Where did the college Harris W. Fawell studied at stand before it moved?"
+    before = index.query(question, k=10, second_hop_expansions=0)
+    after = index.query(question, k=10)
+    assert after.doc_ids[:5] == before.doc_ids[:5]  # the first documents keep their place
+    assert _rank(after, "campus") < _rank(before, "campus")
+    assert _rank(after, "campus") < _rank(after, "westchicago")
+    assert _rank(before, "campus") > _rank(before, "westchicago")
+
+
 def test_unconditioned_hop_does_not_pick_the_bridge_page(index):
     strong = index.query(QUESTION, k=9, second_hop_weight=4.0, second_hop_temperature=0.0)
     assert strong.doc_ids[1] != "westchicago"
 
 
 @pytest.mark.parametrize("setting,value", [("second_hop_weight", -1),
+                                           ("second_hop_expansions", -1),
+                                           ("second_hop_expansion_weight", -0.5),
+                                           ("second_hop_expansion_keep", -1),
                                            ("second_hop_from", 0),
                                            ("second_hop_rank_constant", 0),
                                            ("second_hop_max_pages", 0),
