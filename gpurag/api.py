@@ -14,11 +14,12 @@ import pandas as pd
 
 from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.embed import DEFAULT_EMBEDDER
-from gpurag.errors import ConfigError, IndexFormatError
+from gpurag.errors import ConfigError
 from gpurag.query.results import Passage, QueryResult
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
+from gpurag.vectors.codec import decode_all
 
 MODES = ("dense", "graph")
 
@@ -60,11 +61,7 @@ class Index:
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
-        checks.check_dense(self.dir, len(self.chunks))
-        if self.passage_index.ntotal != len(self.chunks):
-            raise IndexFormatError(f"index {self.path} is inconsistent: "
-                                   f"{layout.PASSAGES_FAISS} holds {self.passage_index.ntotal} "
-                                   f"vectors for {len(self.chunks)} chunks")
+        checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder
         self._embedder = None
         self._retriever = None
@@ -156,6 +153,10 @@ class Index:
                                   f"{self.passage_index.d}-dimensional ones")
             self._embedder = embedder
         return self._embedder
+
+    def passage_vectors(self) -> np.ndarray:
+        """``(chunks, d)`` float32 passage vectors as stored (decoded from the FAISS file)."""
+        return decode_all(self.passage_index)
 
     @property
     def retriever(self):

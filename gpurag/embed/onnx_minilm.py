@@ -57,16 +57,25 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
         self._session = ort.InferenceSession(
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        # Questions come one or a few at a time: a single-threaded session answers them without
-        # thread start-up and synchronisation costs.
-        small = ort.SessionOptions()
-        small.intra_op_num_threads = 1
-        small.inter_op_num_threads = 1
-        small.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._small_session = ort.InferenceSession(
-            str(model), sess_options=small, providers=["CPUExecutionProvider"]
-        )
+        self._model = model
+        self._small = None
         self._input_names = {i.name for i in self._session.get_inputs()}
+
+    @property
+    def _small_session(self):
+        """Questions come one or a few at a time: a single-threaded session answers them
+        without thread start-up and synchronisation costs. Made on first use (about 100 MB a
+        build never needs)."""
+        if self._small is None:
+            import onnxruntime as ort
+
+            small = ort.SessionOptions()
+            small.intra_op_num_threads = 1
+            small.inter_op_num_threads = 1
+            small.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            self._small = ort.InferenceSession(
+                str(self._model), sess_options=small, providers=["CPUExecutionProvider"])
+        return self._small
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Embed texts in length-sorted batches (less padding) of at most

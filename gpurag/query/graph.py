@@ -23,9 +23,11 @@ import scipy.sparse as sp
 from gpurag.config import QueryConfig
 from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query.results import EntityPath, SeedEntity
-from gpurag.store import layout
+from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, search
+from gpurag.vectors.codec import decode_all
+from gpurag.vectors.grouped import GroupedIndex
 
 
 def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
@@ -73,10 +75,19 @@ class GraphRetriever:
         self.n_psg = len(chunks)
         self.chunk_ids = chunks["chunk_id"].to_numpy(dtype=object)
         self.graph = csr_mod.load(index_dir.path / "graph", mmap=True)
-        self.entity_index = load_index(index_dir.path / "vectors/entities.faiss")
-        self.fact_index = load_index(index_dir.path / "vectors/facts.faiss")
-        self.fact_indptr = np.asarray(index_dir.array("arrays/fact_entity_indptr.npy"))
-        self.fact_entities = np.asarray(index_dir.array("arrays/fact_entity_indices.npy"))
+        names = index_dir.table(layout.NAMES, columns=["entity", "count"])
+        self.name_entity = names["entity"].to_numpy(np.int64)
+        self.name_count = names["count"].to_numpy(np.float32)
+        name_index = load_index(index_dir.file(layout.NAMES_FAISS))
+        checks.check_vectors(index_dir, layout.NAMES_FAISS, name_index, len(names),
+                             f"one per row of {layout.NAMES}")
+        # An entity scores as its best surface name.
+        self.entity_index = GroupedIndex(name_index, self.name_entity, self.n_ent)
+        self.fact_index = load_index(index_dir.file(layout.FACTS_FAISS))
+        self.fact_indptr = np.asarray(index_dir.array(layout.FACT_ENTITY_INDPTR))
+        self.fact_entities = np.asarray(index_dir.array(layout.FACT_ENTITY_INDICES))
+        checks.check_vectors(index_dir, layout.FACTS_FAISS, self.fact_index,
+                             len(self.fact_indptr) - 1, "one per fact")
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
@@ -88,6 +99,19 @@ class GraphRetriever:
         self._chunks = chunks
         self._linker = None
         self._lexical = None
+
+    def entity_vectors(self) -> np.ndarray:
+        """``(n_ent, d)`` float32: each entity's count-weighted mean of its names' stored
+        vectors, unit length (decoded from the names index)."""
+        names = decode_all(self.entity_index.index)
+        out = np.zeros((self.n_ent, names.shape[1]), np.float32)
+        np.add.at(out, self.name_entity, names * self.name_count[:, None])
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def passage_vectors(self) -> np.ndarray:
+        """``(n_psg, d)`` float32 passage vectors, decoded from the passage index."""
+        return decode_all(load_index(self.dir.file(layout.PASSAGES_FAISS)))
 
     @property
     def linker(self):

@@ -41,10 +41,8 @@ class GraphArrays:
     @classmethod
     def from_retriever(cls, retriever) -> GraphArrays:
         """From a :class:`gpurag.query.graph.GraphRetriever`."""
-        ent = np.asarray(retriever.dir.array("arrays/entity_emb.npy"), dtype=np.float32)
-        psg = np.asarray(retriever.dir.array("arrays/passage_emb.npy"), dtype=np.float32)
-        if ent.ndim != 2 or len(ent) != retriever.n_ent:
-            ent = np.zeros((retriever.n_ent, psg.shape[1]), np.float32)
+        ent = retriever.entity_vectors()
+        psg = retriever.passage_vectors()
         return cls(retriever.graph, int(retriever.n_ent), int(retriever.n_psg), ent, psg,
                    np.asarray(retriever.specificity, dtype=np.float32))
 
