@@ -16,6 +16,8 @@ which keeps dense precision at the top ranks while PPR fills in the rest of the 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -25,7 +27,7 @@ from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query.results import EntityPath, SeedEntity
 from gpurag.store import layout
 from gpurag.store.writer import IndexDir
-from gpurag.vectors import load_index, search
+from gpurag.vectors import load_index, query_index, search
 
 
 def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
@@ -108,6 +110,21 @@ class GraphRetriever:
         return self._lexical
 
     # -- seeds --------------------------------------------------------------------------
+    @functools.cached_property
+    def _searchers(self) -> dict[str, tuple[object, object]]:
+        return {}
+
+    def _search(self, which: str, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, ids) from the ``"entity"`` or ``"fact"`` index: host FAISS on the
+        CPU; on cuda a device searcher made once from the loaded index
+        (:func:`gpurag.vectors.query_index`)."""
+        index = getattr(self, f"{which}_index")
+        held = self._searchers.get(which)
+        if held is None or held[0] is not index:
+            held = (index, query_index(index, self.backends.device))
+            self._searchers[which] = held
+        return search(held[1], qvecs, k)
+
     def reset_matrix(self, qvecs: np.ndarray, cfg: QueryConfig,
                      dense: tuple[np.ndarray, np.ndarray],
                      questions: list[str] | None = None,
@@ -119,7 +136,7 @@ class GraphRetriever:
         rows, cols, vals = [], [], []
         seeds: list[list[SeedEntity]] = [[] for _ in range(q)]
         if self.n_ent and cfg.seed_entities:
-            es, ei = search(self.entity_index, qvecs, cfg.seed_entities)
+            es, ei = self._search("entity", qvecs, cfg.seed_entities)
             keep = (ei >= 0) & (es >= es[:, :1] - cfg.entity_margin)
             w = np.where(keep, np.clip(es, 0, None) ** cfg.sim_power, 0.0)
             w = w * self.specificity[np.maximum(ei, 0)]
@@ -132,7 +149,7 @@ class GraphRetriever:
                 seeds[qi].append(SeedEntity(e, str(self.entity_names[e]), float(es[qi, col]),
                                             "entity"))
         if self.fact_index.ntotal and cfg.seed_facts:
-            fs, fi = search(self.fact_index, qvecs, cfg.seed_facts)
+            fs, fi = self._search("fact", qvecs, cfg.seed_facts)
             keep = (fi >= 0) & (fs >= fs[:, :1] - cfg.fact_margin)
             w = np.where(keep, np.clip(fs, 0, None) ** cfg.sim_power, 0.0)
             r, c = np.nonzero(w > 0)
