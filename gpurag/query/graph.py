@@ -243,19 +243,22 @@ class GraphRetriever:
         if title is not None:
             known.append(title)
         gather = np.concatenate(known, axis=1)
-        reranking = cfg.rerank not in ("", "none")
+        reranker = self._reranker(cfg)
         k = min(cfg.k, self.n_psg)
-        want = max(k, cfg.rerank_candidates if reranking else 0, depth) + gather.shape[1]
+        want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
+        # A reranker gets the PPR scores recorded around the candidates (top-k and gathered
+        # rows) for its subgraph fanout, never the (q, n) rows.
         top = self.backends.ppr(
             self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
             hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
-            method=cfg.ppr_method, full=reranking)
+            method=cfg.ppr_method,
+            local_fanout=self._fanout(reranker) if reranker is not None else None)
         cand, score = candidate_scores(top, gather, dense, cfg)
         if cfg.dense_head:
             head_rows = self._head_order(cfg, dense, lexical, cand, score, title)
             lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
-        if reranking:
-            score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
+        if reranker is not None:
+            score = self._rerank(reranker, cfg, qvecs, cand, score, top.local, dense)
         top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
@@ -310,21 +313,32 @@ class GraphRetriever:
             self._title_entity = out
         return self._title_entity
 
-    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
-                ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]
-                ) -> np.ndarray:
-        """Rescore the top candidates with a reranker (``cfg.rerank``, e.g. ``"gat"``).
-
-        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
-        reranked ones so the reranker decides the head of the list. The reranker reads the
-        whole PPR scores (``full``), which the PPR component returns only for it.
-        """
+    def _reranker(self, cfg: QueryConfig):
+        """The reranker ``cfg.rerank`` names (e.g. ``"gat"``), or None."""
+        if cfg.rerank in ("", "none"):
+            return None
         from gpurag.rerank import get_reranker
 
-        reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+        return get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+
+    @staticmethod
+    def _fanout(reranker) -> tuple[int, ...]:
+        from gpurag.rerank import DEFAULT_FANOUT
+
+        return tuple(getattr(reranker, "fanout", DEFAULT_FANOUT))
+
+    def _rerank(self, reranker, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray,
+                score: np.ndarray, ppr_scores, dense: tuple[np.ndarray, np.ndarray]
+                ) -> np.ndarray:
+        """Rescore the top candidates with ``reranker``.
+
+        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
+        reranked ones so the reranker decides the head of the list. ``ppr_scores``: the PPR
+        component's ``local`` scores (recorded around the candidates, not the ``(q, n)`` rows).
+        """
         n_cand = min(cfg.rerank_candidates, self.n_psg)
         head_rows, _ = best_candidates(cand, score, n_cand)
-        new = reranker.score(qvecs, head_rows, np.asarray(ppr_scores), dense)  # (q, n_cand)
+        new = reranker.score(qvecs, head_rows, ppr_scores, dense)  # (q, n_cand)
         valid = cand >= 0
         out = score - score[valid].max() - 1.0 - np.abs(new).max()
         out[~valid] = -np.inf
