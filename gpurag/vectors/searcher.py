@@ -282,7 +282,7 @@ def searcher_for_index(index: Any, device: str = "cpu", backend: str = "auto",
 
     metric = "ip" if index.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
     kind = choose_backend(device, backend)
-    if kind == "faiss" and not str(device).startswith("cuda"):
+    if kind == "faiss":  # the CPU, or faiss asked for where FAISS has no GPU: the index as is
         return FaissSearcher(index, metric, f"{_faiss_label(False)} {type(index).__name__}")
     if kind == "faiss-gpu":
         return _faiss_gpu_from_index(index, metric)
