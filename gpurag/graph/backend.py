@@ -20,8 +20,9 @@ One keyword-only call shape per component, whatever the implementation:
   row of the ``(q, n)`` reset matrix; only the per-question top-``k`` over nodes ``[lo, hi)``
   (and the scores at ``gather`` ids) come back to the host, never a dense ``(q, n)`` array;
   ``local_fanout`` also returns the scores a candidate-subgraph reranker with that fanout
-  reads around the top-``k`` and gathered nodes
-  (:class:`~gpurag.graph.ppr_local.LocalScores`); ``full=True`` the whole scores (tests);
+  reads around the top-``k`` and gathered nodes (on the device, recorded there:
+  :class:`~gpurag.graph.ppr_local.LocalScores`; on the host, a view of the rows it computed
+  in host memory anyway); ``full=True`` the whole scores (tests);
 * ``leiden(g, *, max_cluster_size, seed) -> DataFrame`` (the hierarchy of
   :func:`~gpurag.graph.leiden.hierarchical_leiden`, ``attrs["implementation"]`` set);
 * ``knn(vectors, *, approximate_above=None) -> index`` with ``search(queries, k) ->
@@ -55,7 +56,7 @@ from gpurag.graph import leiden as host_leiden
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph import ppr_cugraph
 from gpurag.graph.csr import CSRGraph
-from gpurag.graph.ppr_local import LocalScores, local_from_dense, local_from_device
+from gpurag.graph.ppr_local import DenseScores, LocalScores, local_from_device
 
 PPRFn = Callable[..., Any]
 LeidenFn = Callable[..., Any]
@@ -252,7 +253,7 @@ class PPRTop:
     ids: np.ndarray
     gathered: np.ndarray
     full: np.ndarray | None = None
-    local: LocalScores | None = None
+    local: LocalScores | DenseScores | None = None
 
 
 def numpy_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -317,8 +318,9 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
     q = scores.shape[0]
     gathered = (_gather(part, np.asarray(gather, np.int64)).astype(np.float32)
                 if gather is not None else np.zeros((q, 0), np.float32))
-    local = (local_from_dense(scores, g, _local_roots(ids, gather, lo), local_fanout, lo)
-             if local_fanout is not None else None)
+    # The rows are in host memory already: a reranker reads them where they are (recording
+    # the local scores would only redo its own neighbour selection over more roots).
+    local = DenseScores(scores) if local_fanout is not None else None
     return PPRTop(values, ids, gathered, scores if full else None, local)
 
 

@@ -10,7 +10,10 @@ while the full ``(q, n)`` scores are still at hand (on the host or on the device
 Two score holders share one interface (:class:`NodeScores`): :class:`DenseScores` over a
 ``(q, n)`` array (training, tests, small graphs) and :class:`LocalScores` from
 :func:`local_scores`. Over the same scores they answer every query the reranker makes with
-the same numbers, so the reranker's result does not depend on which one it got.
+the same numbers, so the reranker's result does not depend on which one it got. The device
+PPR component records :class:`LocalScores` on the device (the neighbour lists are chosen
+there, only they cross); the host one hands a :class:`DenseScores` view of the rows it has
+computed in host memory anyway.
 """
 
 from __future__ import annotations

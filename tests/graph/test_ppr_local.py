@@ -13,6 +13,7 @@ from gpurag.graph.ppr_local import (
     DenseScores,
     LocalScores,
     list_depths,
+    local_from_dense,
     top_neighbours_dense,
 )
 from gpurag.rerank.features import CandidateInputs, GraphArrays, node_features
@@ -83,22 +84,29 @@ def _same_subgraphs_and_features(g, local, full: np.ndarray, heads: np.ndarray,
         np.testing.assert_array_equal(x, y)
 
 
+def _host_local(g, top, gather, fanout) -> LocalScores:
+    roots = backend._local_roots(top.ids, gather, N_ENT)
+    return local_from_dense(top.full, g, roots, fanout, N_ENT)
+
+
 @pytest.mark.parametrize("fanout,max_nodes", [((5, 2), 16), ((3, 2, 2), 20), ((4,), 6)])
-def test_host_local_scores_give_the_subgraphs_of_the_full_rows(fanout, max_nodes):
+def test_local_scores_give_the_subgraphs_of_the_full_rows(fanout, max_nodes):
     g = _graph(0)
     reset = _reset(1, 12)
     gather = np.random.default_rng(2).integers(-1, N_PSG, (12, 6))
     top = backend.host_ppr_topk(g, reset, k=25, lo=N_ENT, gather=gather, damping=0.8,
                                 tol=1e-7, method="power", full=True, local_fanout=fanout)
-    assert isinstance(top.local, LocalScores) and top.local.n_rows == 12
-    assert top.local.values.size < top.full.size / 2  # not the rows
+    assert isinstance(top.local, DenseScores) and top.local.scores is top.full  # a view
+    local = _host_local(g, top, gather, fanout)
+    assert isinstance(local, LocalScores) and local.n_rows == 12
+    assert local.values.size < top.full.size / 2  # not the rows
     heads = _heads(top, gather, 10)
-    _same_subgraphs_and_features(g, top.local, top.full, heads, fanout, max_nodes)
+    _same_subgraphs_and_features(g, local, top.full, heads, fanout, max_nodes)
     # a question subset, reordered and repeated, reads as that subset of the rows
     idx = np.array([5, 0, 5, 11])
-    _same_subgraphs_and_features(g, top.local.take(idx), top.full[idx], heads[idx], fanout,
+    _same_subgraphs_and_features(g, local.take(idx), top.full[idx], heads[idx], fanout,
                                  max_nodes)
-    both = LocalScores.concat([top.local.take([1, 2]), top.local.take([7])])
+    both = LocalScores.concat([local.take([1, 2]), local.take([7])])
     _same_subgraphs_and_features(g, both, top.full[[1, 2, 7]], heads[[1, 2, 7]], fanout,
                                  max_nodes)
 
@@ -106,14 +114,15 @@ def test_host_local_scores_give_the_subgraphs_of_the_full_rows(fanout, max_nodes
 def test_local_scores_refuse_what_they_did_not_record():
     g = _graph(0)
     top = backend.host_ppr_topk(g, _reset(1, 3), k=10, lo=N_ENT, damping=0.8, tol=1e-7,
-                                method="power", local_fanout=(2,))
+                                method="power", full=True)
+    local = _host_local(g, top, None, (2,))
     heads = top.ids[:, :3]
     with pytest.raises(KeyError, match="neighbour"):  # two hops asked, one recorded
-        extract_subgraphs(g, (heads + N_ENT).ravel(), np.repeat(np.arange(3), 3), top.local,
+        extract_subgraphs(g, (heads + N_ENT).ravel(), np.repeat(np.arange(3), 3), local,
                           (2, 2), 8)
     with pytest.raises(KeyError, match="score"):
-        top.local.at(np.array([0]), np.array([int(np.setdiff1d(np.arange(N_ENT),
-                                                               top.local.list_nbr)[0])]))
+        local.at(np.array([0]), np.array([int(np.setdiff1d(np.arange(N_ENT),
+                                                           local.list_nbr)[0])]))
     assert list_depths((5, 2)) == [6, 8] and list_depths((3, 2, 2)) == [4, 6, 12]
 
 
@@ -144,7 +153,7 @@ def _device_check(device: str, monkeypatch) -> None:
     fn = backend.make_device_ppr_topk(backend.make_kernels_ppr(device), device)
     top = fn(g, reset, k=20, lo=N_ENT, gather=gather, damping=0.8, tol=1e-7, full=True,
              local_fanout=(5, 2))
-    assert top.local.n_rows == 10
+    assert isinstance(top.local, LocalScores) and top.local.n_rows == 10
     heads = _heads(top, gather, 8)
     _same_subgraphs_and_features(g, top.local, top.full, heads, (5, 2), 16)
     np.testing.assert_array_equal(top.local.kind_max(N_ENT),

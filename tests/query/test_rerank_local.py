@@ -16,10 +16,11 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("safetensors")
 
 
-def _spy(backends, calls: list, old_path: bool):
-    """Wrap the PPR component: record what it is asked; also compute the full rows, and in
-    ``old_path`` hand the reranker those instead of the local scores."""
-    real = backends.ppr
+def _spy(backends, calls: list, old_path: bool, real=None):
+    """Wrap the PPR component (``real``, default the backends' own): record what it is
+    asked; also compute the full rows, and in ``old_path`` hand the reranker those instead of
+    the local scores."""
+    real = real or backends.ppr
 
     def ppr(g, reset, **kw):
         calls.append(dict(kw))
@@ -32,11 +33,16 @@ def _spy(backends, calls: list, old_path: bool):
     return dataclasses.replace(backends, ppr=ppr)
 
 
-def test_gat_reranking_reads_local_scores_and_equals_the_full_rows(graph_index, questions):
-    from gpurag.rerank import get_reranker
+@pytest.mark.parametrize("component", ["host", "device-on-cpu-torch"])
+def test_gat_reranking_reads_local_scores_and_equals_the_full_rows(graph_index, questions,
+                                                                   component):
+    from gpurag.graph import backend
+    from gpurag.rerank import get_reranker, set_reranker
 
     r = graph_index.retriever
     backends = r.backends
+    real = (backends.ppr if component == "host" else
+            backend.make_device_ppr_topk(backend.make_kernels_ppr("cpu"), "cpu"))
     seen = []
     gat = get_reranker("gat", r)
 
@@ -47,21 +53,20 @@ def test_gat_reranking_reads_local_scores_and_equals_the_full_rows(graph_index, 
             seen.append(ppr_scores)
             return gat.score(qvecs, cand, ppr_scores, dense)
 
-    from gpurag.rerank import set_reranker
-
     set_reranker(r, "spy", Spy())
     try:
         calls_new, calls_old = [], []
-        r.backends = _spy(backends, calls_new, old_path=False)
+        r.backends = _spy(backends, calls_new, old_path=False, real=real)
         new = graph_index.query_batch(questions, k=5, mode="graph", rerank="spy")
-        r.backends = _spy(backends, calls_old, old_path=True)
+        r.backends = _spy(backends, calls_old, old_path=True, real=real)
         old = graph_index.query_batch(questions, k=5, mode="graph", rerank="spy")
     finally:
         r.backends = backends
         set_reranker(r, "spy", None)
     assert [c.get("full", False) for c in calls_new] == [False]  # never the (q, n) rows
     assert calls_new[0]["local_fanout"] == gat.fanout == (5, 2)
-    assert isinstance(seen[0], LocalScores) and isinstance(seen[1], DenseScores)
+    want = DenseScores if component == "host" else LocalScores  # on the device: recorded
+    assert isinstance(seen[0], want) and isinstance(seen[1], DenseScores)
     assert seen[0].n_rows == len(questions)
     for a, b in zip(new, old, strict=True):
         assert [p.chunk_id for p in a.passages] == [p.chunk_id for p in b.passages]
