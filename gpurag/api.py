@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 import warnings
@@ -158,6 +159,14 @@ class Index:
         """``(chunks, d)`` float32 passage vectors as stored (decoded from the FAISS file)."""
         return decode_all(self.passage_index)
 
+    @functools.cached_property
+    def passage_search(self) -> Any:
+        """What dense passage search runs on: the FAISS index on the CPU, a device searcher
+        made once from it on cuda (:func:`gpurag.vectors.query_index`)."""
+        from gpurag.vectors import query_index
+
+        return query_index(self.passage_index, self.device)
+
     @property
     def retriever(self):
         """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
@@ -211,11 +220,11 @@ class Index:
         if mode == "dense":
             from gpurag.query.dense import dense_scores
 
-            scores, rows = dense_scores(self.passage_index, qvecs, k)
+            scores, rows = dense_scores(self.passage_search, qvecs, k)
             extras = [{} for _ in questions]
         else:
             scores, rows, extras = self.retriever.retrieve(questions, qvecs, qcfg,
-                                                           self.passage_index)
+                                                           self.passage_search)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         results = []
         for i, question in enumerate(questions):

@@ -16,6 +16,8 @@ which keeps dense precision at the top ranks while PPR fills in the rest of the 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -25,7 +27,7 @@ from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query.results import EntityPath, SeedEntity
 from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
-from gpurag.vectors import load_index, search
+from gpurag.vectors import load_index, query_index, search
 from gpurag.vectors.codec import decode_all
 from gpurag.vectors.grouped import GroupedIndex
 
@@ -132,6 +134,21 @@ class GraphRetriever:
         return self._lexical
 
     # -- seeds --------------------------------------------------------------------------
+    @functools.cached_property
+    def _searchers(self) -> dict[str, tuple[object, object]]:
+        return {}
+
+    def _search(self, which: str, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, ids) from the ``"entity"`` or ``"fact"`` index: host FAISS on the
+        CPU; on cuda a device searcher made once from the loaded index
+        (:func:`gpurag.vectors.query_index`)."""
+        index = getattr(self, f"{which}_index")
+        held = self._searchers.get(which)
+        if held is None or held[0] is not index:
+            held = (index, query_index(index, self.backends.device))
+            self._searchers[which] = held
+        return search(held[1], qvecs, k)
+
     def reset_matrix(self, qvecs: np.ndarray, cfg: QueryConfig,
                      dense: tuple[np.ndarray, np.ndarray],
                      questions: list[str] | None = None,
@@ -143,7 +160,7 @@ class GraphRetriever:
         rows, cols, vals = [], [], []
         seeds: list[list[SeedEntity]] = [[] for _ in range(q)]
         if self.n_ent and cfg.seed_entities:
-            es, ei = search(self.entity_index, qvecs, cfg.seed_entities)
+            es, ei = self._search("entity", qvecs, cfg.seed_entities)
             keep = (ei >= 0) & (es >= es[:, :1] - cfg.entity_margin)
             w = np.where(keep, np.clip(es, 0, None) ** cfg.sim_power, 0.0)
             w = w * self.specificity[np.maximum(ei, 0)]
@@ -156,7 +173,7 @@ class GraphRetriever:
                 seeds[qi].append(SeedEntity(e, str(self.entity_names[e]), float(es[qi, col]),
                                             "entity"))
         if self.fact_index.ntotal and cfg.seed_facts:
-            fs, fi = search(self.fact_index, qvecs, cfg.seed_facts)
+            fs, fi = self._search("fact", qvecs, cfg.seed_facts)
             keep = (fi >= 0) & (fs >= fs[:, :1] - cfg.fact_margin)
             w = np.where(keep, np.clip(fs, 0, None) ** cfg.sim_power, 0.0)
             r, c = np.nonzero(w > 0)
@@ -250,19 +267,22 @@ class GraphRetriever:
         if title is not None:
             known.append(title)
         gather = np.concatenate(known, axis=1)
-        reranking = cfg.rerank not in ("", "none")
+        reranker = self._reranker(cfg)
         k = min(cfg.k, self.n_psg)
-        want = max(k, cfg.rerank_candidates if reranking else 0, depth) + gather.shape[1]
+        want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
+        # A reranker gets the PPR scores recorded around the candidates (top-k and gathered
+        # rows) for its subgraph fanout, never the (q, n) rows.
         top = self.backends.ppr(
             self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
             hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
-            method=cfg.ppr_method, full=reranking)
+            method=cfg.ppr_method,
+            local_fanout=self._fanout(reranker) if reranker is not None else None)
         cand, score = candidate_scores(top, gather, dense, cfg)
         if cfg.dense_head:
             head_rows = self._head_order(cfg, dense, lexical, cand, score, title)
             lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
-        if reranking:
-            score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
+        if reranker is not None:
+            score = self._rerank(reranker, cfg, qvecs, cand, score, top.local, dense)
         top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
@@ -317,21 +337,32 @@ class GraphRetriever:
             self._title_entity = out
         return self._title_entity
 
-    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
-                ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]
-                ) -> np.ndarray:
-        """Rescore the top candidates with a reranker (``cfg.rerank``, e.g. ``"gat"``).
-
-        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
-        reranked ones so the reranker decides the head of the list. The reranker reads the
-        whole PPR scores (``full``), which the PPR component returns only for it.
-        """
+    def _reranker(self, cfg: QueryConfig):
+        """The reranker ``cfg.rerank`` names (e.g. ``"gat"``), or None."""
+        if cfg.rerank in ("", "none"):
+            return None
         from gpurag.rerank import get_reranker
 
-        reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+        return get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+
+    @staticmethod
+    def _fanout(reranker) -> tuple[int, ...]:
+        from gpurag.rerank import DEFAULT_FANOUT
+
+        return tuple(getattr(reranker, "fanout", DEFAULT_FANOUT))
+
+    def _rerank(self, reranker, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray,
+                score: np.ndarray, ppr_scores, dense: tuple[np.ndarray, np.ndarray]
+                ) -> np.ndarray:
+        """Rescore the top candidates with ``reranker``.
+
+        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
+        reranked ones so the reranker decides the head of the list. ``ppr_scores``: the PPR
+        component's ``local`` scores (recorded around the candidates, not the ``(q, n)`` rows).
+        """
         n_cand = min(cfg.rerank_candidates, self.n_psg)
         head_rows, _ = best_candidates(cand, score, n_cand)
-        new = reranker.score(qvecs, head_rows, np.asarray(ppr_scores), dense)  # (q, n_cand)
+        new = reranker.score(qvecs, head_rows, ppr_scores, dense)  # (q, n_cand)
         valid = cand >= 0
         out = score - score[valid].max() - 1.0 - np.abs(new).max()
         out[~valid] = -np.inf

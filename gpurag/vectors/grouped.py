@@ -34,6 +34,18 @@ class GroupedIndex:
     def ntotal(self) -> int:
         return self.n_groups if int(self.index.ntotal) else 0
 
+    def to_device(self, device: str) -> GroupedIndex:
+        """The same groups over a device searcher of the rows (see
+        :func:`gpurag.vectors.query_index`)."""
+        from gpurag.vectors.searcher import query_index
+
+        return GroupedIndex(query_index(self.index, device), self.group_of_row, self.n_groups)
+
+    def _rows(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if hasattr(self.index, "metric_type"):  # a FAISS index
+            return faiss_search(self.index, x, k)
+        return self.index.search(x, k)  # a device searcher: padded with -1
+
     def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(scores (q, k) float32, group ids (q, k) int64)``; -1 and -inf pad rows that
         reach fewer than ``k`` groups."""
@@ -42,7 +54,7 @@ class GroupedIndex:
         k = max(1, int(k))
         want = min(n_rows, max(k * OVERFETCH, k + 8))
         while True:
-            scores, rows = faiss_search(self.index, x, max(want, 1))
+            scores, rows = self._rows(x, max(want, 1))
             s, g, complete = top_groups(scores, rows, self.group_of_row, k)
             if complete.all() or want >= n_rows:
                 return s, g

@@ -93,3 +93,22 @@ def test_grouped_index_asks_again_when_one_group_fills_the_first_rows():
     np.maximum.at(best, group, exact)
     np.testing.assert_array_equal(g[0], np.argsort(-best, kind="stable")[:5])
     np.testing.assert_allclose(s[0], np.sort(best)[::-1][:5], rtol=1e-5)
+
+
+def test_grouped_index_on_a_torch_searcher_matches_faiss():
+    """The entity index on the device path (CPU torch here): same groups, same scores."""
+    rng = np.random.default_rng(5)
+    x = unit(rng, 800)
+    group = rng.integers(0, 300, 800)
+    index = build_index(x, codec=VectorCodec("int8", 384))
+    host = GroupedIndex(index, group, 300)
+    from gpurag.vectors.searcher import searcher_for_index
+
+    torch = pytest.importorskip("torch")
+    device = GroupedIndex(searcher_for_index(index, "cpu", backend="torch", dtype=torch.float32),
+                          group, 300)
+    q = unit(rng, 20)
+    hs, hg = host.search(q, 8)
+    ds, dg = device.search(q, 8)
+    np.testing.assert_array_equal(hg, dg)
+    np.testing.assert_allclose(hs, ds, rtol=1e-4, atol=1e-5)
