@@ -74,15 +74,17 @@ def warm_cache(index, directory: Path) -> int:
     from gpurag.embed.cache import CachedEmbedder
     from gpurag.pipeline.chunk_embed import embed_text
     from gpurag.store import layout
+    from gpurag.vectors import load_index
+    from gpurag.vectors.codec import decode_all
 
     cache = CachedEmbedder(index.runtime.embedder(index.config.embedder, cache=False), directory)
     texts = [embed_text(t, x) for t, x in zip(index.chunks["title"], index.chunks["text"],
                                               strict=True)]
-    vecs = [np.asarray(index.dir.array(layout.PASSAGE_EMB))]
+    vecs = [index.passage_vectors()]  # as stored: a rebuild's round trip leaves them as they are
     texts += index.dir.table(layout.NAMES)["name"].tolist()
-    vecs.append(np.asarray(index.dir.array(layout.NAME_EMB)))
+    vecs.append(decode_all(load_index(index.dir.file(layout.NAMES_FAISS))))
     texts += index.dir.table(layout.FACTS)["text"].tolist()
-    vecs.append(np.asarray(index.dir.array(layout.FACT_EMB)))
+    vecs.append(decode_all(load_index(index.dir.file(layout.FACTS_FAISS))))
     allv = np.concatenate(vecs).astype(np.float32)
     db = sqlite3.connect(directory / "embeddings.sqlite")
     with db:

@@ -6,8 +6,9 @@ Two sections, each case in its own child process (so peak memory is the case's o
   (``--passages``, default ``../shared/data/enwiki_passages/passages.jsonl.gz``; ``--prefixes``
   10000,50000,0 = 10k, 50k, all): seconds and passages/s per stage (the manifest's timings),
   peak host RSS, peak torch device memory (cuda), index bytes vs text bytes, the
-  implementations the build recorded, and the recall@10 of the index's vectors stored as
-  float16 or int8 against float32 (``precision``: held-out rows as queries, exact search);
+  implementations the build recorded, and the recall@10 of each vector set stored as
+  float16 or int8 against float32 (``precision``: a sample re-embedded in float32, held-out
+  rows as queries, exact search);
 * ``graph``: synthetic power-law graphs (``--edges``; ``bench/synthetic.py``: NumPy, torch on
   cuda, ``pylibraft`` when present) for the graph-only query stages: generation time, PPR
   (the backend gpurag selects for the device, damping 0.8 and tol 1e-4 as ``QueryConfig``)
@@ -80,6 +81,13 @@ def dir_bytes(path: Path) -> int:
 
 
 # -- build case (child) ------------------------------------------------------------------------
+def file_bytes(path: Path) -> dict[str, int]:
+    """Bytes per file of an index, largest first."""
+    sizes = {p.relative_to(path).as_posix(): p.stat().st_size
+             for p in path.rglob("*") if p.is_file()}
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
+
+
 def write_prefix(src: Path, n: int, dst: Path) -> tuple[int, int]:
     """First ``n`` records (0: all) of a JSONL(.gz) file into ``dst``: (records, text bytes)."""
     opener = gzip.open if src.suffix == ".gz" else open
@@ -100,38 +108,45 @@ def recall_at(exact: np.ndarray, got: np.ndarray) -> float:
     return float(np.mean([len(set(a) & set(b)) / len(a) for a, b in zip(exact, got, strict=True)]))
 
 
-def storage_precision(index_dir: Path, k: int = 10, queries: int = 500) -> list[dict]:
-    """Recall@k of float16- and int8-stored vectors vs float32, per vector set of the index."""
+def storage_precision(index_dir: Path, k: int = 10, sample: int = 3000,
+                      queries: int = 300) -> list[dict]:
+    """Recall@k of each storage precision against float32, per vector set of the index: up to
+    ``sample`` texts of the set embedded afresh in float32, ``queries`` of them held out as
+    queries (float32, as questions are), the rest stored through each codec and searched
+    exactly; the build's own precision is the one its manifest names."""
     import faiss
 
+    from gpurag.api import Index
+    from gpurag.pipeline.chunk_embed import embed_text
+    from gpurag.store import layout
+    from gpurag.vectors.codec import PRECISIONS, codec_for
+
     rows = []
-    for path in sorted((index_dir / "arrays").glob("*.npy")):
-        x = np.load(path, mmap_mode="r")
-        if x.ndim != 2 or x.dtype != np.float32 or x.shape[0] < 4 * k + 50:
-            continue
-        x = np.ascontiguousarray(x)
+    with Index.open(index_dir) as index:
+        chunks = index.chunks
+        sets = {"passages": [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"],
+                                                              strict=True)]}
+        if index.dir.has(layout.NAMES):
+            sets["names"] = index.dir.table(layout.NAMES)["name"].astype(str).tolist()
+            sets["facts"] = index.dir.table(layout.FACTS)["text"].astype(str).tolist()
         rng = np.random.default_rng(0)
-        nq = min(queries, x.shape[0] // 5)
-        pick = rng.choice(x.shape[0], nq, replace=False)
-        mask = np.ones(x.shape[0], bool)
-        mask[pick] = False
-        q, db = x[pick], x[mask]
-        flat = faiss.IndexFlatIP(db.shape[1])
-        flat.add(db)
-        _, exact = flat.search(q, k)
-        fp16 = faiss.IndexFlatIP(db.shape[1])
-        fp16.add(db.astype(np.float16).astype(np.float32))  # stored in fp16, computed in fp32
-        _, i16 = fp16.search(q, k)
-        sq8 = faiss.IndexScalarQuantizer(db.shape[1], faiss.ScalarQuantizer.QT_8bit,
-                                         faiss.METRIC_INNER_PRODUCT)
-        sq8.train(db)
-        sq8.add(db)
-        _, i8 = sq8.search(q, k)
-        rows.append({"vectors": path.stem, "n": int(db.shape[0]), "dim": int(db.shape[1]),
-                     "queries": int(nq), "k": k, "recall_fp16": recall_at(exact, i16),
-                     "recall_int8": recall_at(exact, i8),
-                     "bytes_fp32": int(db.nbytes), "bytes_fp16": int(db.nbytes // 2),
-                     "bytes_int8": int(db.nbytes // 4)})
+        for name, texts in sets.items():
+            if len(texts) < 4 * k + 50:
+                continue
+            pick = rng.choice(len(texts), min(sample, len(texts)), replace=False)
+            x = index.embedder.encode([texts[i] for i in pick])
+            nq = min(queries, len(x) // 5)
+            q, db = x[:nq], x[nq:]
+            found = {}
+            for precision in PRECISIONS:
+                flat = faiss.IndexFlatIP(db.shape[1])
+                flat.add(codec_for(precision, db.shape[1]).round_trip(db))
+                found[precision] = flat.search(q, k)[1]
+            rows.append({"vectors": name, "n": len(db), "dim": int(db.shape[1]),
+                         "queries": int(nq), "k": k,
+                         "stored_as": index.config.vector_precision,
+                         **{f"recall_{p}": recall_at(found["fp32"], found[p])
+                            for p in PRECISIONS if p != "fp32"}})
     return rows
 
 
@@ -144,6 +159,7 @@ def child_build(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="gpurag-scale-") as tmp:
         src = Path(tmp) / "corpus.jsonl"
         n, text_bytes = write_prefix(Path(args.passages), args.n, src)
+        input_bytes = src.stat().st_size
         out = Path(tmp) / "index"
         t = time.perf_counter()
         build(src, out, IndexConfig(), show_progress=False)
@@ -157,7 +173,10 @@ def child_build(args: argparse.Namespace) -> dict:
             "passages": n, "text_bytes": text_bytes, "wall_s": wall,
             "passages_per_s": n / wall, "stages": stages,
             "counts": manifest.get("counts"), "components": manifest.get("components"),
-            "index_bytes": index_bytes, "index_over_text": index_bytes / max(text_bytes, 1),
+            "input_bytes": input_bytes, "index_bytes": index_bytes,
+            "index_over_input": index_bytes / max(input_bytes, 1),
+            "index_over_text": index_bytes / max(text_bytes, 1),
+            "index_files": file_bytes(out),
             "peak_rss_bytes": peak_rss_bytes(), **device_peak(),
         }
         if not args.no_precision:
@@ -321,7 +340,8 @@ def table(result: dict) -> str:
                            if v["passages_per_s"])
         lines.append(f"build {b['passages']} passages: {b['passages_per_s']:.1f} passages/s, "
                      f"peak RSS {b['peak_rss_bytes'] / 2**30:.2f} GiB, index "
-                     f"{b['index_over_text']:.0f}x text | {stages}")
+                     f"{b.get('index_over_input', 0):.1f}x input "
+                     f"({b['index_over_text']:.1f}x text) | {stages}")
         for p in b.get("precision", []):
             lines.append(f"  {p['vectors']:<20} n={p['n']:<7} recall@{p['k']} fp16 "
                          f"{p['recall_fp16']:.4f} int8 {p['recall_int8']:.4f}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 import warnings
@@ -14,11 +15,12 @@ import pandas as pd
 
 from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.embed import DEFAULT_EMBEDDER
-from gpurag.errors import ConfigError, IndexFormatError
+from gpurag.errors import ConfigError
 from gpurag.query.results import Passage, QueryResult
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
+from gpurag.vectors.codec import decode_all
 
 MODES = ("dense", "graph")
 
@@ -60,11 +62,7 @@ class Index:
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
-        checks.check_dense(self.dir, len(self.chunks))
-        if self.passage_index.ntotal != len(self.chunks):
-            raise IndexFormatError(f"index {self.path} is inconsistent: "
-                                   f"{layout.PASSAGES_FAISS} holds {self.passage_index.ntotal} "
-                                   f"vectors for {len(self.chunks)} chunks")
+        checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder
         self._embedder = None
         self._retriever = None
@@ -157,6 +155,18 @@ class Index:
             self._embedder = embedder
         return self._embedder
 
+    def passage_vectors(self) -> np.ndarray:
+        """``(chunks, d)`` float32 passage vectors as stored (decoded from the FAISS file)."""
+        return decode_all(self.passage_index)
+
+    @functools.cached_property
+    def passage_search(self) -> Any:
+        """What dense passage search runs on: the FAISS index on the CPU, a device searcher
+        made once from it on cuda (:func:`gpurag.vectors.query_index`)."""
+        from gpurag.vectors import query_index
+
+        return query_index(self.passage_index, self.device)
+
     @property
     def retriever(self):
         """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
@@ -210,11 +220,11 @@ class Index:
         if mode == "dense":
             from gpurag.query.dense import dense_scores
 
-            scores, rows = dense_scores(self.passage_index, qvecs, k)
+            scores, rows = dense_scores(self.passage_search, qvecs, k)
             extras = [{} for _ in questions]
         else:
             scores, rows, extras = self.retriever.retrieve(questions, qvecs, qcfg,
-                                                           self.passage_index)
+                                                           self.passage_search)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         results = []
         for i, question in enumerate(questions):

@@ -65,6 +65,21 @@ class ExactIndex:
             else None
         )
 
+    @classmethod
+    def from_scan(cls, scan: torch.Tensor, rerank: bool = True,
+                  rerank_extra: int = DEFAULT_RERANK_EXTRA) -> ExactIndex:
+        """An index over ``scan`` (n, dim), used as given (no copy): its dtype is the scan
+        precision, and the re-rank (for a reduced dtype) recomputes the candidates' scores in
+        float32 from ``scan`` itself (exact for the stored vectors, no float32 copy kept)."""
+        if scan.ndim != 2:
+            raise ValueError("scan must have shape (n, dim)")
+        index = cls(scan.shape[1], scan.device, scan.dtype, rerank=False,
+                    rerank_extra=rerank_extra)
+        index._scan = scan
+        index.rerank = rerank and index.reduced
+        index._exact = scan if index.rerank else None
+        return index
+
     @property
     def ntotal(self) -> int:
         return self._scan.shape[0]
@@ -74,8 +89,11 @@ class ExactIndex:
         x = _to_tensor(vectors, self.device).to(torch.float32)
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"vectors must have shape (m, {self.dim})")
+        shared = self._exact is self._scan
         self._scan = torch.cat([self._scan, x.to(self.compute_dtype)])
-        if self._exact is not None:
+        if shared:
+            self._exact = self._scan
+        elif self._exact is not None:
             self._exact = torch.cat([self._exact, x])
 
     def search(self, queries: Any, k: int, chunk_rows: int | None = None) -> tuple[Any, Any]:
@@ -158,7 +176,7 @@ def _search(
             best_v, best_i = _merge(best_v, best_i, v.float(), i + c, keep)
         if exact is not None:  # exact float32 scores of the candidates, then the final top-k
             # elementwise product + sum: plain float32 (a bmm could run in TF32)
-            best_v = (exact[best_i] * qs[:, None, :]).sum(dim=2)  # (qb, keep)
+            best_v = (exact[best_i].float() * qs[:, None, :]).sum(dim=2)  # (qb, keep)
             best_v, pos = torch.topk(best_v, min(k, keep), dim=1)
             best_i = torch.gather(best_i, 1, pos)
         kk = best_v.shape[1]

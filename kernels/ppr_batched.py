@@ -10,7 +10,9 @@ Per iteration: one ``torch.addmm`` (cuSPARSE SpMM on CUDA, the ``d *`` scaling f
 dangling rows only; the reset is a scatter of its few nonzeros (the ``(n, q)`` reset is never
 materialized). The per-column L1 change is computed only every ``check_every`` iterations
 (in place, ``X_old -= X_new`` then a norm, no temporary), which is also the only host sync, so
-the GPU runs ``check_every`` iterations back to back. Float32 by default (float64 accepted).
+the GPU runs ``check_every`` iterations back to back. Columns that have converged at a check
+are frozen and the rest iterate alone, as in :mod:`gpurag.graph.ppr`, so a query's result does
+not depend on the other queries of its batch. Float32 by default (float64 accepted).
 
 Queries are processed in column chunks sized to fit device memory (``batch_size``); pass
 ``k`` to get per-query top-k instead of the dense ``(q, n)`` result.
@@ -177,10 +179,16 @@ def _power_chunk(
     max_iter: int,
     check_every: int,
 ) -> tuple[torch.Tensor, int, float]:
-    """Power iteration for ``q`` queries; returns (X (n, q) normalized, iterations, max err)."""
+    """Power iteration for ``q`` queries; returns (X (n, q) normalized, iterations, max err).
+
+    A column that has converged (or stalled) at a check is frozen: copied out, and the rest
+    iterate alone (compacted), so a query's result does not depend on the batch it is in
+    (checks fall on the same iterations however many columns there are).
+    """
     n, dev, dt = op.n_nodes, op.device, op.dtype
     x = torch.zeros((n, q), dtype=dt, device=dev)
-    flat = node * q + qi
+    a = q  # active (not yet frozen) columns: x[:, j] is query cols[j]
+    flat = node * a + qi
     x.view(-1).index_put_((flat,), val)
     y = torch.empty_like(x)
     d = float(damping)
@@ -190,14 +198,16 @@ def _power_chunk(
     # (and often by exactly that). Stalled = shrinking clearly slower, i.e. rounding noise.
     stall_ratio = 0.5 * (1.0 + d**check_every)
     prev = torch.full((q,), math.inf, dtype=dt, device=dev)
-    finished = torch.zeros(q, dtype=torch.bool, device=dev)  # sticky: converged or stalled
+    cols = torch.arange(q, device=dev)
+    frozen: torch.Tensor | None = None  # (n, q), made when the first columns freeze early
+    frozen_err = 0.0
     has_dangling = op.dangling.numel() > 0
     err_max, it = math.inf, 0
     for it in range(1, max_iter + 1):
         if has_dangling:
             coef = x.index_select(0, op.dangling).sum(dim=0).mul_(d).add_(1.0 - d)
         else:
-            coef = torch.full((q,), 1.0 - d, dtype=dt, device=dev)
+            coef = torch.full((a,), 1.0 - d, dtype=dt, device=dev)
         torch.addmm(y, op.pt, x, beta=0.0, alpha=d, out=y)  # y = d P^T x (y's old data unused)
         y.view(-1).index_add_(0, flat, val * coef[qi])
         if it % check_every == 0 or it == max_iter:
@@ -205,11 +215,25 @@ def _power_chunk(
             err = torch.linalg.vector_norm(x, ord=1, dim=0)
             x, y = y, x
             stalled = (err > stall_ratio * prev) & (err < noise_floor)
-            finished |= (err < tol) | stalled
-            err_max = float(err.max()) if q else 0.0
-            if bool(finished.all()):
+            done = (err < tol) | stalled
+            err_max = max(frozen_err, float(err.max())) if a else frozen_err
+            if bool(done.all()):
                 break
             prev = err
+            if bool(done.any()):
+                frozen_err = max(frozen_err, float(err[done].max()))
+                if frozen is None:
+                    frozen = torch.empty((n, q), dtype=dt, device=dev)
+                frozen[:, cols[done]] = x[:, done]
+                keep = ~done
+                new_pos = torch.cumsum(keep, 0) - 1  # old active column -> new one
+                on = keep[qi]
+                qi, node, val = new_pos[qi[on]], node[on], val[on]
+                del y  # scratch: its data is not needed
+                x = x[:, keep].contiguous()
+                y = torch.empty_like(x)
+                cols, prev, a = cols[keep], prev[keep], int(keep.sum())
+                flat = node * a + qi
         else:
             x, y = y, x
     else:
@@ -220,6 +244,9 @@ def _power_chunk(
             stacklevel=3,
         )
     del y
+    if frozen is not None:
+        frozen[:, cols] = x
+        x = frozen
     x.div_(x.sum(dim=0, keepdim=True))
     return x, it, err_max
 

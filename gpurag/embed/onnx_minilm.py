@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from gpurag.config import threads_from_env
-from gpurag.embed.tokens import TOKENIZER_PATH, MiniLMTokens, padded_batch
+from gpurag.embed.tokens import TOKENIZER_PATH, MiniLMTokens, length_batches, padded_batch
 from gpurag.errors import ConfigError
 
 SMALL_BATCH = 4
@@ -57,19 +57,30 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
         self._session = ort.InferenceSession(
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        # Questions come one or a few at a time: a single-threaded session answers them without
-        # thread start-up and synchronisation costs.
-        small = ort.SessionOptions()
-        small.intra_op_num_threads = 1
-        small.inter_op_num_threads = 1
-        small.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._small_session = ort.InferenceSession(
-            str(model), sess_options=small, providers=["CPUExecutionProvider"]
-        )
+        self._model = model
+        self._small = None
         self._input_names = {i.name for i in self._session.get_inputs()}
 
+    @property
+    def _small_session(self):
+        """Questions come one or a few at a time: a single-threaded session answers them
+        without thread start-up and synchronisation costs. Made on first use (about 100 MB a
+        build never needs)."""
+        if self._small is None:
+            import onnxruntime as ort
+
+            small = ort.SessionOptions()
+            small.intra_op_num_threads = 1
+            small.inter_op_num_threads = 1
+            small.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            self._small = ort.InferenceSession(
+                str(self._model), sess_options=small, providers=["CPUExecutionProvider"])
+        return self._small
+
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
-        """Embed texts in length-sorted batches (less padding); rows come back in input order."""
+        """Embed texts in length-sorted batches (less padding) of at most
+        ``batch_size`` rows, fewer where long texts would exceed the memory budgets of
+        :func:`~gpurag.embed.tokens.length_batches`; rows come back in input order."""
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
@@ -78,8 +89,8 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         order = np.argsort(lengths, kind="stable")
         session = self._small_session if len(texts) <= SMALL_BATCH else self._session
-        for start in range(0, len(texts), batch_size):
-            idx = order[start : start + batch_size]
+        for start, stop in length_batches(lengths[order], max_rows=batch_size):
+            idx = order[start:stop]
             ids, mask = padded_batch(flat, starts, lengths, idx)
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:

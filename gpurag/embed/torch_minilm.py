@@ -13,8 +13,8 @@ the last hidden states (in float32) and L2 normalization.
 
 Batches are length-bucketed: texts sorted by token count, each batch padded to its longest.
 On CUDA a batch holds as many texts as fit a token budget derived from the free device memory
-(at least ``batch_size``; ``batch_tokens`` sets the budget explicitly); on the CPU
-``batch_size`` texts, like the ONNX embedder.
+(``batch_tokens`` sets the budget explicitly); on the CPU at most ``batch_size`` texts within
+the host memory budgets of :func:`~gpurag.embed.tokens.length_batches`, like the ONNX embedder.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurag.embed.tokens import MiniLMTokens, padded_batch
+from gpurag.embed.tokens import MiniLMTokens, length_batches, padded_batch
 from gpurag.errors import ConfigError
 
 HEADS = 12
@@ -164,16 +164,15 @@ class TorchMiniLMEmbedder(MiniLMTokens):
         sorted_len = lengths[order]
         budget = self.batch_token_budget()
         results: list[tuple[np.ndarray, torch.Tensor]] = []
-        pos = 0
+        if budget:  # as many as fit: (rows x the longest of them) <= budget
+            slices = length_batches(sorted_len, max_rows=max(batch_size, budget),
+                                    attention_budget=budget * int(sorted_len.max()),
+                                    token_budget=budget)
+        else:  # the host: the same memory budgets as the ONNX embedder
+            slices = length_batches(sorted_len, max_rows=batch_size)
         with torch.inference_mode():
-            while pos < len(texts):
-                rows = batch_size
-                if budget:  # as many as fit: (rows x the longest of them) <= budget
-                    window = sorted_len[pos : pos + budget // int(sorted_len[pos]) + 1]
-                    fits = window * np.arange(1, len(window) + 1) <= budget  # a prefix
-                    rows = max(batch_size, int(np.count_nonzero(fits)))
-                idx = order[pos : pos + rows]
-                pos += len(idx)
+            for start, stop in slices:
+                idx = order[start:stop]
                 ids, mask = padded_batch(flat, starts, lengths, idx)
                 ids_t = torch.from_numpy(ids).to(self.device, non_blocking=True)
                 mask_t = torch.from_numpy(mask).to(self.device, non_blocking=True).bool()

@@ -16,10 +16,13 @@
 One keyword-only call shape per component, whatever the implementation:
 
 * ``ppr(g, reset, *, k, lo=0, hi=None, gather=None, damping, tol, max_iter=100,
-  method="auto", full=False) -> PPRTop``: personalized PageRank of every row of the ``(q, n)``
-  reset matrix; only the per-question top-``k`` over nodes ``[lo, hi)`` (and the scores at
-  ``gather`` ids) come back to the host, never a dense ``(q, n)`` array (``full=True`` also
-  returns the whole scores, for rerankers that need them);
+  method="auto", full=False, local_fanout=None) -> PPRTop``: personalized PageRank of every
+  row of the ``(q, n)`` reset matrix; only the per-question top-``k`` over nodes ``[lo, hi)``
+  (and the scores at ``gather`` ids) come back to the host, never a dense ``(q, n)`` array;
+  ``local_fanout`` also returns the scores a candidate-subgraph reranker with that fanout
+  reads around the top-``k`` and gathered nodes (on the device, recorded there:
+  :class:`~gpurag.graph.ppr_local.LocalScores`; on the host, a view of the rows it computed
+  in host memory anyway); ``full=True`` the whole scores (tests);
 * ``leiden(g, *, max_cluster_size, seed) -> DataFrame`` (the hierarchy of
   :func:`~gpurag.graph.leiden.hierarchical_leiden`, ``attrs["implementation"]`` set);
 * ``knn(vectors, *, approximate_above=None) -> index`` with ``search(queries, k) ->
@@ -41,7 +44,7 @@ import functools
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -53,6 +56,7 @@ from gpurag.graph import leiden as host_leiden
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph import ppr_cugraph
 from gpurag.graph.csr import CSRGraph
+from gpurag.graph.ppr_local import DenseScores, LocalScores, local_from_device
 
 PPRFn = Callable[..., Any]
 LeidenFn = Callable[..., Any]
@@ -241,13 +245,15 @@ def select_ppr_backend(device: str | None = None) -> tuple[str, PPRFn]:
 class PPRTop:
     """What the PPR component returns per question: the top-``k`` ``values`` (float32) and
     node ``ids`` (int64, relative to ``lo``; -1 and ``-inf`` pad rows with fewer nodes), the
-    scores at the requested ``gathered`` ids (0 where the id is -1), and ``full`` (the whole
-    ``(q, n)`` scores on the host) only when asked for."""
+    scores at the requested ``gathered`` ids (0 where the id is -1), ``local`` (the scores
+    recorded around the top-k and gathered nodes for ``local_fanout``) and ``full`` (the
+    whole ``(q, n)`` scores on the host), each only when asked for."""
 
     values: np.ndarray
     ids: np.ndarray
     gathered: np.ndarray
     full: np.ndarray | None = None
+    local: LocalScores | DenseScores | None = None
 
 
 def numpy_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -292,9 +298,17 @@ def _gather(part: Any, gather: Any) -> Any:
     return got * (gather >= 0)
 
 
+def _local_roots(ids: np.ndarray, gather: np.ndarray | None, lo: int) -> np.ndarray:
+    """Global node ids (-1 padded) of the top-k and gathered nodes (both relative to ``lo``)."""
+    parts = [ids] if gather is None else [ids, np.asarray(gather, np.int64)]
+    rel = np.concatenate(parts, axis=1)
+    return np.where(rel >= 0, rel + lo, -1)
+
+
 def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
                   gather: np.ndarray | None = None, damping: float, tol: float,
-                  max_iter: int = 100, method: str = "auto", full: bool = False) -> PPRTop:
+                  max_iter: int = 100, method: str = "auto", full: bool = False,
+                  local_fanout: Sequence[int] | None = None) -> PPRTop:
     """The host PPR component: :func:`gpurag.graph.ppr.ppr`, then the top-``k`` over
     ``[lo, hi)`` (the scores are computed in host memory, where they already live)."""
     scores = host_ppr.ppr(g, reset, method=method, damping=damping, tol=tol,
@@ -304,7 +318,10 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
     q = scores.shape[0]
     gathered = (_gather(part, np.asarray(gather, np.int64)).astype(np.float32)
                 if gather is not None else np.zeros((q, 0), np.float32))
-    return PPRTop(values, ids, gathered, scores if full else None)
+    # The rows are in host memory already: a reranker reads them where they are (recording
+    # the local scores would only redo its own neighbour selection over more roots).
+    local = DenseScores(scores) if local_fanout is not None else None
+    return PPRTop(values, ids, gathered, scores if full else None, local)
 
 
 # Device memory one chunk of full (rows, n) PPR scores may take before its top-k is taken.
@@ -318,13 +335,14 @@ def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
 
     def ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
                  gather: np.ndarray | None = None, damping: float, tol: float,
-                 max_iter: int = 100, method: str = "auto", full: bool = False) -> PPRTop:
+                 max_iter: int = 100, method: str = "auto", full: bool = False,
+                 local_fanout: Sequence[int] | None = None) -> PPRTop:
         import torch
 
         r = sp.csr_array(reset) if sp.issparse(reset) else sp.csr_array(np.atleast_2d(reset))
         q, n = r.shape
         rows = max(1, DEVICE_CHUNK_BYTES // max(4 * n, 1))
-        values, ids, gathered, fulls = [], [], [], []
+        values, ids, gathered, fulls, locals_ = [], [], [], [], []
         gather_t = (torch.as_tensor(np.asarray(gather, np.int64), device=device)
                     if gather is not None else None)
         for c0 in range(0, q, rows):
@@ -338,12 +356,19 @@ def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
                 gathered.append(_gather(part, gather_t[c0:c0 + rows]).float().cpu().numpy())
             if full:
                 fulls.append(x.float().cpu().numpy())
+            if local_fanout is not None:  # lists chosen on the device: no (rows, n) copy
+                dg = DeviceGraph.of(g, device)
+                roots = _local_roots(ids[-1], None if gather is None else
+                                     np.asarray(gather)[c0:c0 + rows], lo)
+                locals_.append(local_from_device(x.float(), dg.indptr, dg.indices, roots,
+                                                 local_fanout, lo))
             del x, part
         return PPRTop(
             _cat(values, (0, k)).astype(np.float32),
             _cat(ids, (0, k)).astype(np.int64),
             _cat(gathered, (q, 0)).astype(np.float32),
             _cat(fulls, (0, n)).astype(np.float32) if full else None,
+            LocalScores.concat(locals_) if locals_ else None,
         )
 
     return ppr_topk

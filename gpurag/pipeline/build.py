@@ -19,6 +19,7 @@ from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
 from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
+from gpurag.vectors.codec import codec_for
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,12 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
 
 def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
                      record: BuildRecord, timings: dict[str, float]) -> None:
-    """The chunks table, passage vectors and passage FAISS index of a new version."""
+    """The chunks table and the passage FAISS index (the one copy of the passage vectors,
+    already in the stored precision) of a new version."""
     writer.write_table(layout.CHUNKS, chunks)
-    writer.write_array(layout.PASSAGE_EMB, vectors)
     t0 = time.perf_counter()
-    save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed),
+    codec = codec_for(cfg.vector_precision, vectors.shape[1])
+    save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed, codec=codec),
                writer.path(layout.PASSAGES_FAISS))
     record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
     timings["passage_index_s"] = time.perf_counter() - t0

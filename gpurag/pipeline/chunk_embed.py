@@ -23,6 +23,7 @@ from gpurag.ingest.parts import DocPart, iter_parts
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
+from gpurag.vectors.codec import codec_for
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +113,13 @@ def run_chunk_embed(
         bar = progress_bar(total=None, desc="chunk+embed", unit="doc", show=show_progress)
         bar.update(stage["docs"])
         n_chunks = len(seen)
+        codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
             chunks, dups = chunk_documents(batch, embedder, cfg, seen)
-            vectors = embedder.encode(
+            vectors = codec.round_trip(embedder.encode(
                 [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
                 batch_size=cfg.embed_batch_size,
-            )
+            ))
             part = stage["parts"]
             np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
             pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),

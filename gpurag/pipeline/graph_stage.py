@@ -33,6 +33,7 @@ from gpurag.pipeline.workdir import WorkDir
 from gpurag.store import layout
 from gpurag.store.writer import IndexWriter
 from gpurag.vectors import build_index, save_index
+from gpurag.vectors.codec import codec_for
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
     from gpurag.llm.config import LLMConfig
@@ -174,13 +175,13 @@ class ResolvedEntities:
     aliases: pd.DataFrame
     synonym_pairs: pd.DataFrame
     name_to_entity: pd.Series
-    vectors: np.ndarray
+    name_counts: np.ndarray  # occurrences of each ``name_to_entity`` row
+    name_vectors: np.ndarray  # one per ``name_to_entity`` row, as stored
     mentions: pd.DataFrame
     relations: pd.DataFrame
     merged_names: int
     stats: Counter
     descriptions: pd.DataFrame | None = None
-    name_vectors: np.ndarray | None = None  # one per ``name_to_entity`` row, kept for updates
 
 
 @dataclass
@@ -223,18 +224,14 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     counts = names.value_counts()
     labels = name_labels(ex.mentions)
     unique = counts.index.to_numpy(dtype=object)
-    name_vecs = embedder.encode(list(unique), batch_size=cfg.embed_batch_size)
+    name_vecs = codec_for(cfg.vector_precision, embedder.dim).round_trip(
+        embedder.encode(list(unique), batch_size=cfg.embed_batch_size))
     resolution = resolve_aliases(
         list(unique), embedder, merge_threshold=cfg.merge_threshold,
         synonym_threshold=cfg.synonym_threshold, embeddings=name_vecs,
         counts=counts.to_numpy(), labels=[labels.get(n, "") for n in unique], knn=knn,
     )
     name_to_entity = pd.Series(resolution.entity_of_name, index=pd.Index(unique, dtype=object))
-    # An entity's vector: the count-weighted mean of its surface names' vectors.
-    entity_vecs = np.zeros((len(resolution.entities), name_vecs.shape[1]), np.float32)
-    np.add.at(entity_vecs, resolution.entity_of_name,
-              name_vecs * counts.to_numpy(np.float32)[:, None])
-    entity_vecs /= np.maximum(np.linalg.norm(entity_vecs, axis=1, keepdims=True), 1e-12)
 
     entities = resolution.entities.copy()
     n_ent = len(entities)
@@ -253,9 +250,10 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     return ResolvedEntities(
         entities=entities, aliases=resolution.aliases,
         synonym_pairs=resolution.synonym_pairs, name_to_entity=name_to_entity,
-        vectors=entity_vecs, mentions=mentions, relations=rel,
+        name_counts=counts.to_numpy(np.int64), name_vectors=name_vecs,
+        mentions=mentions, relations=rel,
         merged_names=int(resolution.stats.get("merged", 0)), stats=Counter(ex.stats),
-        descriptions=getattr(ex, "descriptions", None), name_vectors=name_vecs,
+        descriptions=getattr(ex, "descriptions", None),
     )
 
 
@@ -314,10 +312,11 @@ def detect_communities(kg: KnowledgeGraph, cfg: IndexConfig,
 
 
 def embed_facts(facts: Facts, embedder: Embedder, cfg: IndexConfig) -> np.ndarray:
-    """One vector per fact text (an empty ``(0, dim)`` array without facts)."""
+    """One vector per fact text, as stored (an empty ``(0, dim)`` array without facts)."""
     if not len(facts.table):
         return np.zeros((0, embedder.dim), np.float32)
-    return embedder.encode(facts.table["text"].tolist(), batch_size=cfg.embed_batch_size)
+    return codec_for(cfg.vector_precision, embedder.dim).round_trip(
+        embedder.encode(facts.table["text"].tolist(), batch_size=cfg.embed_batch_size))
 
 
 def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, facts: Facts,
@@ -329,12 +328,15 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
     writer.write_array(layout.FACT_ENTITY_INDPTR, facts.indptr)
     writer.write_array(layout.FACT_ENTITY_INDICES, facts.entities)
     csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
-    writer.write_array(layout.ENTITY_EMB, ents.vectors)
-    writer.write_array(layout.FACT_EMB, fact_vecs)
-    save_index(build_index(ents.vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
-               writer.path(layout.ENTITIES_FAISS))
-    save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold),
-               writer.path(layout.FACTS_FAISS))
+    codec = codec_for(cfg.vector_precision, ents.name_vectors.shape[1])
+    save_index(build_index(ents.name_vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
+                           codec=codec), writer.path(layout.NAMES_FAISS))
+    save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
+                           codec=codec), writer.path(layout.FACTS_FAISS))
+    writer.write_table(layout.NAMES, pd.DataFrame({
+        "name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str),
+        "entity": ents.name_to_entity.to_numpy(np.int64),
+        "count": ents.name_counts}))
     writer.write_table(layout.ENTITIES, ents.entities)
     writer.write_table(layout.ALIASES, ents.aliases)
     writer.write_table(layout.MENTIONS,
@@ -348,9 +350,9 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
         writer.write_table(layout.DESCRIPTIONS, descriptions)
 
 
-def write_extraction(writer: IndexWriter, ex: Extraction, ents: ResolvedEntities) -> None:
-    """Keep what an incremental update reuses: the raw extraction (by chunk position), its
-    per-batch counters and every resolved surface name with its vector."""
+def write_extraction(writer: IndexWriter, ex: Extraction) -> None:
+    """Keep what an incremental update reuses: the raw extraction (by chunk position) and its
+    per-batch counters (the names and their vectors are part of the graph)."""
     writer.write_table(layout.EXTRACT_MENTIONS, ex.mentions)
     writer.write_table(layout.EXTRACT_RELATIONS, ex.relations)
     descriptions = getattr(ex, "descriptions", None)
@@ -359,10 +361,6 @@ def write_extraction(writer: IndexWriter, ex: Extraction, ents: ResolvedEntities
     stats = getattr(ex, "batch_stats", None)
     if stats is not None:
         writer.write_table(layout.EXTRACT_STATS, stats)
-    if ents.name_vectors is not None:
-        writer.write_table(layout.NAMES, pd.DataFrame(
-            {"name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str)}))
-        writer.write_array(layout.NAME_EMB, ents.name_vectors)
 
 
 def graph_counts(ents: ResolvedEntities, facts: Facts, kg: KnowledgeGraph,
@@ -440,6 +438,6 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
                                            ents.entities, index_llm_config(cfg, runtime.llm))
     t0 = time.perf_counter()
     write_graph(writer, cfg, ents, facts, kg, communities, fact_vecs, descriptions)
-    write_extraction(writer, ex, ents)
+    write_extraction(writer, ex)
     timings["graph_write_s"] = time.perf_counter() - t0
     return graph_counts(ents, facts, kg, communities)

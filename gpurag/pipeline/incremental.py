@@ -52,6 +52,8 @@ from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.reader import IndexDir
+from gpurag.vectors import load_index
+from gpurag.vectors.codec import decode_all
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ def load_stored(d: IndexDir) -> Stored:
     names = {f.name for f in dataclasses.fields(IndexConfig)}
     cfg = IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
     chunks = d.table(layout.CHUNKS)
-    vectors = np.array(d.array(layout.PASSAGE_EMB), dtype=np.float32)
+    vectors = decode_all(load_index(d.file(layout.PASSAGES_FAISS)))
     ex = None
     stats = batch_stats_frame([])
     texts: list[str] = []
@@ -154,12 +156,11 @@ def load_stored(d: IndexDir) -> Stored:
             if pos.size and (pos.min() < 0 or pos.max() >= len(chunks)):
                 raise IndexFormatError(f"index {d.root} is inconsistent: {rel} names chunks "
                                        f"outside [0, {len(chunks)})")
-    if cfg.graph and d.has(layout.NAMES) and d.has(layout.NAME_EMB):
-        texts += d.table(layout.NAMES)["name"].astype(str).tolist()
-        vecs.append(np.asarray(d.array(layout.NAME_EMB), dtype=np.float32))
-    if cfg.graph and d.has(layout.FACTS) and d.has(layout.FACT_EMB):
+    if cfg.graph:  # the stored names and facts with their vectors, decoded
+        texts += d.table(layout.NAMES, columns=["name"])["name"].astype(str).tolist()
+        vecs.append(decode_all(load_index(d.file(layout.NAMES_FAISS))))
         texts += d.table(layout.FACTS, columns=["text"])["text"].astype(str).tolist()
-        vecs.append(np.asarray(d.array(layout.FACT_EMB), dtype=np.float32))
+        vecs.append(decode_all(load_index(d.file(layout.FACTS_FAISS))))
     dim = vectors.shape[1] if vectors.ndim == 2 else 0
     known = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
     if len(texts) != len(known):  # inconsistent files: reuse nothing rather than misalign

@@ -16,6 +16,8 @@ which keeps dense precision at the top ranks while PPR fills in the rest of the 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -24,9 +26,11 @@ from gpurag.config import QueryConfig
 from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query import second_hop
 from gpurag.query.results import EntityPath, SeedEntity
-from gpurag.store import layout
+from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
-from gpurag.vectors import load_index, search
+from gpurag.vectors import load_index, query_index, search
+from gpurag.vectors.codec import decode_all
+from gpurag.vectors.grouped import GroupedIndex
 
 
 def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
@@ -74,10 +78,19 @@ class GraphRetriever:
         self.n_psg = len(chunks)
         self.chunk_ids = chunks["chunk_id"].to_numpy(dtype=object)
         self.graph = csr_mod.load(index_dir.path / "graph", mmap=True)
-        self.entity_index = load_index(index_dir.path / "vectors/entities.faiss")
-        self.fact_index = load_index(index_dir.path / "vectors/facts.faiss")
-        self.fact_indptr = np.asarray(index_dir.array("arrays/fact_entity_indptr.npy"))
-        self.fact_entities = np.asarray(index_dir.array("arrays/fact_entity_indices.npy"))
+        names = index_dir.table(layout.NAMES, columns=["entity", "count"])
+        self.name_entity = names["entity"].to_numpy(np.int64)
+        self.name_count = names["count"].to_numpy(np.float32)
+        name_index = load_index(index_dir.file(layout.NAMES_FAISS))
+        checks.check_vectors(index_dir, layout.NAMES_FAISS, name_index, len(names),
+                             f"one per row of {layout.NAMES}")
+        # An entity scores as its best surface name.
+        self.entity_index = GroupedIndex(name_index, self.name_entity, self.n_ent)
+        self.fact_index = load_index(index_dir.file(layout.FACTS_FAISS))
+        self.fact_indptr = np.asarray(index_dir.array(layout.FACT_ENTITY_INDPTR))
+        self.fact_entities = np.asarray(index_dir.array(layout.FACT_ENTITY_INDICES))
+        checks.check_vectors(index_dir, layout.FACTS_FAISS, self.fact_index,
+                             len(self.fact_indptr) - 1, "one per fact")
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
@@ -89,6 +102,19 @@ class GraphRetriever:
         self._chunks = chunks
         self._linker = None
         self._lexical = None
+
+    def entity_vectors(self) -> np.ndarray:
+        """``(n_ent, d)`` float32: each entity's count-weighted mean of its names' stored
+        vectors, unit length (decoded from the names index)."""
+        names = decode_all(self.entity_index.index)
+        out = np.zeros((self.n_ent, names.shape[1]), np.float32)
+        np.add.at(out, self.name_entity, names * self.name_count[:, None])
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def passage_vectors(self) -> np.ndarray:
+        """``(n_psg, d)`` float32 passage vectors, decoded from the passage index."""
+        return decode_all(load_index(self.dir.file(layout.PASSAGES_FAISS)))
 
     @property
     def linker(self):
@@ -109,6 +135,21 @@ class GraphRetriever:
         return self._lexical
 
     # -- seeds --------------------------------------------------------------------------
+    @functools.cached_property
+    def _searchers(self) -> dict[str, tuple[object, object]]:
+        return {}
+
+    def _search(self, which: str, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, ids) from the ``"entity"`` or ``"fact"`` index: host FAISS on the
+        CPU; on cuda a device searcher made once from the loaded index
+        (:func:`gpurag.vectors.query_index`)."""
+        index = getattr(self, f"{which}_index")
+        held = self._searchers.get(which)
+        if held is None or held[0] is not index:
+            held = (index, query_index(index, self.backends.device))
+            self._searchers[which] = held
+        return search(held[1], qvecs, k)
+
     def reset_matrix(self, qvecs: np.ndarray, cfg: QueryConfig,
                      dense: tuple[np.ndarray, np.ndarray],
                      questions: list[str] | None = None,
@@ -120,7 +161,7 @@ class GraphRetriever:
         rows, cols, vals = [], [], []
         seeds: list[list[SeedEntity]] = [[] for _ in range(q)]
         if self.n_ent and cfg.seed_entities:
-            es, ei = search(self.entity_index, qvecs, cfg.seed_entities)
+            es, ei = self._search("entity", qvecs, cfg.seed_entities)
             keep = (ei >= 0) & (es >= es[:, :1] - cfg.entity_margin)
             w = np.where(keep, np.clip(es, 0, None) ** cfg.sim_power, 0.0)
             w = w * self.specificity[np.maximum(ei, 0)]
@@ -133,7 +174,7 @@ class GraphRetriever:
                 seeds[qi].append(SeedEntity(e, str(self.entity_names[e]), float(es[qi, col]),
                                             "entity"))
         if self.fact_index.ntotal and cfg.seed_facts:
-            fs, fi = search(self.fact_index, qvecs, cfg.seed_facts)
+            fs, fi = self._search("fact", qvecs, cfg.seed_facts)
             keep = (fi >= 0) & (fs >= fs[:, :1] - cfg.fact_margin)
             w = np.where(keep, np.clip(fs, 0, None) ** cfg.sim_power, 0.0)
             r, c = np.nonzero(w > 0)
@@ -227,19 +268,22 @@ class GraphRetriever:
         if title is not None:
             known.append(title)
         gather = np.concatenate(known, axis=1)
-        reranking = cfg.rerank not in ("", "none")
+        reranker = self._reranker(cfg)
         k = min(cfg.k, self.n_psg)
-        want = max(k, cfg.rerank_candidates if reranking else 0, depth) + gather.shape[1]
+        want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
+        # A reranker gets the PPR scores recorded around the candidates (top-k and gathered
+        # rows) for its subgraph fanout, never the (q, n) rows.
         top = self.backends.ppr(
             self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
             hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
-            method=cfg.ppr_method, full=reranking)
+            method=cfg.ppr_method,
+            local_fanout=self._fanout(reranker) if reranker is not None else None)
         cand, score = candidate_scores(top, gather, dense, cfg)
         if cfg.dense_head:
             head_rows = self._head_order(cfg, dense, lexical, cand, score, title)
             lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
-        if reranking:
-            score = self._rerank(cfg, qvecs, cand, score, top.full, dense)
+        if reranker is not None:
+            score = self._rerank(reranker, cfg, qvecs, cand, score, top.local, dense)
         if cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0:
             first, first_scores = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
             top_rows, top_scores = self.bridge_pages.rerank(first, first_scores, qvecs,
@@ -306,21 +350,32 @@ class GraphRetriever:
             self._bridge_pages = second_hop.BridgePages(self)
         return self._bridge_pages
 
-    def _rerank(self, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray, score: np.ndarray,
-                ppr_scores: np.ndarray | None, dense: tuple[np.ndarray, np.ndarray]
-                ) -> np.ndarray:
-        """Rescore the top candidates with a reranker (``cfg.rerank``, e.g. ``"gat"``).
-
-        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
-        reranked ones so the reranker decides the head of the list. The reranker reads the
-        whole PPR scores (``full``), which the PPR component returns only for it.
-        """
+    def _reranker(self, cfg: QueryConfig):
+        """The reranker ``cfg.rerank`` names (e.g. ``"gat"``), or None."""
+        if cfg.rerank in ("", "none"):
+            return None
         from gpurag.rerank import get_reranker
 
-        reranker = get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+        return get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+
+    @staticmethod
+    def _fanout(reranker) -> tuple[int, ...]:
+        from gpurag.rerank import DEFAULT_FANOUT
+
+        return tuple(getattr(reranker, "fanout", DEFAULT_FANOUT))
+
+    def _rerank(self, reranker, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray,
+                score: np.ndarray, ppr_scores, dense: tuple[np.ndarray, np.ndarray]
+                ) -> np.ndarray:
+        """Rescore the top candidates with ``reranker``.
+
+        Candidates outside the top ``rerank_candidates`` keep their scores, shifted below the
+        reranked ones so the reranker decides the head of the list. ``ppr_scores``: the PPR
+        component's ``local`` scores (recorded around the candidates, not the ``(q, n)`` rows).
+        """
         n_cand = min(cfg.rerank_candidates, self.n_psg)
         head_rows, _ = best_candidates(cand, score, n_cand)
-        new = reranker.score(qvecs, head_rows, np.asarray(ppr_scores), dense)  # (q, n_cand)
+        new = reranker.score(qvecs, head_rows, ppr_scores, dense)  # (q, n_cand)
         valid = cand >= 0
         out = score - score[valid].max() - 1.0 - np.abs(new).max()
         out[~valid] = -np.inf

@@ -77,7 +77,7 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
 
 
 def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
-                   passage_emb: np.ndarray, hop_from: int, temperature: float,
+                   passage_emb: np.ndarray | PassageVectors, hop_from: int, temperature: float,
                    depth: int = BRIDGE_DEPTH) -> np.ndarray:
     """Per question, the bridge pages of its top ``hop_from`` first-round rows (``first``,
     ``(q, d)``, -1 padded), best first, ``(q, depth)`` -1 padded."""
@@ -131,7 +131,7 @@ def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: 
 
 
 def second_hop(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
-               passage_emb: np.ndarray, *, k: int, head: int, hop_from: int,
+               passage_emb: np.ndarray | PassageVectors, *, k: int, head: int, hop_from: int,
                temperature: float, weight: float, rank_constant: float
                ) -> tuple[np.ndarray, np.ndarray]:
     """The first-round ranking ``first`` (``(q, d)`` rows, best first) with the bridge pages
@@ -192,6 +192,20 @@ def document_head(rows: np.ndarray, doc_codes: np.ndarray, keep: int) -> np.ndar
     return np.where((np.cumsum(new, axis=1) <= keep) & (rows >= 0), rows, -1)
 
 
+class PassageVectors:
+    """Float32 vectors of the rows asked (``vectors[rows]``), decoded from a passage index
+    as they are needed, each distinct row once: a question needs a few dozen, not all."""
+
+    def __init__(self, index) -> None:
+        self.index = index
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        from gpurag.vectors.codec import decode_all
+
+        uniq, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
+        return decode_all(self.index, uniq)[inv]
+
+
 class BridgePages:
     """The second hop over an opened index's graph retriever: bridge matrices (one per
     ``max_pages``) and passage vectors, read on first use."""
@@ -199,7 +213,7 @@ class BridgePages:
     def __init__(self, retriever) -> None:
         self.retriever = retriever
         self._matrices: dict[int, sp.csr_array] = {}
-        self._emb: np.ndarray | None = None
+        self._emb: PassageVectors | None = None
         chunks = retriever._chunks
         self.doc_codes = (pd.factorize(chunks["doc_id"])[0] if "doc_id" in chunks
                           else np.arange(retriever.n_psg))
@@ -216,11 +230,13 @@ class BridgePages:
         return self._matrices[max_pages]
 
     @property
-    def passage_emb(self) -> np.ndarray:
+    def passage_emb(self) -> PassageVectors:
+        """The passage vectors, decoded from the passage index for the rows asked."""
         if self._emb is None:
             from gpurag.store import layout
+            from gpurag.vectors import load_index
 
-            self._emb = np.asarray(self.retriever.dir.array(layout.PASSAGE_EMB))
+            self._emb = PassageVectors(load_index(self.retriever.dir.file(layout.PASSAGES_FAISS)))
         return self._emb
 
     def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,

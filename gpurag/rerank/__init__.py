@@ -13,23 +13,32 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from gpurag.errors import ConfigError
 
+if TYPE_CHECKING:
+    from gpurag.graph.ppr_local import NodeScores
+
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_CHECKPOINT = WEIGHTS_DIR / "gat-default.safetensors"
 RERANKERS = ("gat",)
+DEFAULT_FANOUT = (5, 2)
 _CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Reranker]] = (
     weakref.WeakKeyDictionary())
 
 
 class Reranker(Protocol):
-    """Scores each question's candidate passages; higher is better."""
+    """Scores each question's candidate passages; higher is better.
 
-    def score(self, qvecs: np.ndarray, cand: np.ndarray, ppr_scores: np.ndarray,
+    ``ppr_scores`` is a :class:`~gpurag.graph.ppr_local.NodeScores`: the query path hands over
+    the PPR scores recorded around the candidates for the reranker's ``fanout`` (an optional
+    attribute, default :data:`DEFAULT_FANOUT`), never the ``(q, n)`` rows.
+    """
+
+    def score(self, qvecs: np.ndarray, cand: np.ndarray, ppr_scores: NodeScores,
               dense: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """``(q, c)`` float scores for candidate passage rows ``cand`` (q, c)."""
         ...
@@ -93,14 +102,20 @@ class GATReranker:
                               "embedder with `gpurag train-scorer`")
         return cls(arrays, model, settings, device)
 
-    def score(self, qvecs: np.ndarray, cand: np.ndarray, ppr_scores: np.ndarray,
+    @property
+    def fanout(self) -> tuple[int, ...]:
+        """Neighbours kept per hop in each candidate subgraph (what the PPR scores are
+        recorded for)."""
+        return tuple(int(f) for f in self.settings.fanout)
+
+    def score(self, qvecs: np.ndarray, cand: np.ndarray, ppr_scores: NodeScores | np.ndarray,
               dense: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """``(q, c)`` subgraph logits of the candidates (see :class:`Reranker`)."""
         from gpurag.rerank.features import CandidateInputs
 
         ds, di = dense
         inp = CandidateInputs(np.asarray(qvecs, np.float32), np.asarray(cand, np.int64),
-                              np.asarray(ppr_scores), np.asarray(ds, np.float32),
+                              ppr_scores, np.asarray(ds, np.float32),
                               np.asarray(di, np.int64))
         return self.score_inputs(inp)
 
@@ -160,5 +175,5 @@ def set_reranker(retriever, name: str, reranker: Reranker | None) -> None:
         per[(name, "")] = reranker
 
 
-__all__ = ["DEFAULT_CHECKPOINT", "GATReranker", "Reranker", "checkpoint_path", "get_reranker",
-           "require_gnn", "set_reranker"]
+__all__ = ["DEFAULT_CHECKPOINT", "DEFAULT_FANOUT", "GATReranker", "Reranker", "checkpoint_path",
+           "get_reranker", "require_gnn", "set_reranker"]

@@ -51,7 +51,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
                                             show_progress=not quiet)
         keep.append((index, tmp, ds))
         t0 = time.perf_counter()
-        qs = prepare(index, ds, cfg.candidates)
+        qs = prepare(index, ds, cfg.candidates, fanout=cfg.fanout)
         record_s = time.perf_counter() - t0
         if args.cv > 1:
             cv = cross_validate(qs, cfg, args.cv)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpurag.graph.csr import CSRGraph
+from gpurag.graph.ppr_local import NodeScores, as_node_scores
 from gpurag.rerank.subgraph import Subgraphs, extract_subgraphs
 
 NODE_FEATURES = ("is_entity", "is_passage", "is_root", "hop1", "hop2", "cos", "cos_rel",
@@ -41,10 +42,8 @@ class GraphArrays:
     @classmethod
     def from_retriever(cls, retriever) -> GraphArrays:
         """From a :class:`gpurag.query.graph.GraphRetriever`."""
-        ent = np.asarray(retriever.dir.array("arrays/entity_emb.npy"), dtype=np.float32)
-        psg = np.asarray(retriever.dir.array("arrays/passage_emb.npy"), dtype=np.float32)
-        if ent.ndim != 2 or len(ent) != retriever.n_ent:
-            ent = np.zeros((retriever.n_ent, psg.shape[1]), np.float32)
+        ent = retriever.entity_vectors()
+        psg = retriever.passage_vectors()
         return cls(retriever.graph, int(retriever.n_ent), int(retriever.n_psg), ent, psg,
                    np.asarray(retriever.specificity, dtype=np.float32))
 
@@ -65,18 +64,25 @@ class GraphArrays:
 
 @dataclass(frozen=True)
 class CandidateInputs:
-    """What a reranker receives for ``q`` questions (see ``Reranker.score``)."""
+    """What a reranker receives for ``q`` questions (see ``Reranker.score``).
+
+    ``ppr``: the PPR scores as :class:`~gpurag.graph.ppr_local.NodeScores` (the query path
+    hands over only those recorded around the candidates); a ``(q, E + P)`` array is wrapped.
+    """
 
     qvecs: np.ndarray  # (q, d) question embeddings
     cand: np.ndarray  # (q, c) candidate passage rows
-    ppr: np.ndarray  # (q, E + P) PPR scores
+    ppr: NodeScores  # per question node scores (PPR)
     dense_scores: np.ndarray  # (q, m)
     dense_rows: np.ndarray  # (q, m), -1 where missing
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ppr", as_node_scores(self.ppr))
 
     def take(self, idx: np.ndarray | Sequence[int]) -> CandidateInputs:
         """The inputs of questions ``idx``."""
         idx = np.asarray(idx, dtype=np.int64)
-        return CandidateInputs(self.qvecs[idx], self.cand[idx], self.ppr[idx],
+        return CandidateInputs(self.qvecs[idx], self.cand[idx], self.ppr.take(idx),
                                self.dense_scores[idx], self.dense_rows[idx])
 
     def __len__(self) -> int:
@@ -116,12 +122,12 @@ def node_features(arrays: GraphArrays, inp: CandidateInputs, sub: Subgraphs
     cos = (emb @ inp.qvecs.T.astype(np.float32))[emb_index, question]
     cand_cos = np.einsum("qcd,qd->qc", arrays.passage_emb[inp.cand], inp.qvecs)
     cos_rel = cos - cand_cos.max(axis=1)[question]
-    ppr = inp.ppr[question, node].astype(np.float64)
-    kind_max = np.stack([inp.ppr[:, n_ent:].max(axis=1),
-                         inp.ppr[:, :n_ent].max(axis=1) if n_ent else np.zeros(q)], axis=1)
+    ppr = inp.ppr.at(question, node)
+    kind_max = inp.ppr.kind_max(n_ent)
     ppr_rel = ppr / np.maximum(kind_max[question, is_ent.astype(np.int64)], 1e-30)
     ppr_feat = 1.0 + np.log(np.clip(ppr_rel, _PPR_FLOOR, 1.0)) / -np.log(_PPR_FLOOR)
-    cand_ppr = np.take_along_axis(inp.ppr[:, n_ent:], inp.cand, axis=1)
+    cand_node = np.where(inp.cand >= 0, inp.cand, n_psg - 1) + n_ent  # -1: as NumPy reads it
+    cand_ppr = inp.ppr.at(np.repeat(np.arange(q), c), cand_node.ravel()).reshape(q, c)
     rank = np.argsort(np.argsort(-cand_ppr, axis=1, kind="stable"), axis=1, kind="stable")
     cand_keys = (np.arange(q)[:, None] * n_psg + inp.cand).ravel()
     node_keys = question * n_psg + (node - n_ent)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpurag.graph.csr import CSRGraph, ranges
+from gpurag.graph.ppr_local import NodeScores, as_node_scores, rank_within
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,6 @@ class Subgraphs:
         return np.repeat(np.arange(self.n_subgraphs, dtype=np.int64), np.diff(self.ptr))
 
 
-def _rank_within(groups: np.ndarray) -> np.ndarray:
-    """Position of each element within its run of equal values in a sorted ``groups``."""
-    if groups.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    start = np.r_[True, groups[1:] != groups[:-1]]
-    first = np.maximum.accumulate(np.where(start, np.arange(groups.size), 0))
-    return np.arange(groups.size) - first
-
-
 def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     """Boolean mask: which ``keys`` occur in the sorted array ``sorted_keys``."""
     if sorted_keys.size == 0:
@@ -63,12 +55,14 @@ def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
 
 
 def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
-                      priority: np.ndarray, fanout: Sequence[int] = (5, 2),
+                      priority: NodeScores | np.ndarray, fanout: Sequence[int] = (5, 2),
                       max_nodes: int = 16) -> Subgraphs:
     """Capped k-hop subgraphs around ``roots`` (S,), prioritised by ``priority[owner[s]]``.
 
-    ``priority`` is a ``(q, n)`` array of node scores (e.g. PPR) and ``owner`` (S,) picks each
-    root's row. Hop ``h`` keeps, for every node reached at hop ``h - 1``, its ``fanout[h-1]``
+    ``priority`` holds per-question node scores (e.g. PPR): a ``(q, n)`` array or any
+    :class:`~gpurag.graph.ppr_local.NodeScores` (such as the PPR component's ``local`` scores,
+    recorded around the candidates for this ``fanout``); ``owner`` (S,) picks each root's row.
+    Hop ``h`` keeps, for every node reached at hop ``h - 1``, its ``fanout[h-1]``
     highest-priority neighbours not already in the subgraph (ties by node id); a subgraph
     keeps at most ``max_nodes`` nodes (nearer and higher-priority nodes first).
     """
@@ -77,6 +71,7 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
     if roots.shape != owner.shape:
         raise ValueError("roots and owner must have the same length")
     n = graph.n_nodes
+    priority = as_node_scores(priority)
     if roots.size and (roots.min() < 0 or roots.max() >= n):
         raise ValueError(f"root ids must lie in [0, {n})")
     if max_nodes < 1:
@@ -95,8 +90,8 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
         # question's subgraphs reach the node; cap + (nodes so far) of them always suffice.
         so_far = int(np.bincount(np.concatenate(subs), minlength=n_sub).max())
         pair_key, inv = np.unique(owner[f_sub] * n + f_node, return_inverse=True)
-        p_ptr, p_nbr, p_prio = _top_neighbours(graph, pair_key // n, pair_key % n, priority,
-                                               cap + so_far)
+        p_ptr, p_nbr, p_prio = priority.top_neighbours(graph, pair_key // n, pair_key % n,
+                                                       cap + so_far)
         counts = p_ptr[inv + 1] - p_ptr[inv]
         take = ranges(p_ptr[inv], counts)
         parent = np.repeat(np.arange(f_node.size, dtype=np.int64), counts)
@@ -105,7 +100,7 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
         key = sub * n + nbr
         new = ~_in_sorted(key, seen)  # order stays (parent, -priority, node id)
         parent, nbr, sub, key, prio = (a[new] for a in (parent, nbr, sub, key, prio))
-        keep = _rank_within(parent) < cap
+        keep = rank_within(parent) < cap
         nbr, sub, key, prio = nbr[keep], sub[keep], key[keep], prio[keep]
         key, first = np.unique(key, return_index=True)  # a node reached from two parents
         nbr, sub, prio = nbr[first], sub[first], prio[first]
@@ -118,34 +113,13 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
     sub, node, hop_arr, prio = (np.concatenate(a) for a in (subs, nodes, hops, prios))
     order = np.lexsort((node, -prio, hop_arr, sub))
     sub, node, hop_arr = sub[order], node[order], hop_arr[order]
-    keep = _rank_within(sub) < max_nodes
+    keep = rank_within(sub) < max_nodes
     sub, node, hop_arr = sub[keep], node[keep], hop_arr[keep]
     ptr = np.zeros(n_sub + 1, dtype=np.int64)
     np.cumsum(np.bincount(sub, minlength=n_sub), out=ptr[1:])
     src, dst, w = _induced_edges(graph, ptr, node)
     return Subgraphs(node=node, hop=hop_arr, ptr=ptr, edge_index=np.stack([src, dst]),
                      edge_weight=w)
-
-
-def _top_neighbours(graph: CSRGraph, q: np.ndarray, node: np.ndarray, priority: np.ndarray,
-                    k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each (question ``q``, ``node``) pair, its ``k`` highest-priority neighbours (ties by
-    id) as ``(ptr, neighbour, priority)`` lists, pair ``i`` owning ``ptr[i]:ptr[i+1]``."""
-    indptr = graph.indptr
-    deg = indptr[node + 1] - indptr[node]
-    edges = ranges(indptr[node], deg)
-    pair = np.repeat(np.arange(node.size, dtype=np.int64), deg)
-    nbr = graph.indices[edges].astype(np.int64)
-    prio = np.asarray(priority[q[pair], nbr], dtype=np.float64)
-    # == lexsort((nbr, -prio, pair)) as two stable sorts (CSR rows list neighbours by id)
-    order = np.argsort(-prio, kind="stable")
-    order = order[np.argsort(pair[order], kind="stable")]
-    pair, nbr, prio = pair[order], nbr[order], prio[order]
-    keep = _rank_within(pair) < k
-    pair, nbr, prio = pair[keep], nbr[keep], prio[keep]
-    ptr = np.zeros(node.size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pair, minlength=node.size), out=ptr[1:])
-    return ptr, nbr, prio
 
 
 _EDGE_KEYS: weakref.WeakKeyDictionary[CSRGraph, np.ndarray] = weakref.WeakKeyDictionary()

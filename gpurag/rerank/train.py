@@ -103,21 +103,34 @@ class QuestionSet:
 
 
 class _Recorder:
-    """A reranker that keeps its inputs and changes nothing."""
+    """A reranker that keeps its inputs and changes nothing (the PPR scores as recorded for
+    ``fanout``)."""
 
-    def __init__(self) -> None:
-        self.parts: list[tuple[np.ndarray, ...]] = []
+    def __init__(self, fanout: tuple[int, ...] = (5, 2)) -> None:
+        self.fanout = tuple(fanout)
+        self.parts: list[tuple[Any, ...]] = []
 
     def score(self, qvecs, cand, ppr_scores, dense) -> np.ndarray:
         self.parts.append((np.asarray(qvecs, np.float32), np.asarray(cand, np.int64),
-                           np.asarray(ppr_scores, np.float32),
+                           ppr_scores,
                            np.asarray(dense[0], np.float32), np.asarray(dense[1], np.int64)))
         return np.zeros(np.shape(cand), dtype=np.float32)
 
 
+def _concat_scores(parts: list[Any]) -> Any:
+    from gpurag.graph.ppr_local import DenseScores, LocalScores, as_node_scores
+
+    held = [as_node_scores(p) for p in parts]
+    if all(isinstance(p, LocalScores) for p in held):
+        return LocalScores.concat(held)
+    return DenseScores(np.concatenate([np.asarray(p.scores, np.float32) for p in held]))
+
+
 def record_inputs(index, questions: list[str], candidates: int = 30,
-                  batch: int = 64) -> tuple[CandidateInputs, np.ndarray]:
-    """Run ``questions`` through the graph query path and keep what a reranker would see.
+                  batch: int = 64, fanout: tuple[int, ...] = (5, 2)
+                  ) -> tuple[CandidateInputs, np.ndarray]:
+    """Run ``questions`` through the graph query path and keep what a reranker would see
+    (subgraphs up to ``fanout`` can be built from it).
 
     Returns the recorded inputs and ``(q, c)`` scores of the retriever's own ranking of the
     candidates (``-rank``, from a second pass without a reranker), for comparison.
@@ -129,7 +142,7 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
         from gpurag.errors import ConfigError
 
         raise ConfigError(f"index {index.path} has no knowledge graph: cannot train the GAT")
-    rec = _Recorder()
+    rec = _Recorder(fanout)
     row_of = {c: i for i, c in enumerate(index.chunks["chunk_id"].tolist())}
     base_rows = []
     set_reranker(retriever, "_record", rec)
@@ -149,7 +162,7 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
     di = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1)
                          for p in cols[4]])
     inputs = CandidateInputs(np.concatenate(cols[0]), np.concatenate(cols[1]),
-                             np.concatenate(cols[2]), ds, di)
+                             _concat_scores(list(cols[2])), ds, di)
     base = np.full(inputs.cand.shape, -1e6, dtype=np.float32)
     for i, rows in enumerate(base_rows):
         pos = {r: j for j, r in enumerate(rows)}
@@ -157,13 +170,15 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
     return inputs, base
 
 
-def prepare(index, dataset, candidates: int = 30) -> QuestionSet:
-    """Recorded inputs and gold rows for every question of an eval-format ``dataset``."""
+def prepare(index, dataset, candidates: int = 30,
+            fanout: tuple[int, ...] = (5, 2)) -> QuestionSet:
+    """Recorded inputs and gold rows for every question of an eval-format ``dataset``
+    (subgraphs up to ``fanout`` can be built from them)."""
     qs = dataset.questions
     rows_of = index.chunks.groupby("doc_id").indices
     gold = [np.concatenate([rows_of.get(g, np.zeros(0, np.int64)) for g in q.gold_ids])
             .astype(np.int64) for q in qs]
-    inputs, base = record_inputs(index, [q.question for q in qs], candidates)
+    inputs, base = record_inputs(index, [q.question for q in qs], candidates, fanout=fanout)
     return QuestionSet(dataset.name, [q.id for q in qs],
                        GraphArrays.from_retriever(index.retriever), inputs, gold, base)
 

@@ -31,19 +31,30 @@ def _rows(d: IndexDir, rel: str, n: int, what: str) -> np.ndarray:
     return arr
 
 
-def check_dense(d: IndexDir, n_chunks: int) -> None:
-    """Passage vectors: one row per chunk."""
-    _rows(d, layout.PASSAGE_EMB, n_chunks, "one per chunk")
+def check_vectors(d: IndexDir, rel: str, index, n: int, what: str) -> None:
+    """A loaded FAISS file of the index holds ``n`` vectors (``what`` says of which rows)."""
+    if int(index.ntotal) != n:
+        raise IndexFormatError(f"index {d.root} is inconsistent: {rel} holds {index.ntotal} "
+                               f"vectors, expected {n} ({what})")
+
+
+def check_dense(d: IndexDir, n_chunks: int, passage_index) -> None:
+    """Passage vectors: one per chunk."""
+    check_vectors(d, layout.PASSAGES_FAISS, passage_index, n_chunks, "one per chunk")
 
 
 def check_graph(d: IndexDir, n_chunks: int) -> None:
-    """Graph part: node count, fact-to-entity CSR and vector rows agree with the tables."""
+    """Graph part: node count, fact-to-entity CSR and the names' entity ids agree with the
+    tables (the vector files are checked as they are loaded, by :func:`check_vectors`)."""
     n_ent = table_rows(d, layout.ENTITIES)
     n_facts = table_rows(d, layout.FACTS)
     _rows(d, layout.GRAPH_INDPTR, n_ent + n_chunks + 1,
           f"{n_ent} entities + {n_chunks} chunks + 1")
-    _rows(d, layout.ENTITY_EMB, n_ent, "one per entity")
-    _rows(d, layout.FACT_EMB, n_facts, "one per fact")
+    owner = d.table(layout.NAMES, columns=["entity"])["entity"].to_numpy()
+    if owner.dtype.kind not in "iu" or (owner.size and (int(owner.min()) < 0
+                                                        or int(owner.max()) >= n_ent)):
+        raise IndexFormatError(f"corrupt table {d.root / layout.NAMES}: entity ids outside "
+                               f"[0, {n_ent})")
     indptr = _rows(d, layout.FACT_ENTITY_INDPTR, n_facts + 1, "facts + 1")
     indices = d.array(layout.FACT_ENTITY_INDICES)
     rel_ptr, rel_idx = layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES

@@ -16,9 +16,9 @@ from gpurag.errors import IndexFormatError
 
 MANIFEST = "manifest.json"
 
-# Dense part: always present.
+# Dense part: always present. Each vector set is stored once, as a FAISS file (its codes in the
+# build's ``vector_precision``); code that needs the vectors decodes them from it.
 CHUNKS = "tables/chunks.parquet"
-PASSAGE_EMB = "arrays/passage_emb.npy"
 PASSAGES_FAISS = "vectors/passages.faiss"
 
 # Knowledge-graph part: present when the index was built with ``graph=True``.
@@ -34,9 +34,11 @@ GRAPH_INDICES = "graph/indices.npy"
 GRAPH_WEIGHTS = "graph/weights.npy"
 FACT_ENTITY_INDPTR = "arrays/fact_entity_indptr.npy"
 FACT_ENTITY_INDICES = "arrays/fact_entity_indices.npy"
-ENTITY_EMB = "arrays/entity_emb.npy"
-FACT_EMB = "arrays/fact_emb.npy"
-ENTITIES_FAISS = "vectors/entities.faiss"
+# Every resolved surface name (``name``, its ``entity``, its ``count`` of occurrences) and its
+# vector: the entity index (an entity scores as its best name) and what incremental updates
+# resolve new names against.
+NAMES = "tables/names.parquet"
+NAMES_FAISS = "vectors/names.faiss"
 FACTS_FAISS = "vectors/facts.faiss"
 
 # Optional files: written only by some extractors (or not yet by any stage).
@@ -44,23 +46,19 @@ DESCRIPTIONS = "tables/descriptions.parquet"
 REPORTS = "tables/reports.parquet"
 
 # What incremental updates reuse (optional: an index without them is re-extracted): the raw
-# extractor output per chunk position, its per-batch counters, and every resolved surface
-# name with its vector.
+# extractor output per chunk position and its per-batch counters.
 EXTRACT_MENTIONS = "extract/mentions.parquet"
 EXTRACT_RELATIONS = "extract/relations.parquet"
 EXTRACT_DESCRIPTIONS = "extract/descriptions.parquet"
 EXTRACT_STATS = "extract/stats.parquet"
-NAMES = "extract/names.parquet"
-NAME_EMB = "extract/name_emb.npy"
 EXTRACT_FILES: tuple[str, ...] = (EXTRACT_MENTIONS, EXTRACT_RELATIONS, EXTRACT_DESCRIPTIONS,
-                                  EXTRACT_STATS, NAMES, NAME_EMB)
+                                  EXTRACT_STATS)
 
-REQUIRED_DENSE: tuple[str, ...] = (CHUNKS, PASSAGE_EMB, PASSAGES_FAISS)
+REQUIRED_DENSE: tuple[str, ...] = (CHUNKS, PASSAGES_FAISS)
 REQUIRED_GRAPH: tuple[str, ...] = (
-    ENTITIES, ALIASES, MENTIONS, RELATIONS, FACTS, COMMUNITIES,
+    ENTITIES, ALIASES, MENTIONS, RELATIONS, FACTS, COMMUNITIES, NAMES,
     GRAPH_INDPTR, GRAPH_INDICES, GRAPH_WEIGHTS,
-    FACT_ENTITY_INDPTR, FACT_ENTITY_INDICES, ENTITY_EMB, FACT_EMB,
-    ENTITIES_FAISS, FACTS_FAISS,
+    FACT_ENTITY_INDPTR, FACT_ENTITY_INDICES, NAMES_FAISS, FACTS_FAISS,
 )
 OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS, *EXTRACT_FILES)
 

@@ -22,8 +22,10 @@ from gpurag.errors import IndexFormatError
 from gpurag.store.layout import MANIFEST
 
 FORMAT_NAME = "gpurag-index"
-FORMAT_VERSION = 2  # 2: manifest self-checksum and block CRCs; version 1 is still read
-READABLE_VERSIONS = (1, 2)
+# 2: manifest self-checksum and block CRCs. 3: each vector set stored once, as a FAISS file of
+# int8/float16 codes; surface names are the entity index. Older indexes are rebuilt.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (3,)
 LARGE_FILE_BYTES = 8 << 20
 CRC_BLOCK = 4 << 20
 

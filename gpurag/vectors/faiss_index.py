@@ -12,6 +12,7 @@ import numpy as np
 
 from gpurag.config import threads_from_env
 from gpurag.errors import IndexFormatError
+from gpurag.vectors.codec import VectorCodec
 
 _CONFIGURED = False
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 96
@@ -34,29 +35,53 @@ def _faiss():
 
 
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
-                hnsw_threshold: int | None = None):
+                hnsw_threshold: int | None = None, codec: VectorCodec | None = None):
     """A FAISS index over ``vectors`` (n, d): exact inner product for small collections; at or
     above ``hnsw_threshold`` rows an HNSW graph (for the entity and fact seeds, searched once per
-    question: sub-millisecond instead of a full scan), else IVF at or above ``ivf_threshold``."""
+    question: sub-millisecond instead of a full scan), else IVF at or above ``ivf_threshold``.
+    ``codec`` (default float32) gives the storage precision: int8 or float16 codes through a
+    FAISS scalar quantizer with fixed, untrained parameters."""
     faiss = _faiss()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = vectors.shape
+    qt = codec.quantizer_type() if codec is not None else None
+    ip = faiss.METRIC_INNER_PRODUCT
     if hnsw_threshold is not None and n >= hnsw_threshold:
-        index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        if qt is None:
+            index = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
+        else:
+            index = faiss.IndexHNSWSQ(dim, qt, HNSW_M, ip)
+            _fix_quantizer(faiss.downcast_index(index.storage), codec)
+            index.is_trained = True
         index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
         index.hnsw.efSearch = HNSW_EF_SEARCH
     elif n < ivf_threshold:
-        index = faiss.IndexFlatIP(dim)
+        if qt is None:
+            index = faiss.IndexFlatIP(dim)
+        else:
+            index = faiss.IndexScalarQuantizer(dim, qt, ip)
+            _fix_quantizer(index, codec)
     else:
         nlist = int(4 * np.sqrt(n))
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        if qt is None:
+            index = faiss.IndexIVFFlat(quantizer, dim, nlist, ip)
+        else:  # codes of the vectors themselves, not of residuals: no data-dependent range
+            index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt, ip, False)
         rng = np.random.default_rng(seed)
         sample = vectors[rng.choice(n, size=min(n, nlist * 64), replace=False)]
         index.train(sample)
+        if qt is not None:
+            codec.prepare(index.sq)  # training fitted a range: use the fixed one
         index.nprobe = max(8, nlist // 32)
     index.add(vectors)
     return index
+
+
+def _fix_quantizer(index, codec: VectorCodec) -> None:
+    """A flat scalar-quantizer index with the codec's fixed parameters (nothing to train)."""
+    codec.prepare(index.sq)
+    index.is_trained = True
 
 
 def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

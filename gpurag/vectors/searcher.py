@@ -14,7 +14,8 @@ arrays (ids ``-1`` and scores ``-inf`` for ``+inf`` with L2, where fewer than ``
 exist), ``ntotal``, ``dim``, ``metric`` and ``implementation`` (what ``gpurag info`` and the
 manifest record). ``metric="l2"`` returns squared L2 distances, smallest first, as FAISS does.
 On-disk indexes stay FAISS files: :func:`searcher_for_index` wraps a loaded FAISS index (on the
-CPU as is; on ``cuda`` its vectors move to the device searcher).
+CPU as is; on ``cuda`` its vectors, decoded in bounded chunks, move to the device as float16)
+and :func:`query_index` is what an opened index searches at query time.
 """
 
 from __future__ import annotations
@@ -75,6 +76,11 @@ class FaissSearcher:
     def ntotal(self) -> int:
         return int(self.index.ntotal)
 
+    @property
+    def d(self) -> int:
+        """The vector dimension (FAISS's name for it)."""
+        return self.dim
+
     def search(self, x: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` per query row: ``(scores, ids)``."""
         from gpurag.vectors.faiss_index import search
@@ -109,9 +115,36 @@ class TorchSearcher:
         self.implementation = (f"kernels.knn torch-{self.device.type} {scan} scan{rerank} "
                                f"(torch {torch.__version__}, exact {metric})")
 
+    @classmethod
+    def from_index(cls, index: Any, device: str, dtype: Any = None) -> TorchSearcher:
+        """Exact inner-product search over the decoded vectors of a FAISS ``index``, stored on
+        ``device`` in ``dtype`` only (default float16 on cuda, float32 on the CPU); a reduced
+        dtype re-ranks the candidates in float32 from the stored vectors."""
+        import torch
+
+        from kernels.knn import ExactIndex
+
+        self = cls.__new__(cls)
+        self.metric = "ip"
+        self.dim = int(index.d)
+        self.device = torch.device(device)
+        dtype = dtype or (torch.float16 if self.device.type == "cuda" else torch.float32)
+        self._index = ExactIndex.from_scan(_device_vectors(index, self.device, dtype))
+        scan = str(dtype).replace("torch.", "")
+        rerank = " + float32 re-rank" if self._index.rerank else ""
+        self.implementation = (f"kernels.knn torch-{self.device.type} {scan} vectors{rerank} "
+                               f"(torch {torch.__version__}, exact ip over "
+                               f"{type(index).__name__})")
+        return self
+
     @property
     def ntotal(self) -> int:
         return self._index.ntotal
+
+    @property
+    def d(self) -> int:
+        """The vector dimension (FAISS's name for it)."""
+        return self.dim
 
     def search(self, x: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` per query row: ``(scores, ids)``."""
@@ -186,20 +219,90 @@ def make_searcher(vectors: Any, device: str = "cpu", metric: str = "ip",
     return FaissSearcher(index, metric, f"{_faiss_label(gpu)} {flat}")
 
 
+# Rows decoded from a FAISS index at a time when its vectors move to the device.
+DECODE_ROWS = 1 << 16
+
+
+def _ivf_of(index: Any) -> Any:
+    import faiss
+
+    try:
+        return faiss.try_extract_index_ivf(index)
+    except (AttributeError, RuntimeError):  # not an IVF index (or an older faiss)
+        return None
+
+
+def decoded_chunks(index: Any, rows: int = DECODE_ROWS):
+    """Yield ``(start, float32 (m, d) vectors)`` of any FAISS index (flat, scalar-quantized,
+    HNSW or IVF), ``rows`` at a time through ``reconstruct_n`` (IVF gets its direct map first)."""
+    ivf = _ivf_of(index)
+    if ivf is not None:
+        ivf.make_direct_map()
+    n = int(index.ntotal)
+    for start in range(0, n, rows):
+        count = min(rows, n - start)
+        yield start, np.asarray(index.reconstruct_n(start, count), np.float32)
+
+
+def _device_vectors(index: Any, device: str, dtype: Any) -> Any:
+    """The vectors of ``index`` as one ``(n, d)`` ``dtype`` tensor on ``device``, decoded in
+    bounded chunks (host memory: one chunk of float32 at a time)."""
+    import torch
+
+    out = torch.empty((int(index.ntotal), int(index.d)), dtype=dtype, device=device)
+    for start, chunk in decoded_chunks(index):
+        out[start:start + len(chunk)] = torch.from_numpy(chunk).to(device=device, dtype=dtype)
+    return out
+
+
+def _faiss_gpu_from_index(index: Any, metric: str) -> FaissSearcher:
+    """A FAISS-GPU flat index (float16 storage) filled from ``index`` chunk by chunk."""
+    import faiss
+
+    if not _FAISS_GPU_RES:
+        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
+    cfg = faiss.GpuIndexFlatConfig()
+    cfg.useFloat16 = True
+    cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
+    gpu = cls(_FAISS_GPU_RES[0], int(index.d), cfg)
+    for _, chunk in decoded_chunks(index):
+        gpu.add(chunk)
+    flat = "GpuIndexFlat" + metric.upper()
+    return FaissSearcher(gpu, metric, f"{_faiss_label(True)} {flat} float16 (from "
+                                      f"{type(index).__name__})")
+
+
 def searcher_for_index(index: Any, device: str = "cpu", backend: str = "auto",
                        dtype: Any = None) -> FaissSearcher | TorchSearcher:
-    """A searcher over a loaded FAISS index: the index itself on the CPU (flat, HNSW or IVF, as
-    built); on ``cuda`` an exact device searcher over its reconstructed vectors."""
+    """A searcher over a loaded FAISS index: the index itself on the CPU (flat, SQ, HNSW or
+    IVF, as built); on ``cuda`` (or with ``backend="torch"``) an exact device searcher over its
+    decoded vectors (``reconstruct_n``, in bounded chunks), held as float16 on cuda (``dtype``
+    chooses; float32 on the CPU) with a float32 re-rank of the candidates from those vectors."""
     import faiss
 
     metric = "ip" if index.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
     kind = choose_backend(device, backend)
-    if kind == "faiss" and not str(device).startswith("cuda"):
+    if kind == "faiss":  # the CPU, or faiss asked for where FAISS has no GPU: the index as is
         return FaissSearcher(index, metric, f"{_faiss_label(False)} {type(index).__name__}")
-    if index.ntotal == 0:
+    if kind == "faiss-gpu":
+        return _faiss_gpu_from_index(index, metric)
+    if metric == "l2":  # the augmented L2 form needs the float32 vectors
         vectors = np.zeros((0, index.d), np.float32)
-    else:
-        if hasattr(index, "make_direct_map"):  # IVF: reconstruct needs the direct map
-            index.make_direct_map()
-        vectors = index.reconstruct_n(0, index.ntotal)
-    return make_searcher(vectors, device, metric, backend, dtype)
+        if index.ntotal:
+            vectors = np.concatenate([c for _, c in decoded_chunks(index)])
+        return make_searcher(vectors, device, metric, "torch", dtype)
+    return TorchSearcher.from_index(index, device, dtype)
+
+
+def query_index(index: Any, device: str) -> Any:
+    """What a query searches for a loaded vector index: on the CPU ``index`` itself (host
+    FAISS, results exactly as before); on cuda a device searcher made from it: a FAISS index
+    through :func:`searcher_for_index`, another object (e.g. an adapter over a names index)
+    through its own ``to_device(device)`` when it has one, else as it is. Either way the
+    result has ``search(x, k) -> (scores, ids)`` and ``ntotal``."""
+    if not str(device).startswith("cuda"):
+        return index
+    if hasattr(index, "reconstruct_n") and hasattr(index, "metric_type"):
+        return searcher_for_index(index, device)
+    to_device = getattr(index, "to_device", None)
+    return to_device(device) if callable(to_device) else index

@@ -206,3 +206,39 @@ def test_reference_solvers_agree():
     b = ppr_reference(g.indptr, g.indices, g.weights, r, 0.6, method="power")
     assert (l1_rows(a, b) < 1e-11).all()
     np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_question_gets_the_same_result_alone_and_in_any_batch(device):
+    """Converged columns are frozen: a fast-converging question alone equals the same question
+    in a batch of slow ones (which would otherwise keep iterating it), top-k and scores."""
+    rng = np.random.default_rng(5)
+    # nodes 0..1999: a cycle (the L1 change shrinks by ~d per step); 2000..2011: a clique
+    # (it collapses at once)
+    ring = np.arange(2000)
+    a, b = np.triu_indices(12, 1)
+    g = build_csr(np.r_[ring, a + 2000], np.r_[(ring + 1) % 2000, b + 2000],
+                  np.r_[rng.random(2000) + 0.5, rng.random(a.size) + 0.5], 2012, symmetric=True)
+    fast = np.zeros(g.n_nodes)
+    fast[[2003, 2007]] = [1.0, 0.5]
+    slow = np.zeros((6, g.n_nodes))
+    for i in range(6):
+        slow[i, rng.choice(2000, size=3, replace=False)] = rng.random(3) + 0.1
+    op = build_operator(g.indptr, g.indices, g.weights, device)
+    stats_alone: dict = {}
+    alone = ppr_batched(op, fast, damping=0.85, tol=1e-4, stats=stats_alone).cpu().numpy()[0]
+    batch = np.vstack([slow[:3], fast, slow[3:]])
+    stats_batch: dict = {}
+    together = ppr_batched(op, batch, damping=0.85, tol=1e-4, stats=stats_batch).cpu().numpy()
+    assert stats_batch["iterations"][0] > stats_alone["iterations"][0]  # the batch ran longer
+    np.testing.assert_allclose(together[3], alone, rtol=0, atol=1e-7)
+    for k in (3, 8):
+        v1, i1 = ppr_batched(op, fast, damping=0.85, tol=1e-4, k=k)
+        v2, i2 = ppr_batched(op, batch, damping=0.85, tol=1e-4, k=k)
+        np.testing.assert_array_equal(i2[3].cpu().numpy(), i1[0].cpu().numpy())
+        np.testing.assert_allclose(v2[3].cpu().numpy(), v1[0].cpu().numpy(), atol=1e-7)
+    # the slow ones are unchanged by the fast one's presence, and still correct
+    without = ppr_batched(op, slow, damping=0.85, tol=1e-4).cpu().numpy()
+    np.testing.assert_allclose(np.delete(together, 3, axis=0), without, atol=1e-7)
+    ref = ppr_reference(g.indptr, g.indices, g.weights, batch, 0.85)
+    assert (l1_rows(together, ref) < 1e-3).all()

@@ -44,10 +44,10 @@ def test_query_scores_are_cosine(sample_index, embedder):
     qv = embedder.encode([q])[0]
     rows = [sample_index.chunks.index[sample_index.chunks["chunk_id"] == c][0]
             for c in result.chunk_ids]
-    emb = np.asarray(sample_index.dir.array("arrays/passage_emb.npy"))[rows]
+    emb = sample_index.passage_vectors()[rows]
     np.testing.assert_allclose([p.score for p in result.passages], emb @ qv, atol=1e-4)
     # nothing outside the top 3 scores higher than the third
-    all_scores = np.asarray(sample_index.dir.array("arrays/passage_emb.npy")) @ qv
+    all_scores = sample_index.passage_vectors() @ qv
     assert np.sort(all_scores)[-3] == pytest.approx(result.passages[-1].score, abs=1e-4)
 
 

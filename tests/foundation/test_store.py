@@ -15,6 +15,7 @@ from gpurag import Index, IndexConfig
 from gpurag.errors import IndexFormatError
 from gpurag.pipeline.chunk_embed import embed_text
 from gpurag.store.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, sha256_file
+from gpurag.vectors.codec import VectorCodec
 
 
 def test_round_trip_passages_match_corpus(sample_index, sample_by_id):
@@ -37,7 +38,7 @@ def test_every_document_is_in_the_index(sample_index, sample_by_id):
     assert set(chunks["doc_id"]) == set(sample_by_id)
     for row in chunks.itertuples():
         assert row.text == sample_by_id[row.doc_id]["text"][row.char_start:row.char_end]
-    emb = sample_index.dir.array("arrays/passage_emb.npy")
+    emb = sample_index.passage_vectors()
     assert emb.shape == (len(chunks), 384)
     assert sample_index.passage_index.ntotal == len(chunks)
 
@@ -54,8 +55,8 @@ def test_manifest_contents(sample_index, sample_records):
     assert data["components"].get("embed") and data["components"].get("vectors")
     on_disk = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()} - {MANIFEST}
     assert set(data["files"]) == on_disk
-    assert {"tables/chunks.parquet", "arrays/passage_emb.npy",
-            "vectors/passages.faiss"} <= on_disk
+    assert {"tables/chunks.parquet", "vectors/passages.faiss"} <= on_disk
+    assert not any(rel.endswith(".npy") for rel in on_disk)  # vectors stored once, as FAISS
     for rel, meta in data["files"].items():
         assert meta["bytes"] == (path / rel).stat().st_size
         assert meta["sha256"] == sha256_file(path / rel)
@@ -80,8 +81,7 @@ def _flip_byte(path: Path, offset: int) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("rel", ["arrays/passage_emb.npy", "tables/chunks.parquet",
-                                 "vectors/passages.faiss"])
+@pytest.mark.parametrize("rel", ["tables/chunks.parquet", "vectors/passages.faiss"])
 def test_flipped_byte_caught_by_verify(index_copy, rel):
     target = index_copy / rel
     size = target.stat().st_size
@@ -92,8 +92,7 @@ def test_flipped_byte_caught_by_verify(index_copy, rel):
     assert rel in str(info.value)
 
 
-@pytest.mark.parametrize("rel", ["arrays/passage_emb.npy", "tables/chunks.parquet",
-                                 "vectors/passages.faiss"])
+@pytest.mark.parametrize("rel", ["tables/chunks.parquet", "vectors/passages.faiss"])
 def test_truncated_file_caught_by_plain_open(index_copy, rel):
     target = index_copy / rel
     with open(target, "r+b") as fh:
@@ -104,10 +103,10 @@ def test_truncated_file_caught_by_plain_open(index_copy, rel):
 
 
 def test_missing_data_file(index_copy):
-    (index_copy / "arrays" / "passage_emb.npy").unlink()
+    (index_copy / "vectors" / "passages.faiss").unlink()
     with pytest.raises(IndexFormatError, match="missing") as info:
         Index.open(index_copy)
-    assert "passage_emb.npy" in str(info.value)
+    assert "passages.faiss" in str(info.value)
 
 
 @pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 0, None, "1"])
@@ -157,12 +156,15 @@ def test_missing_path(tmp_path):
 
 
 def test_vectors_survive_round_trip(sample_index, embedder):
-    emb = np.asarray(sample_index.dir.array("arrays/passage_emb.npy"))
+    emb = sample_index.passage_vectors()
     rows = [0, len(emb) // 2, len(emb) - 1]
     sub = sample_index.chunks.iloc[rows]
     fresh = embedder.encode([embed_text(t, x)
                              for t, x in zip(sub["title"], sub["text"], strict=True)])
-    np.testing.assert_allclose(emb[rows], fresh, atol=1e-5)
+    codec = VectorCodec(sample_index.config.vector_precision, emb.shape[1])
+    step = 2 * codec.int8_range / 255  # one int8 code: batch shapes move floats by ~1e-7
+    np.testing.assert_allclose(emb[rows], codec.round_trip(fresh), atol=step + 1e-6)
+    assert np.abs(emb[rows] - fresh).max() > 0  # stored as int8 codes, not as computed
 
 
 def test_opening_never_writes(index_copy):

@@ -55,13 +55,16 @@ def test_prefix_and_storage_precision(tmp_path):
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 4
     assert scale.write_prefix(src, 0, tmp_path / "all.jsonl")[0] == 10
     pytest.importorskip("faiss")  # the precision check uses FAISS's scalar quantizer
-    (tmp_path / "index" / "arrays").mkdir(parents=True)
-    x = np.random.default_rng(0).standard_normal((2000, 32)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    np.save(tmp_path / "index" / "arrays" / "v.npy", x)
-    (row,) = scale.storage_precision(tmp_path / "index", queries=100)
-    assert row["vectors"] == "v" and row["queries"] == 100 and row["n"] == 1900
-    assert row["recall_fp16"] >= 0.99 and 0.5 < row["recall_int8"] <= 1.0
+    from gpurag import Index
+
+    sample = Path(scale.__file__).resolve().parents[1] / "examples" / "sample" / "corpus.jsonl"
+    Index.build(sample, tmp_path / "index", show_progress=False).close()
+    rows = {r["vectors"]: r for r in scale.storage_precision(tmp_path / "index", sample=300,
+                                                             queries=30)}
+    assert "names" in rows and set(rows) <= {"passages", "names", "facts"}
+    for row in rows.values():
+        assert 0 < row["queries"] <= 30 and row["stored_as"] == "int8" and row["dim"] == 384
+        assert row["recall_fp16"] >= 0.99 and 0.9 < row["recall_int8"] <= 1.0
 
 
 def test_scale_runs_end_to_end_on_a_tiny_graph(tmp_path, capsys):

@@ -43,5 +43,5 @@ def test_index_rebuild_with_cache_only_embeds_new_texts(tmp_path, monkeypatch):
                         or real(t, batch_size))
     b = Index.build(corpus, tmp_path / "b", show_progress=False)
     assert sum(calls) == 0
-    np.testing.assert_array_equal(a.dir.array("arrays/passage_emb.npy"),
-                                  b.dir.array("arrays/passage_emb.npy"))
+    np.testing.assert_array_equal(a.passage_vectors(),
+                                  b.passage_vectors())

@@ -13,6 +13,7 @@ from gpurag.embed import load_embedder
 from gpurag.extract import make_extractor
 from gpurag.graph import CSRGraph
 from gpurag.pipeline import graph_stage as gs
+from gpurag.vectors.codec import VectorCodec
 
 from .conftest import SAMPLE
 
@@ -34,8 +35,12 @@ def resolved(chunks):
 
 def test_resolve_entities(resolved):
     n_ent = len(resolved.entities)
-    assert n_ent and resolved.vectors.shape == (n_ent, 384)
-    np.testing.assert_allclose(np.linalg.norm(resolved.vectors, axis=1), 1.0, atol=1e-5)
+    n_names = len(resolved.name_to_entity)
+    assert n_ent and resolved.name_vectors.shape == (n_names, 384)
+    assert len(resolved.name_counts) == n_names and (resolved.name_counts >= 1).all()
+    np.testing.assert_allclose(np.linalg.norm(resolved.name_vectors, axis=1), 1.0, atol=5e-3)
+    codec = VectorCodec("int8", 384)  # the default precision: stored values, idempotent
+    np.testing.assert_array_equal(codec.round_trip(resolved.name_vectors), resolved.name_vectors)
     assert resolved.mentions["entity"].between(0, n_ent - 1).all()
     rel = resolved.relations
     assert (rel["head_entity"] != rel["tail_entity"]).all()

@@ -167,7 +167,7 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime):
         hits = after.query(f"{MARKER} Institute founder", k=10, mode=mode)
         assert all(MARKER not in p.text and p.doc_id != "secret-doc" for p in hits.passages)
     names = after.dir.table(layout.NAMES)["name"].tolist()
-    assert len(after.dir.array(layout.NAME_EMB)) == len(names)
+    assert after.retriever.entity_index.index.ntotal == len(names)
     assert not [n for n in names if MARKER in n]
 
 
@@ -226,7 +226,7 @@ def test_stored_extraction_matches_a_fresh_extraction(tmp_path, corpus, runtime)
     sums = stored.batch_stats.groupby("key")["value"].sum()
     assert {f"extract_{k}": int(v) for k, v in sums.items()}.items() <= \
         index.manifest.counts.items()
-    assert os.path.getsize(index.dir.file(layout.NAME_EMB)) > 0
+    assert os.path.getsize(index.dir.file(layout.NAMES_FAISS)) > 0
 
 
 def test_dense_only_index_and_an_index_without_stored_extraction(tmp_path, corpus, runtime,

@@ -121,11 +121,11 @@ def test_large_files_are_checked_by_block_crc(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest_mod, "CRC_BLOCK", 8192)
     out = tmp_path / "index"
     Index.build(SAMPLE, out, graph=False, show_progress=False).close()
-    record = json.loads((out / layout.MANIFEST).read_text())["files"][layout.PASSAGE_EMB]
+    record = json.loads((out / layout.MANIFEST).read_text())["files"][layout.PASSAGES_FAISS]
     assert record["crc32"]["block"] == 8192 and len(record["crc32"]["sums"]) > 2
     Index.open(out).close()
-    _flip(out / layout.PASSAGE_EMB, record["bytes"] - 100)  # inside the last block
-    with pytest.raises(IndexFormatError, match=r"checksum mismatch in arrays/passage_emb\.npy"):
+    _flip(out / layout.PASSAGES_FAISS, record["bytes"] - 100)  # inside the last block
+    with pytest.raises(IndexFormatError, match=r"checksum mismatch in vectors/passages\.faiss"):
         Index.open(out)
     with pytest.raises(IndexFormatError, match="checksum"):
         Index.open(out, verify=True)
@@ -201,7 +201,7 @@ def test_missing_required_file_with_resealed_manifest(copy):
 def test_commit_refuses_an_incomplete_layout(tmp_path):
     out = tmp_path / "index"
     writer = IndexWriter(out)
-    writer.write_array(layout.PASSAGE_EMB, np.zeros((2, 4), np.float32))
+    writer.write_array(layout.FACT_ENTITY_INDPTR, np.zeros(2, np.int64))
     with pytest.raises(IndexFormatError, match=r"tables/chunks\.parquet is missing"):
         writer.commit(config={"graph": False}, counts={}, components={})
     writer.abort()
@@ -272,17 +272,14 @@ def test_rebuild_keeps_files_it_did_not_write(tmp_path):
                        chunk_tokens=96).config.chunk_tokens == 96
 
 
-def test_format_version_1_index_still_opens(copy):
-    """Indexes written before manifest self-checksums and block CRCs open as before."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_format_is_refused_with_a_rebuild_hint(copy, version):
+    """Formats 1 and 2 stored vectors twice in float32; they are rebuilt, not misread."""
     mpath = copy / layout.MANIFEST
     data = json.loads(mpath.read_text(encoding="utf-8"))
-    data.pop("checksum")
-    data["format_version"] = 1
+    data["format_version"] = version
     mpath.write_text(json.dumps(data), encoding="utf-8")
-    with Index.open(copy) as index:
-        assert index.query(QUESTION, k=2, mode="graph").passages
-    _flip(copy / layout.CHUNKS, 100)
-    with pytest.raises(IndexFormatError, match="checksum mismatch in tables/chunks"):
+    with pytest.raises(IndexFormatError, match=rf"format version {version}.*rebuild it"):
         Index.open(copy)
 
 

@@ -1,0 +1,54 @@
+"""Host embedding batches are bounded by memory budgets: many short texts share a batch, a few
+long ones do, and results do not depend on how texts were batched."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from gpurag.embed import load_embedder
+from gpurag.embed.tokens import ATTENTION_BUDGET, TOKEN_BUDGET, length_batches
+
+
+def test_length_batches_cover_everything_within_the_budgets():
+    rng = np.random.default_rng(0)
+    lengths = np.sort(rng.integers(1, 513, size=3000))
+    slices = length_batches(lengths, max_rows=300, attention_budget=50_000, token_budget=2_000)
+    assert slices[0][0] == 0 and slices[-1][1] == len(lengths)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))  # contiguous
+    for start, stop in slices:
+        rows, longest = stop - start, int(lengths[stop - 1])
+        assert 1 <= rows <= 300
+        assert rows == 1 or (rows * longest**2 <= 50_000 and rows * longest <= 2_000)
+        if stop < len(lengths):  # greedy: one more row would break a budget or the cap
+            nxt = int(lengths[stop])
+            assert (rows + 1 > 300 or (rows + 1) * nxt**2 > 50_000
+                    or (rows + 1) * nxt > 2_000)
+
+
+def test_onnx_batches_stay_within_the_memory_budgets():
+    embedder = load_embedder("onnx-minilm")
+    long_text = " ".join(f"word{i} alpha beta" for i in range(300))  # truncated at 512 tokens
+    texts = [long_text] * 6 + [f"name {i}" for i in range(700)] + ["a medium sentence " * 20] * 30
+    shapes: list[tuple[int, int]] = []
+    session = embedder._session
+    run = session.run
+
+    class Spy:
+        def run(self, names, feeds):
+            shapes.append(feeds["input_ids"].shape)
+            return run(names, feeds)
+
+    embedder._session = Spy()
+    try:
+        got = embedder.encode(texts, batch_size=512)
+    finally:
+        embedder._session = session
+    assert sum(r for r, _ in shapes) == len(texts)
+    for rows, width in shapes:
+        assert rows == 1 or (rows * width**2 <= ATTENTION_BUDGET and rows * width <= TOKEN_BUDGET)
+    assert max(r for r, _ in shapes) > 64  # short names share large batches
+    assert max(r for r, w in shapes if w >= 512) < 6  # long texts do not
+    one_by_one = np.vstack([embedder.encode([t]) for t in texts[::50]])
+    np.testing.assert_allclose(got[::50], one_by_one, atol=1e-4)
