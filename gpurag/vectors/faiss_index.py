@@ -15,7 +15,9 @@ from gpurag.errors import IndexFormatError
 from gpurag.vectors.codec import VectorCodec
 
 _CONFIGURED = False
-HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 80, 96
+# M = 16: on 65k MiniLM name vectors (int8) recall@10 0.988 against exact (M = 32: 0.990),
+# 0.23 ms a query instead of 0.36, and 528 bytes a vector instead of 656.
+HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 80, 96
 SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
 
 
