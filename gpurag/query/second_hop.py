@@ -94,11 +94,16 @@ def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
         np.maximum.at(best, qr, sim)
         value = value * np.exp((sim - best[qr]) / temperature)  # the best page weighs 1
     order = np.lexsort((page, -value, qr))
-    qr, page = qr[order], page[order]
+    return pack_rows(qr[order], page[order], q, depth)
+
+
+def pack_rows(qr: np.ndarray, values: np.ndarray, q: int, depth: int) -> np.ndarray:
+    """``(q, depth)`` rows, -1 padded, from ``values`` grouped by ascending question ``qr``
+    (in their order within each question)."""
     pos = np.arange(len(qr)) - np.searchsorted(qr, np.arange(q))[qr]
     keep = pos < depth
     out = np.full((q, depth), -1, np.int64)
-    out[qr[keep], pos[keep]] = page[keep]
+    out[qr[keep], pos[keep]] = values[keep]
     return out
 
 
@@ -173,12 +178,7 @@ def expansion_ranking(owner: np.ndarray, rows: np.ndarray, scores: np.ndarray, q
     qq, row = qq[order], row[order]
     _, first = np.unique(qq * (int(row.max(initial=0)) + 1) + row, return_index=True)
     first = np.sort(first)
-    qq, row = qq[first], row[first]
-    pos = np.arange(len(qq)) - np.searchsorted(qq, np.arange(q))[qq]
-    keep = pos < depth
-    out = np.full((q, depth), -1, np.int64)
-    out[qq[keep], pos[keep]] = row[keep]
-    return out
+    return pack_rows(qq[first], row[first], q, depth)
 
 
 def document_head(rows: np.ndarray, doc_codes: np.ndarray, keep: int) -> np.ndarray:
