@@ -158,7 +158,7 @@ class IndexConfig:
     embedder: str = setting("minilm", str)
     chunk_tokens: int = setting(256, int, **POS_INT)
     chunk_overlap: int = setting(32, int, **NONNEG_INT)  # and less than chunk_tokens
-    embed_batch_size: int = setting(512, int, **POS_INT)
+    embed_batch_size: int = setting(64, int, **POS_INT)
     ingest_batch_chunks: int = setting(2048, int, **POS_INT)
     # Documents longer than this are cut into parts (at a paragraph, line or word break) that
     # are chunked and checkpointed on their own; one chunk+embed batch holds at most this many
