@@ -225,6 +225,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(out=args.out, k=args.k, rebuild=args.rebuild)
 
 
+def _add_update_options(p: argparse.ArgumentParser) -> None:
+    """What ``insert`` and ``delete`` share: the embedder spec and the LLM settings."""
+    p.add_argument("--embedder", help="embedder spec, needed for an index built with a model "
+                                      "other than the bundled one")
+    add_llm_options(p)
+    p.set_defaults(func=cmd_update)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from gpurag._version import __version__
 
@@ -244,20 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("insert", help="add documents to an index (a new version)")
     p.add_argument("index", help="index directory")
     p.add_argument("sources", nargs="+", help="files or folders of documents to add")
-    p.add_argument("--embedder", help="embedder spec, needed for an index built with a model "
-                                      "other than the bundled one")
-    add_llm_options(p)
-    p.set_defaults(func=cmd_update)
+    _add_update_options(p)
 
     p = sub.add_parser("delete", help="remove documents from an index (a new version)")
     p.add_argument("index", help="index directory")
     ids = p.add_mutually_exclusive_group(required=True)
     ids.add_argument("--doc-ids", nargs="+", help="ids of the documents to remove")
     ids.add_argument("--ids-file", help="file with one document id a line")
-    p.add_argument("--embedder", help="embedder spec, needed for an index built with a model "
-                                      "other than the bundled one")
-    add_llm_options(p)
-    p.set_defaults(func=cmd_update)
+    _add_update_options(p)
 
     p = sub.add_parser("query", help="retrieve passages for a question")
     p.add_argument("index", help="index directory")

@@ -320,6 +320,18 @@ def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFr
     return version
 
 
+def _timed_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
+                      keep_below: int, op: str, runtime: Runtime, show: bool | None,
+                      record: BuildRecord, timings: dict[str, float]):
+    """:func:`update_extraction` with the stored config's extractor, recorded and timed."""
+    t0 = time.perf_counter()
+    extractor = _extractor(stored.config, runtime, show)
+    record.record("extract", extractor.name)
+    out = update_extraction(stored, chunks, new_pos, keep_below, extractor, op)
+    timings["extract_s"] = time.perf_counter() - t0
+    return out
+
+
 def _graph_embedder(stored: Stored, runtime: Runtime, spec: str | None) -> KnownVectors:
     return KnownVectors(runtime.embedder(spec), stored.known_texts, stored.known_vectors)
 
@@ -414,12 +426,9 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
     embedder = _graph_embedder(stored, runtime, spec)
     ex = None
     if cfg.graph:
-        t0 = time.perf_counter()
-        extractor = _extractor(cfg, runtime, show)
-        record.record("extract", extractor.name)
-        ex, result.reextracted_chunks = update_extraction(
-            stored, chunks, np.arange(len(old)), len(old), extractor, "insert")
-        timings["extract_s"] = time.perf_counter() - t0
+        ex, result.reextracted_chunks = _timed_extraction(
+            stored, chunks, np.arange(len(old)), len(old), "insert", runtime, show, record,
+            timings)
     change = {"op": "insert", "documents": _ids(added), "chunks": len(new_chunks),
               "documents_read": report.documents,
               "ingest": report.as_dict(), "sources": [str(s) for s in sources],
@@ -474,13 +483,9 @@ def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str]
     embedder = _graph_embedder(stored, runtime, spec)
     ex = None
     if cfg.graph:
-        t0 = time.perf_counter()
-        extractor = _extractor(cfg, runtime, show)
-        record.record("extract", extractor.name)
-        first = int(np.flatnonzero(drop)[0])
-        ex, result.reextracted_chunks = update_extraction(
-            stored, chunks, new_pos, first, extractor, "delete")
-        timings["extract_s"] = time.perf_counter() - t0
+        ex, result.reextracted_chunks = _timed_extraction(
+            stored, chunks, new_pos, int(np.flatnonzero(drop)[0]), "delete", runtime, show,
+            record, timings)
     change = {"op": "delete", "documents": _ids(found), "chunks": int(drop.sum()),
               "not_found": missing[:MAX_IDS_RECORDED],
               "reextracted_chunks": result.reextracted_chunks}

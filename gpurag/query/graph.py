@@ -79,6 +79,8 @@ class GraphRetriever:
         self.chunk_ids = chunks["chunk_id"].to_numpy(dtype=object)
         self.graph = csr_mod.load(index_dir.path / "graph", mmap=True)
         names = index_dir.table(layout.NAMES, columns=["entity", "count"])
+        checks.check_ids(index_dir, layout.NAMES, names["entity"].to_numpy(), self.n_ent,
+                         "entity ids")
         self.name_entity = names["entity"].to_numpy(np.int64)
         self.name_count = names["count"].to_numpy(np.float32)
         name_index = load_index(index_dir.file(layout.NAMES_FAISS))

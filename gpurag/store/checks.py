@@ -38,23 +38,25 @@ def check_vectors(d: IndexDir, rel: str, index, n: int, what: str) -> None:
                                f"vectors, expected {n} ({what})")
 
 
+def check_ids(d: IndexDir, rel: str, ids: np.ndarray, n: int, what: str) -> None:
+    """Integer ids read from ``rel`` all lie in ``[0, n)``."""
+    if ids.dtype.kind not in "iu" or (ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n)):
+        raise IndexFormatError(f"corrupt table {d.root / rel}: {what} outside [0, {n})")
+
+
 def check_dense(d: IndexDir, n_chunks: int, passage_index) -> None:
     """Passage vectors: one per chunk."""
     check_vectors(d, layout.PASSAGES_FAISS, passage_index, n_chunks, "one per chunk")
 
 
 def check_graph(d: IndexDir, n_chunks: int) -> None:
-    """Graph part: node count, fact-to-entity CSR and the names' entity ids agree with the
-    tables (the vector files are checked as they are loaded, by :func:`check_vectors`)."""
+    """Graph part: node count and fact-to-entity CSR agree with the tables (the vector files
+    and the names' entity ids are checked as they are loaded: :func:`check_vectors`,
+    :func:`check_ids`)."""
     n_ent = table_rows(d, layout.ENTITIES)
     n_facts = table_rows(d, layout.FACTS)
     _rows(d, layout.GRAPH_INDPTR, n_ent + n_chunks + 1,
           f"{n_ent} entities + {n_chunks} chunks + 1")
-    owner = d.table(layout.NAMES, columns=["entity"])["entity"].to_numpy()
-    if owner.dtype.kind not in "iu" or (owner.size and (int(owner.min()) < 0
-                                                        or int(owner.max()) >= n_ent)):
-        raise IndexFormatError(f"corrupt table {d.root / layout.NAMES}: entity ids outside "
-                               f"[0, {n_ent})")
     indptr = _rows(d, layout.FACT_ENTITY_INDPTR, n_facts + 1, "facts + 1")
     indices = d.array(layout.FACT_ENTITY_INDICES)
     rel_ptr, rel_idx = layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES

@@ -19,6 +19,7 @@ from gpurag.errors import IndexBusyError
 from gpurag.pipeline.chunk_embed import embed_text
 from gpurag.runtime import Runtime
 from gpurag.store import layout
+from tests.foundation.conftest import read_jsonl, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
@@ -29,15 +30,6 @@ def _no_embed_cache(monkeypatch):
     monkeypatch.delenv("GPURAG_EMBED_CACHE", raising=False)
 
 
-def _records() -> list[dict]:
-    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-
-
-def _write(path: Path, records: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
 
 
 def _start_insert(index: Path, source: Path) -> subprocess.Popen:
@@ -67,16 +59,16 @@ def _assert_previous_version(index: Path, chunks: int, checksum: str) -> None:
 
 
 def test_killed_insert_keeps_the_old_version_and_a_rerun_resumes(tmp_path, monkeypatch):
-    records = _records()
+    records = read_jsonl(SAMPLE)
     index = tmp_path / "idx"
     # small ingest batches: the insert checkpoints every two document parts
-    base = Index.build(_write(tmp_path / "a.jsonl", records[:20]), index, show_progress=False,
+    base = Index.build(write_jsonl(tmp_path / "a.jsonl", records[:20]), index, show_progress=False,
                        ingest_batch_chunks=4)
     n_old, checksum = len(base.chunks), base.manifest.checksum
     base.close()
     new = [{**r, "id": f"{r['id']}-{i}", "text": f"Copy {i} of the record. {r['text']}"}
            for i in range(4) for r in records[20:]]
-    source = _write(tmp_path / "b.jsonl", new)
+    source = write_jsonl(tmp_path / "b.jsonl", new)
     work = layout.sibling(index.resolve(), layout.WORK_SUFFIX)
     tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
 

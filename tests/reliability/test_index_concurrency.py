@@ -7,7 +7,6 @@ path again and again, and fresh opens during those commits never fail or mix ver
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 from gpurag import Index
 from gpurag.errors import IndexBusyError
 from gpurag.store import WriteLock, layout
+from tests.foundation.conftest import read_jsonl, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
@@ -27,15 +27,6 @@ QUESTIONS = ["Who founded Kestrel Dynamics?", "Where is the company headquartere
              "What did the research team discover?"]
 
 
-def _records() -> list[dict]:
-    return [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-
-
-def _write(path: Path, records: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
 
 
 def _env() -> dict[str, str]:
@@ -64,10 +55,10 @@ sys.exit(gpurag.cli.main(sys.argv[2:]))
 
 
 def test_second_build_of_the_same_output_is_refused(tmp_path):
-    records = _records()
+    records = read_jsonl(SAMPLE)
     twice = records + [{**r, "id": r["id"] + "-b", "text": "Second copy. " + r["text"]}
                        for r in records]  # a longer first build
-    src = _write(tmp_path / "src" / "docs.jsonl", twice)
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", twice)
     out = tmp_path / "same.index"
     flag = tmp_path / "go"
     second = subprocess.Popen([sys.executable, "-c", _SECOND, flag, "index", src, "-o", out],
@@ -97,7 +88,7 @@ def test_second_build_of_the_same_output_is_refused(tmp_path):
 
 
 def test_build_refused_while_the_lock_is_held(tmp_path):
-    src = _write(tmp_path / "src" / "docs.jsonl", _records()[:4])
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", read_jsonl(SAMPLE)[:4])
     out = tmp_path / "index"
     with WriteLock(out):
         with pytest.raises(IndexBusyError, match="another gpurag build is writing"):
@@ -110,9 +101,9 @@ def test_build_refused_while_the_lock_is_held(tmp_path):
 
 # -- item 7: an opened index is pinned to its version ------------------------------------------
 def test_index_held_across_an_in_place_rebuild(tmp_path):
-    records = _records()
-    src_a = _write(tmp_path / "a" / "docs.jsonl", records[:12])
-    src_b = _write(tmp_path / "b" / "docs.jsonl", records[12:])
+    records = read_jsonl(SAMPLE)
+    src_a = write_jsonl(tmp_path / "a" / "docs.jsonl", records[:12])
+    src_b = write_jsonl(tmp_path / "b" / "docs.jsonl", records[12:])
     out = tmp_path / "index"
     Index.build(src_a, out, show_progress=False).close()
     ref = Index.open(Path(shutil.copytree(out, tmp_path / "copy-a")))
@@ -137,9 +128,9 @@ for i in range(rounds):
 
 
 def test_readers_during_repeated_rebuilds_never_fail_or_mix(tmp_path):
-    records = _records()
+    records = read_jsonl(SAMPLE)
     docs = [records[:10], records[10:20]]
-    srcs = [_write(tmp_path / f"s{i}" / "docs.jsonl", d) for i, d in enumerate(docs)]
+    srcs = [write_jsonl(tmp_path / f"s{i}" / "docs.jsonl", d) for i, d in enumerate(docs)]
     versions = [frozenset(r["id"] for r in d) for d in docs]
     out = tmp_path / "index"
     Index.build(srcs[0], out, show_progress=False).close()
@@ -182,9 +173,9 @@ def test_commit_without_atomic_exchange(tmp_path, monkeypatch):
     import gpurag.store.writer as writer_mod
 
     monkeypatch.setattr(writer_mod, "_exchange", lambda a, b: False)
-    records = _records()
-    src_a = _write(tmp_path / "a" / "docs.jsonl", records[:5])
-    src_b = _write(tmp_path / "b" / "docs.jsonl", records[5:9])
+    records = read_jsonl(SAMPLE)
+    src_a = write_jsonl(tmp_path / "a" / "docs.jsonl", records[:5])
+    src_b = write_jsonl(tmp_path / "b" / "docs.jsonl", records[5:9])
     out = tmp_path / "index"
     held = Index.build(src_a, out, graph=False, show_progress=False)
     Index.build(src_b, out, graph=False, show_progress=False).close()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gpurag import Index
@@ -171,6 +172,12 @@ def _fact_entity_out_of_range(index: Path) -> None:
     np.save(index / layout.FACT_ENTITY_INDICES, arr)
 
 
+def _name_entity_out_of_range(index: Path) -> None:
+    names = pd.read_parquet(index / layout.NAMES)
+    names.loc[0, "entity"] = 99_999
+    names.to_parquet(index / layout.NAMES, index=False)
+
+
 @pytest.mark.parametrize("damage, rel", [
     (_out_of_range, layout.GRAPH_INDICES),
     (_indptr_not_monotone, layout.GRAPH_INDPTR),
@@ -178,6 +185,7 @@ def _fact_entity_out_of_range(index: Path) -> None:
     (_weights_nan, layout.GRAPH_WEIGHTS),
     (_header_garbage, layout.GRAPH_INDPTR),
     (_fact_entity_out_of_range, layout.FACT_ENTITY_INDICES),
+    (_name_entity_out_of_range, layout.NAMES),
 ])
 def test_malformed_graph_array_with_resealed_manifest(copy, damage, rel):
     damage(copy)

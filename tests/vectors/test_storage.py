@@ -4,6 +4,8 @@ best of each entity's names."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,31 @@ def test_grouped_index_on_a_torch_searcher_matches_faiss():
     ds, dg = device.search(q, 8)
     np.testing.assert_array_equal(hg, dg)
     np.testing.assert_allclose(hs, ds, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+def test_a_build_stores_its_vectors_in_the_chosen_precision(tmp_path, precision):
+    """``vector_precision`` (README settings table) reaches the FAISS files of a real build."""
+    import faiss
+
+    from gpurag import Index
+    from gpurag.pipeline.chunk_embed import embed_text
+    from gpurag.store import layout
+
+    sample = Path(__file__).resolve().parents[2] / "examples" / "sample" / "corpus.jsonl"
+    with Index.build(sample, tmp_path / "idx", vector_precision=precision,
+                     show_progress=False) as index:
+        assert index.config.vector_precision == precision
+        for rel in (layout.PASSAGES_FAISS, layout.NAMES_FAISS, layout.FACTS_FAISS):
+            stored = faiss.read_index(str(index.dir.file(rel)))
+            if precision == "fp32":
+                assert isinstance(stored, faiss.IndexFlatIP), rel
+            else:
+                assert isinstance(stored, faiss.IndexScalarQuantizer), rel
+                assert stored.sq.qtype == faiss.ScalarQuantizer.QT_fp16, rel
+        fresh = index.embedder.encode([embed_text(t, x) for t, x in
+                                       zip(index.chunks["title"], index.chunks["text"],
+                                           strict=True)])
+        np.testing.assert_allclose(index.passage_vectors(),
+                                   VectorCodec(precision, 384).round_trip(fresh), atol=1e-3)
+        assert index.query("Who founded Kestrel Dynamics?", k=3).passages
