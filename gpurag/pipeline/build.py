@@ -107,6 +107,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     writer = IndexWriter(out, lock=lock)
     try:
         write_dense_part(writer, chunks, vectors, cfg, record, timings)
+        del vectors  # stored: not held through the graph stage
         counts = {"documents": report.documents, "chunks": len(chunks)}
         if cfg.graph:
             from gpurag.pipeline.graph_stage import run_graph_stage

@@ -1,7 +1,7 @@
 """Stage 2, the knowledge graph, as named steps with typed inputs and outputs:
 
 extract -> :func:`resolve_entities` -> :func:`build_facts` -> :func:`build_graph` ->
-:func:`detect_communities` -> :func:`embed_facts` -> :func:`write_graph`.
+:func:`detect_communities` -> :func:`write_names` -> :func:`embed_facts` -> :func:`write_graph`.
 
 Graph nodes are canonical entities ``[0, E)`` followed by passages (chunks) ``[E, E + P)``.
 Edges: relations between entities (weighted by count), mentions (entity-passage), and synonym
@@ -176,7 +176,7 @@ class ResolvedEntities:
     synonym_pairs: pd.DataFrame
     name_to_entity: pd.Series
     name_counts: np.ndarray  # occurrences of each ``name_to_entity`` row
-    name_vectors: np.ndarray  # one per ``name_to_entity`` row, as stored
+    name_vectors: np.ndarray | None  # one per ``name_to_entity`` row, as stored (None: written)
     mentions: pd.DataFrame
     relations: pd.DataFrame
     merged_names: int
@@ -225,7 +225,7 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     labels = name_labels(ex.mentions)
     unique = counts.index.to_numpy(dtype=object)
     name_vecs = codec_for(cfg.vector_precision, embedder.dim).round_trip(
-        embedder.encode(list(unique), batch_size=cfg.embed_batch_size))
+        embedder.encode(list(unique), batch_size=cfg.embed_batch_size), in_place=True)
     resolution = resolve_aliases(
         list(unique), embedder, merge_threshold=cfg.merge_threshold,
         synonym_threshold=cfg.synonym_threshold, embeddings=name_vecs,
@@ -316,27 +316,38 @@ def embed_facts(facts: Facts, embedder: Embedder, cfg: IndexConfig) -> np.ndarra
     if not len(facts.table):
         return np.zeros((0, embedder.dim), np.float32)
     return codec_for(cfg.vector_precision, embedder.dim).round_trip(
-        embedder.encode(facts.table["text"].tolist(), batch_size=cfg.embed_batch_size))
+        embedder.encode(facts.table["text"].tolist(), batch_size=cfg.embed_batch_size),
+        in_place=True)
+
+
+def write_names(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities) -> None:
+    """Write the surface names: their FAISS index and table. Then the caller drops the name
+    vectors (``ents.name_vectors = None``): the largest array of the stage is not held while
+    the facts embed."""
+    if ents.name_vectors is None:
+        raise ValueError("the name vectors were already written and dropped")
+    codec = codec_for(cfg.vector_precision, ents.name_vectors.shape[1])
+    save_index(build_index(ents.name_vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
+                           codec=codec), writer.path(layout.NAMES_FAISS))
+    writer.write_table(layout.NAMES, pd.DataFrame({
+        "name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str),
+        "entity": ents.name_to_entity.to_numpy(np.int64),
+        "count": ents.name_counts}))
 
 
 def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, facts: Facts,
                 kg: KnowledgeGraph, communities: pd.DataFrame, fact_vecs: np.ndarray,
                 descriptions: pd.DataFrame | None = None) -> None:
-    """Write every graph artifact: arrays, the CSR graph, FAISS files and tables."""
+    """Write the other graph artifacts (after :func:`write_names`): arrays, the CSR graph,
+    the fact FAISS file and tables."""
     from gpurag.graph import csr as csr_mod
 
     writer.write_array(layout.FACT_ENTITY_INDPTR, facts.indptr)
     writer.write_array(layout.FACT_ENTITY_INDICES, facts.entities)
     csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
-    codec = codec_for(cfg.vector_precision, ents.name_vectors.shape[1])
-    save_index(build_index(ents.name_vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
-                           codec=codec), writer.path(layout.NAMES_FAISS))
+    codec = codec_for(cfg.vector_precision, fact_vecs.shape[1])
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
                            codec=codec), writer.path(layout.FACTS_FAISS))
-    writer.write_table(layout.NAMES, pd.DataFrame({
-        "name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str),
-        "entity": ents.name_to_entity.to_numpy(np.int64),
-        "count": ents.name_counts}))
     writer.write_table(layout.ENTITIES, ents.entities)
     writer.write_table(layout.ALIASES, ents.aliases)
     writer.write_table(layout.MENTIONS,
@@ -429,6 +440,11 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
     timings["leiden_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    write_names(writer, cfg, ents)
+    ents.name_vectors = None  # written: not held while the facts embed
+    write_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
     fact_vecs = embed_facts(facts, embedder, cfg)
     timings["entity_fact_vectors_s"] = time.perf_counter() - t0
 
@@ -439,5 +455,5 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
     t0 = time.perf_counter()
     write_graph(writer, cfg, ents, facts, kg, communities, fact_vecs, descriptions)
     write_extraction(writer, ex)
-    timings["graph_write_s"] = time.perf_counter() - t0
+    timings["graph_write_s"] = write_s + time.perf_counter() - t0
     return graph_counts(ents, facts, kg, communities)

@@ -136,7 +136,8 @@ def _key_vectors(keys: _Keys, embeddings: np.ndarray | None, embedder: Embedder 
         emb = np.asarray(embeddings, dtype=np.float32)
         summed = np.zeros((u, emb.shape[1]), dtype=np.float32)
         np.add.at(summed, keys.gid, emb)
-        return summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+        summed /= np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
+        return summed  # normalized in place: no second (keys, dim) array
     if embedder is not None and u:
         return np.asarray(embedder.encode(keys.uniq, batch_size=batch_size), dtype=np.float32)
     return None

@@ -65,13 +65,15 @@ class VectorCodec:
         self.prepare(sq)
         return sq
 
-    def round_trip(self, vectors: np.ndarray) -> np.ndarray:
-        """``vectors`` (n, dim) as the store gives them back: float32, idempotent."""
+    def round_trip(self, vectors: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+        """``vectors`` (n, dim) as the store gives them back: float32, idempotent.
+        ``in_place``: overwrite ``vectors`` when they are already contiguous float32 (a
+        caller's own fresh embeddings: no second copy)."""
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.precision == "fp32" or not len(x):
             return x
         sq = self._scalar_quantizer()  # FAISS's own rounding (not NumPy's, for float16 too)
-        out = np.empty_like(x)
+        out = x if in_place else np.empty_like(x)
         for start in range(0, len(x), _DECODE_ROWS):
             block = x[start : start + _DECODE_ROWS]
             out[start : start + len(block)] = sq.decode(sq.compute_codes(block))

@@ -52,3 +52,28 @@ def test_onnx_batches_stay_within_the_memory_budgets():
     assert max(r for r, w in shapes if w >= 512) < 6  # long texts do not
     one_by_one = np.vstack([embedder.encode([t]) for t in texts[::50]])
     np.testing.assert_allclose(got[::50], one_by_one, atol=1e-4)
+
+
+def test_model_inputs_tokenize_a_block_at_a_time_with_the_same_ids(monkeypatch):
+    """Each Encoding holds tokens, offsets and masks: tokenizing 35k facts at once held ~200 MB
+    at the build's peak, so ``model_inputs`` keeps one block of them alive at a time."""
+    import gpurag.embed.tokens as tokens_mod
+
+    embedder = load_embedder("onnx-minilm")
+    texts = [f"name {i} " + "word " * (i % 7) for i in range(23)] + ["", "a" * 3000]
+    whole = embedder.tokenizer.encode_batch(texts, add_special_tokens=True)
+    sizes: list[int] = []
+    real = embedder.tokenizer
+
+    class Spy:
+        def encode_batch(self, batch, add_special_tokens):
+            sizes.append(len(batch))
+            return real.encode_batch(batch, add_special_tokens=add_special_tokens)
+
+    monkeypatch.setattr(tokens_mod, "TOKENIZE_BLOCK", 5)
+    monkeypatch.setattr(embedder, "tokenizer", Spy())
+    flat, lengths = embedder.model_inputs(texts)
+    assert max(sizes) <= 5 and sum(sizes) == len(texts)
+    np.testing.assert_array_equal(lengths, [len(e.ids) for e in whole])
+    np.testing.assert_array_equal(flat, np.concatenate([e.ids for e in whole]))
+    assert flat.dtype == lengths.dtype == np.int64

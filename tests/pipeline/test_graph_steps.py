@@ -82,3 +82,45 @@ def test_knn_component_used_by_alias_resolution_matches_the_host_default():
     dev = knn_pairs(x, 5, 0.5, knn=lambda v, **kw: make_searcher(v, "cpu", backend="torch"))
     for a, b in zip(host, dev, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_name_vectors_are_written_and_dropped_before_the_facts_embed(chunks, tmp_path,
+                                                                     monkeypatch):
+    """The name vectors (the stage's largest array) are stored as soon as the names are
+    resolved and are no longer held while the facts embed, where the build peaks."""
+    import gc
+    import weakref
+
+    from gpurag.pipeline.workdir import WorkDir
+    from gpurag.runtime import BuildRecord, Runtime
+    from gpurag.store import IndexWriter, layout
+
+    refs: list[weakref.ref] = []
+    seen: dict[str, bool] = {}
+    resolve, embed = gs.resolve_entities, gs.embed_facts
+
+    def spy_resolve(*args, **kwargs):
+        ents = resolve(*args, **kwargs)
+        refs.append(weakref.ref(ents.name_vectors))
+        return ents
+
+    def spy_embed(facts, embedder, cfg):
+        gc.collect()
+        seen["vectors_held"] = refs[0]() is not None
+        seen["names_written"] = (writer.tmp / layout.NAMES_FAISS).is_file()
+        return embed(facts, embedder, cfg)
+
+    monkeypatch.setattr(gs, "resolve_entities", spy_resolve)
+    monkeypatch.setattr(gs, "embed_facts", spy_embed)
+    cfg, runtime = IndexConfig(), Runtime.create(device="cpu")
+    writer = IndexWriter(tmp_path / "idx")
+    try:
+        counts = gs.run_graph_stage(chunks, runtime.embedder(cfg.embedder), cfg,
+                                    WorkDir(tmp_path / "idx", "key"), writer, {}, runtime,
+                                    BuildRecord(), False)
+        assert (writer.tmp / layout.NAMES_FAISS).is_file()
+        assert (writer.tmp / layout.FACTS_FAISS).is_file()
+    finally:
+        writer.abort()
+    assert counts["facts"] > 0
+    assert seen == {"vectors_held": False, "names_written": True}

@@ -142,3 +142,17 @@ def test_a_build_stores_its_vectors_in_the_chosen_precision(tmp_path, precision)
         np.testing.assert_allclose(index.passage_vectors(),
                                    VectorCodec(precision, 384).round_trip(fresh), atol=1e-3)
         assert index.query("Who founded Kestrel Dynamics?", k=3).passages
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_round_trip_in_place_reuses_the_array_with_the_same_values(precision):
+    """The build rounds its fresh embeddings in place: no second (n, dim) float32 copy."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((70_000, 8)).astype(np.float32)  # more than one decode block
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    codec = VectorCodec(precision, 8)
+    expected = codec.round_trip(x)
+    assert expected is not x
+    got = codec.round_trip(x, in_place=True)
+    assert got is x
+    np.testing.assert_array_equal(got, expected)
