@@ -130,3 +130,40 @@ def test_train_scorer_cli(sample_index, tmp_path):
     res = sample_index.query_batch(["Who founded Kestrel Dynamics?"], k=3, mode="graph",
                                    rerank=f"gat:{out}")
     assert len(res[0].passages) == 3
+
+
+def test_one_question_runs_on_one_torch_thread_and_restores_the_setting(sample_index,
+                                                                         questions,
+                                                                         monkeypatch):
+    """A question's few hundred subgraph nodes go through the network on one thread (torch's
+    other threads only wait at barriers); torch's own setting comes back after, and the
+    scores equal those of a pass on torch's threads."""
+    from gpurag.rerank.threads import NODES_PER_THREAD, threads_for, torch_threads
+
+    inp, _ = record_inputs(sample_index, questions[:1], candidates=20)
+    rr = get_reranker("gat", sample_index.retriever)
+    seen: list[int] = []
+    forward = rr.model.forward
+
+    def spy(batch):
+        seen.append(torch.get_num_threads())
+        return forward(batch)
+
+    monkeypatch.setattr(rr.model, "forward", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        auto = rr.score_inputs(inp)
+        assert seen == [1] and torch.get_num_threads() == 2
+        rr.cpu_threads = 0  # leave torch alone
+        plain = rr.score_inputs(inp)
+        assert seen == [1, 2]
+        with torch_threads(3), torch_threads(1):  # nested scopes restore the outermost
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        rr.cpu_threads = None
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(auto, plain, rtol=1e-5, atol=1e-6)
+    assert threads_for(500, 8) == 1 and threads_for(4 * NODES_PER_THREAD, 8) == 4
+    assert threads_for(100 * NODES_PER_THREAD, 8) == 8
