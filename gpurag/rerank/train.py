@@ -54,6 +54,8 @@ class TrainConfig:
     fanout: tuple[int, ...] = (5, 2)
     max_nodes: int = 16
     threads: int = 1  # torch CPU threads (0: torch's setting); one is fastest for 8 questions
+    balance_sets: bool = False  # each epoch draws as many questions from every set as the
+    # smallest has, and the validation loss weighs every set alike
 
 
 @dataclass
@@ -311,8 +313,9 @@ def _train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Trai
         for epoch in range(cfg.epochs):
             model.train()
             batches = []
+            per_set = min(i.size for i in usable) if cfg.balance_sets else None
             for si, idx in enumerate(usable):
-                idx = rng.permutation(idx)
+                idx = rng.permutation(idx)[:per_set]
                 batches += [(si, idx[s:s + cfg.batch_questions])
                             for s in range(0, idx.size, cfg.batch_questions)]
             train_loss = 0.0
@@ -324,11 +327,11 @@ def _train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Trai
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 train_loss += float(loss.detach()) * len(idx)
-            n_train = sum(i.size for i in usable)
+            n_train = sum(b[1].size for b in batches)
             row = {"epoch": epoch, "train_loss": train_loss / max(n_train, 1)}
             if val_sets:
                 vals = [evaluate_model(model, v, cfg) for v in val_sets]
-                w = np.array([len(v) for v in val_sets], float)
+                w = np.array([1.0 if cfg.balance_sets else len(v) for v in val_sets])
                 for key in vals[0]:
                     row[f"val_{key}"] = float(np.dot(w, [v[key] for v in vals]) / w.sum())
                 score = row["val_loss"]
