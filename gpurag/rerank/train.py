@@ -328,7 +328,8 @@ def _train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Trai
                 opt.step()
                 train_loss += float(loss.detach()) * len(idx)
             n_train = sum(b[1].size for b in batches)
-            row = {"epoch": epoch, "train_loss": train_loss / max(n_train, 1)}
+            row = {"epoch": epoch, "train_loss": train_loss / max(n_train, 1),
+                   "train_questions": n_train}
             if val_sets:
                 vals = [evaluate_model(model, v, cfg) for v in val_sets]
                 w = np.array([1.0 if cfg.balance_sets else len(v) for v in val_sets])

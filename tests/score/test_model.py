@@ -167,3 +167,18 @@ def test_base_rank_feature_is_the_retrievers_order_and_old_checkpoints_ignore_it
         batch.x[:, col] = 7.0
         after = old(batch)[1]
     assert torch.equal(before, after)
+
+
+def test_balanced_sets_draw_as_many_questions_from_each_set():
+    """With ``balance_sets`` a large set no longer outvotes a small one: each epoch takes as
+    many (usable) questions from every set as the smallest has."""
+    big, va = _toy_sets()
+    small = big.take(np.arange(4))
+    cfg = TrainConfig(seed=3, epochs=2, patience=6, batch_questions=4, hidden=8,
+                      fanout=(4, 2), max_nodes=12)
+    usable = [int((s.labels.sum(axis=1) > 0).sum()) for s in (big, small)]
+    _, plain = train([big, small], [va], cfg)
+    assert [r["train_questions"] for r in plain["history"]] == [sum(usable)] * 2
+    cfg.balance_sets = True
+    _, balanced = train([big, small], [va], cfg)
+    assert [r["train_questions"] for r in balanced["history"]] == [2 * min(usable)] * 2
