@@ -12,8 +12,8 @@ non-string entities are counted in ``stats`` and skipped, never fatal.
 The triples are added to the fast rule-based extraction of the same chunks (its names, titles
 and sentence co-occurrence relations), not put in its place: the typed relations sit on top of
 the co-occurrence graph, and the names the LLM left out, or spelled unlike the titles, are still
-linked. Dates and numbers among the LLM's names are labelled ``DATE``, as the rule-based extractors label them,
-so that ``graph_dates=False`` keeps them out of the graph for this extractor too.
+linked. Dates and numbers among the LLM's names are labelled ``DATE``, as the rule-based
+extractors label them, so that ``graph_dates=False`` keeps them out of the graph here too.
 """
 
 from __future__ import annotations
