@@ -225,6 +225,12 @@ class QueryConfig:
     # How the head is ordered: the dense ranking alone, or the reciprocal-rank fusion of it
     # with BM25, the PPR ranking and the passages titled by an entity the question names.
     head_fusion: str = setting("dense+bm25", str, choices=HEAD_FUSIONS)
+    # "fused": the head is the first `dense_head` rows of that fusion; "union": the first
+    # `dense_head` rows of each source, so when dense and BM25 disagree both keep a place;
+    # "auto": "union" on a corpus without bridge pages (no passage mentions another's title:
+    # chat logs, notes), where BM25 seeds also weigh `lexical_weight_unbridged`; else "fused".
+    head_mode: str = setting("auto", str, choices=("auto", "fused", "union"))
+    lexical_weight_unbridged: float = setting(0.3, float, **NONNEG)
     dense_blend: float = setting(0.0, float, **UNIT)
     # Query-conditioned second hop (gpurag/query/second_hop.py): the pages of the entities
     # the top `second_hop_from` passages mention, each weighted by exp(cos(question, page) /

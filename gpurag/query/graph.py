@@ -16,6 +16,7 @@ which keeps dense precision at the top ranks while PPR fills in the rest of the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -31,6 +32,10 @@ from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, query_index, search
 from gpurag.vectors.codec import decode_all
 from gpurag.vectors.grouped import GroupedIndex
+
+# Share of passages that must be another passage's bridge page for the corpus to count as
+# bridged (hotpotqa_train100 0.20, musique_train100 0.12, lihua_world's chat logs 0).
+BRIDGED_SHARE = 0.02
 
 
 def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
@@ -250,6 +255,7 @@ class GraphRetriever:
     def retrieve(self, questions: list[str], qvecs: np.ndarray, cfg: QueryConfig,
                  passage_index) -> tuple[np.ndarray, np.ndarray, list[dict]]:
         """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths."""
+        cfg = self.for_corpus(cfg)
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
         want_lexical = (cfg.lexical_weight > 0 and cfg.lexical_seeds > 0) or (
@@ -281,25 +287,49 @@ class GraphRetriever:
             method=cfg.ppr_method,
             local_fanout=self._fanout(reranker) if reranker is not None else None)
         cand, score = candidate_scores(top, gather, dense, cfg)
+        head_rows = None
         if cfg.dense_head:
-            head_rows = self._head_order(cfg, dense, lexical, cand, score, title)
-            lift_head(cand, score, head_rows[:, :cfg.dense_head], cfg.dense_head)
+            head_rows = self._head_rows(cfg, dense, lexical, cand, score, title)
+            lift_head(cand, score, head_rows, head_rows.shape[1])
         if reranker is not None:
             score = self._rerank(reranker, cfg, qvecs, cand, score, top.local, dense)
         if cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0:
             first, first_scores = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
-            top_rows, top_scores = self.bridge_pages.rerank(first, first_scores, qvecs,
-                                                            questions, cfg, k)
+            top_rows, top_scores = self.bridge_pages.rerank(
+                first, first_scores, qvecs, questions, cfg, k,
+                head=first[:, :cfg.dense_head] if reranker is not None else head_rows)
         else:
             top_rows, top_scores = best_candidates(cand, score, k)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
         return top_scores.astype(np.float32), top_rows, extras
 
-    def _head_order(self, cfg: QueryConfig, dense, lexical, cand: np.ndarray,
-                    score: np.ndarray, title: np.ndarray | None) -> np.ndarray:
-        """Passage rows for the head of the list: the dense order, or the reciprocal-rank
-        fusion of the sources named in ``cfg.head_fusion`` (dense, bm25, ppr, title)."""
+    def bridged(self, cfg: QueryConfig) -> bool:
+        """Whether the corpus has bridge pages: at least ``BRIDGED_SHARE`` of its passages are
+        the page of an entity another passage mentions (encyclopedic corpora, not chat logs
+        or notes)."""
+        return self.bridge_pages.reached_share(cfg.second_hop_max_pages) >= BRIDGED_SHARE
+
+    def for_corpus(self, cfg: QueryConfig) -> QueryConfig:
+        """``cfg`` with ``head_mode="auto"`` resolved: on a corpus without bridge pages the
+        graph has no second hop to put second, so the head takes each source's first passage
+        ("union") and BM25 seeds weigh ``lexical_weight_unbridged``; otherwise "fused"."""
+        if cfg.head_mode != "auto":
+            return cfg
+        if self.bridged(cfg):
+            return dataclasses.replace(cfg, head_mode="fused")
+        return dataclasses.replace(cfg, head_mode="union",
+                                   lexical_weight=cfg.lexical_weight_unbridged)
+
+    def _head_rows(self, cfg: QueryConfig, dense, lexical, cand: np.ndarray,
+                   score: np.ndarray, title: np.ndarray | None) -> np.ndarray:
+        """Passage rows for the head of the list, ``(q, h)`` -1 padded, best first.
+
+        ``head_mode`` "fused": the first ``dense_head`` rows of the dense order, or of the
+        reciprocal-rank fusion of the sources named in ``cfg.head_fusion`` (dense, bm25, ppr,
+        title). "union": the first ``dense_head`` rows of each source, in the order of that
+        fusion with the PPR ranking added, so a passage that one source ranks first keeps a
+        place when the sources disagree (1 to ``dense_head`` x sources rows)."""
         sources = cfg.head_fusion.split("+")
         depth = dense[1].shape[1]
         rankings = []
@@ -312,9 +342,11 @@ class GraphRetriever:
                 rankings.append(best_candidates(cand, score, depth)[0])
             elif source == "title" and title is not None:
                 rankings.append(title)
-        if len(rankings) == 1:
-            return rankings[0]
-        return rrf_order(*rankings, n=self.n_psg)
+        if cfg.head_mode == "union" and len(rankings) > 1:
+            return union_head(rankings, best_candidates(cand, score, depth)[0],
+                              cfg.dense_head, self.n_psg)
+        fused = rankings[0] if len(rankings) == 1 else rrf_order(*rankings, n=self.n_psg)
+        return fused[:, :cfg.dense_head]
 
     def _title_rows(self, questions: list[str], dense_rows: np.ndarray) -> np.ndarray:
         """Per question, the passages titled by an entity the question names (in dense order,
@@ -451,6 +483,19 @@ def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, n
     valid &= cand >= 0
     score[~valid] = -np.inf
     return np.where(valid, cand, -1), score
+
+
+def union_head(rankings: list[np.ndarray], ppr: np.ndarray, per_source: int, n: int
+               ) -> np.ndarray:
+    """The first ``per_source`` rows of each ranking (``(q, d)``, -1 padded), each once, in
+    the order of the reciprocal-rank fusion of the rankings and ``ppr``: ``(q, h)``, -1
+    padded."""
+    fused = rrf_order(*rankings, ppr, n=n)
+    tops = np.concatenate([r[:, :per_source] for r in rankings], axis=1)
+    chosen = (fused[:, :, None] == tops[:, None, :]).any(axis=2) & (fused >= 0)
+    order = np.argsort(~chosen, axis=1, kind="stable")[:, :tops.shape[1]]
+    rows = np.take_along_axis(fused, order, axis=1)
+    return np.where(np.take_along_axis(chosen, order, axis=1), rows, -1)
 
 
 def lift_head(cand: np.ndarray, score: np.ndarray, head_rows: np.ndarray, head: int) -> None:

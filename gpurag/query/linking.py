@@ -60,12 +60,24 @@ class EntityLinker:
         self._entity_of: dict[str, int] = dict(zip(frame["key"], frame["entity"].tolist(),
                                                     strict=True))
         self._max_words = MAX_NGRAM
+        # The last batch linked: one retrieval links its questions for the walk, the title
+        # head and the second hop (replaced whole, so concurrent callers read a consistent pair).
+        self._last: tuple[tuple[str, ...], list[list[LinkedEntity]]] | None = None
 
     def __len__(self) -> int:
         return len(self._entity_of)
 
     def link(self, questions: list[str]) -> list[list[LinkedEntity]]:
         """For each question, the entities it names (maximal, non-overlapping matches)."""
+        key = tuple(questions)
+        last = self._last
+        if last is not None and last[0] == key:
+            return [list(row) for row in last[1]]
+        found = self._link(questions)
+        self._last = (key, [list(row) for row in found])
+        return found
+
+    def _link(self, questions: list[str]) -> list[list[LinkedEntity]]:
         spans: list[tuple[int, int, int, str]] = []  # (question, start, end, text)
         for qi, question in enumerate(questions):
             tokens = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(question)]

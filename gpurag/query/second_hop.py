@@ -136,15 +136,16 @@ def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: 
 
 
 def second_hop(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
-               passage_emb: np.ndarray | PassageVectors, *, k: int, head: int, hop_from: int,
-               temperature: float, weight: float, rank_constant: float
+               passage_emb: np.ndarray | PassageVectors, *, k: int, head: np.ndarray | None,
+               hop_from: int, temperature: float, weight: float, rank_constant: float
                ) -> tuple[np.ndarray, np.ndarray]:
     """The first-round ranking ``first`` (``(q, d)`` rows, best first) with the bridge pages
-    fused in: top-``k`` (rows, scores). The first ``head`` rows keep their place."""
+    fused in: top-``k`` (rows, scores). The ``head`` rows (``(q, h)``, -1 padded, in ``first``'s
+    order) keep their place."""
     bridges = bridge_ranking(first, matrix, qvecs, passage_emb, hop_from, temperature)
     rankings, weights = [first[:, :FIRST_DEPTH], bridges], [1.0, weight]
-    if head:
-        rankings.append(first[:, :head])
+    if head is not None and head.shape[1]:
+        rankings.append(head)
         weights.append(_HEAD)
     return fuse(rankings, weights, matrix.shape[0], rank_constant, k)
 
@@ -229,6 +230,16 @@ class BridgePages:
                 titles, r.dir.table(layout.ALIASES), r.n_ent, max_pages)
         return self._matrices[max_pages]
 
+    def reached_share(self, max_pages: int) -> float:
+        """Share of passages that are the bridge page of some other passage: near 0 where no
+        passage mentions another's title (chat logs, notes), so the graph has no second hop
+        to offer. Passages that share a title (the parts of one page, one chat log's
+        messages) do not count as each other's bridges."""
+        m = sp.coo_array(self.matrix(max_pages))
+        title = self.retriever.title_entity
+        other = (title[m.row] != title[m.col]) | (title[m.row] < 0)
+        return float(np.unique(m.col[other]).size / max(m.shape[1], 1))
+
     @property
     def passage_emb(self) -> PassageVectors:
         """The passage vectors, decoded from the passage index for the rows asked."""
@@ -240,16 +251,18 @@ class BridgePages:
         return self._emb
 
     def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,
-               questions: list[str], cfg, k: int) -> tuple[np.ndarray, np.ndarray]:
+               questions: list[str], cfg, k: int, head: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
         """The first-round ranking ``first`` (rows and scores, best first) with bridge pages
         (:func:`second_hop`) and the pages of expanded questions fused in, with the settings of
-        ``cfg`` (a ``QueryConfig``): top-``k`` (rows, scores)."""
+        ``cfg`` (a ``QueryConfig``): top-``k`` (rows, scores). The ``head`` rows (``(q, h)``,
+        -1 padded) keep their place."""
         depth = max(k, FIRST_DEPTH)
         rows, scores = first, first_scores
         if cfg.second_hop_weight > 0:
             rows, scores = second_hop(
                 first, self.matrix(cfg.second_hop_max_pages), qvecs, self.passage_emb,
-                k=depth, head=cfg.dense_head, hop_from=cfg.second_hop_from,
+                k=depth, head=head, hop_from=cfg.second_hop_from,
                 temperature=cfg.second_hop_temperature, weight=cfg.second_hop_weight,
                 rank_constant=cfg.second_hop_rank_constant)
         if cfg.second_hop_expansions > 0 and cfg.second_hop_expansion_weight > 0:

@@ -54,3 +54,19 @@ def test_comparison_question_seeds_both_named_entities(graph_index):
     others = np.setdiff1d(np.arange(n_ent), [e.entity_id for e in linked])
     assert min(on[kestrel], on[brask]) > on[others].max()
     assert on[brask] > off[brask] and on[kestrel] > off[kestrel]
+
+
+def test_linking_a_batch_again_reuses_the_result_and_stays_correct(monkeypatch):
+    aliases = pd.DataFrame({"name": ["Brenmoor University", "Brenmoor", "Halvard"],
+                            "entity_id": [0, 1, 2]})
+    linker = EntityLinker(aliases)
+    calls = []
+    inner = linker._link
+    monkeypatch.setattr(linker, "_link", lambda qs: calls.append(qs) or inner(qs))
+    first = linker.link(["Did Halvard study at Brenmoor University?"])
+    first[0].clear()  # a caller's edits do not leak into the next answer
+    again = linker.link(["Did Halvard study at Brenmoor University?"])
+    other = linker.link(["Who founded Brenmoor?"])
+    assert len(calls) == 2
+    assert [e.entity_id for e in again[0]] == [2, 0]
+    assert [e.entity_id for e in other[0]] == [1]

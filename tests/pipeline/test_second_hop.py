@@ -79,7 +79,7 @@ def test_fusion_lifts_the_bridge_page_and_keeps_the_head():
     emb = np.eye(5, dtype=np.float32)
     qvec = np.array([[0.6, 0.1, 0.2, 0.75, 0.0]], np.float32)
     first = np.array([[0, 4, 1, 2, 3]])
-    rows, scores = second_hop(first, matrix, qvec, emb, k=5, head=1, hop_from=1,
+    rows, scores = second_hop(first, matrix, qvec, emb, k=5, head=first[:, :1], hop_from=1,
                               temperature=0.05, weight=1.0, rank_constant=2.0)
     assert rows[0, 0] == 0  # the head keeps its place
     assert rows[0].tolist().index(3) < rows[0].tolist().index(1)  # 3 passes 1 and 2
