@@ -286,18 +286,25 @@ def merge_descriptions(client: LLMClient, descriptions: pd.DataFrame, *, thresho
     results = client.complete_batch(requests) if requests else []
     merged = [" ".join(t) for t in texts]
     by_llm = [False] * len(names)
+    failed: list[str] = []  # why each failed merge kept the joined text
     for i, result in zip(big, results, strict=True):
         if isinstance(result, LLMError):
+            failed.append(f"{names[i]!r}: {result}")
             continue
         try:
             value, _ = parse_json(result.content, keep_partial=not result.truncated)
         except JSONRepairError:
-            log.warning("malformed merged description for %r", names[i])
+            failed.append(f"{names[i]!r}: malformed JSON")
             continue
         if isinstance(value, dict) and isinstance(value.get("description"), str) \
                 and value["description"].strip():
             merged[i] = " ".join(value["description"].split())
             by_llm[i] = True
+        else:
+            failed.append(f"{names[i]!r}: no description in the answer")
+    if failed:
+        log.warning("%d of %d description merges failed, their descriptions stay the joined "
+                    "text (first: %s)", len(failed), len(big), "; ".join(failed[:3]))
     return pd.DataFrame({key: names, "label": labels, "description": merged,
                          "n_descriptions": [len(t) for t in texts], "merged": by_llm})
 

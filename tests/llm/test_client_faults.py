@@ -254,3 +254,30 @@ def test_failure_reasons_group_errors():
     client = client_for(script, max_retries=0)
     results = client.complete_batch([request("a"), request("b"), request("c")])
     assert sorted(r.reason for r in results) == ["HTTP 500", "body not JSON", "no choices"]
+
+
+def test_failed_description_merges_keep_the_joined_text_and_are_reported(caplog):
+    import pandas as pd
+
+    from gpurag.llm.reports import merge_descriptions
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        body = json.loads(req.content)
+        if "Curie" in json.dumps(body["messages"]):
+            return httpx.Response(400, json={"error": "bad request"})
+        return httpx.Response(200, json={**OK_BODY, "choices": [
+            {"message": {"content": "no json here"}, "finish_reason": "stop"}]})
+
+    descriptions = pd.DataFrame({
+        "name": ["Marie Curie"] * 2 + ["Warsaw"] * 2 + ["Paris"],
+        "description": ["A physicist.", "A chemist.", "A city.", "Capital of Poland.",
+                        "Capital of France."]})
+    client = LLMClient(config(), transport=httpx.MockTransport(answer))
+    with caplog.at_level("WARNING", logger="gpurag.llm.reports"):
+        merged = merge_descriptions(client, descriptions, threshold=1).set_index("name")
+    assert merged.loc["Marie Curie", "description"] == "A physicist. A chemist."
+    assert merged.loc["Warsaw", "description"] == "A city. Capital of Poland."
+    assert not merged["merged"].any()
+    warning = " ".join(r.getMessage() for r in caplog.records)
+    assert "2 of 2 description merges failed" in warning
+    assert "'Warsaw': malformed" in warning and "'Marie Curie': HTTP 400" in warning
