@@ -76,7 +76,8 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
             retriever = index.retriever
             set_reranker(retriever, "gat", GATReranker(qs.arrays, model, settings))
             try:
-                got = _ranks(index, [ds.questions[i] for i in test], rerank="gat")
+                got = _ranks(index, [ds.questions[i] for i in test], rerank="gat",
+                             rerank_candidates=cfg.candidates)
             finally:
                 set_reranker(retriever, "gat", None)
             for i, r in zip(test, got, strict=True):
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=40)
     p.add_argument("--balance-sets", action="store_true")
     p.add_argument("--point-loss", type=float, default=1.0)
+    p.add_argument("--candidates", type=int, default=30,
+                   help="candidates per question, in training and when ranking")
     args = p.parse_args(argv)
     jobs = []
     for spec in args.sets:
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         index, _, _ = open_or_build_index(ds, index_dir or None, None, show_progress=False)
         jobs.append((index, ds))
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, balance_sets=args.balance_sets,
-                      point_loss_weight=args.point_loss)
+                      point_loss_weight=args.point_loss, candidates=args.candidates)
     res = pooled_cv(jobs, cfg, args.folds, progress=True)
     res["config"] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}
     keys = ("recall@2", "recall@5", "all_gold@8", "mrr")
