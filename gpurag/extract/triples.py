@@ -8,6 +8,12 @@ Rows are matched to chunks by ``id == chunk.doc_id`` (``chunk_id`` when the chun
 no ``doc_id``); every chunk of a document gets the document's triples. Real LLM output is
 messy: unparsable lines, rows without an id, triples that are not three non-empty strings and
 non-string entities are counted in ``stats`` and skipped, never fatal.
+
+The triples are added to the fast rule-based extraction of the same chunks (its names, titles
+and sentence co-occurrence relations), not put in its place: the typed relations sit on top of
+the co-occurrence graph, and the names the LLM left out, or spelled unlike the titles, are still
+linked. Dates and numbers among the LLM's names are labelled ``DATE``, as the rule-based
+extractors label them, so that ``graph_dates=False`` keeps them out of the graph here too.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +32,32 @@ import pandas as pd
 from gpurag.extract.assembly import TITLE_LABEL, find_span, texts_and_titles
 from gpurag.extract.base import Extraction
 
-__all__ = ["TriplesExtractor", "load_triples"]
+__all__ = ["TriplesExtractor", "is_date_name", "load_triples"]
 
 log = logging.getLogger(__name__)
 _MAX_WARNINGS = 20
+DATE_LABEL = "DATE"
+# A date or number name is made only of such tokens, one of them a number, a month or a day:
+# "1963", "1940s", "21 January 2000", "1839 -- 1842", "March 1999", "97,524", "c. 1200 BC".
+_MONTH_OR_DAY = (r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
+                 r"|january|february|march|april|june|july|august|september|october|november"
+                 r"|december|(?:mon|tues|wednes|thurs|fri|satur|sun)day")
+_NUMBER = r"[\d.,:/'’()–—~-]*\d[\d.,:/'’()–—~-]*(?:st|nd|rd|th|s)?"
+_DATE_TOKEN = re.compile(rf"(?:{_NUMBER}|{_MONTH_OR_DAY}|[–—~-]+|bc|ad|bce|ce|c\.|ca\.|circa"
+                         r"|of|the|to|and),?", re.IGNORECASE)
+_DATE_CORE = re.compile(rf"(?:{_NUMBER}|{_MONTH_OR_DAY}),?", re.IGNORECASE)
+
+
+def is_date_name(names: list[str]) -> np.ndarray:
+    """Per name, whether it is a date, a year or a number (every word a number, a month or
+    day name, or a joining or era word, and one of them a number, month or day), as the
+    rule-based extractors label ``DATE`` spans."""
+    def date(name: str) -> bool:
+        words = name.split()
+        return (all(_DATE_TOKEN.fullmatch(w) for w in words)
+                and any(_DATE_CORE.fullmatch(w) for w in words))
+
+    return np.fromiter((date(n) for n in names), dtype=bool, count=len(names))
 
 
 def _clean(value: object) -> str | None:
@@ -123,17 +152,22 @@ def title_mentions(chunks: pd.DataFrame, offset: int = 0) -> pd.DataFrame:
 
 @dataclass
 class TriplesExtractor:
-    """Mentions and relations from a precomputed ``triples.jsonl``.
+    """Mentions and relations from a precomputed ``triples.jsonl``, added to the ``base``
+    rule-based extraction of the same chunks (``"fast"``; ``""`` for the triples alone).
 
-    Mentions are the row's entities plus every triple head and tail (label ``""``, span of the
-    first case-insensitive occurrence in the chunk text, ``-1`` when absent). Relations are the
-    triples with weight 1. Per-batch ``stats``: ``malformed_triples`` of the batch's chunks,
-    ``chunks_without_row``, ``chunks_without_triples``, ``mentions``, ``relations``; the
-    file-level counters (``bad_lines``, ...) come as ``file_*`` in the batch at ``offset == 0``
-    so that summing batch stats counts them once. ``file_stats`` holds them too.
+    The LLM's mentions of a chunk are its row's ``entities`` plus every triple head and tail,
+    label ``DATE`` for dates and numbers, else ``""``, each with the span of its first
+    case-insensitive occurrence in the chunk text (``-1`` when absent). Relations
+    are the triples with weight 1, beside the base's ``co-occurs`` ones. Per-batch ``stats``:
+    ``malformed_triples`` of the batch's chunks, ``chunks_without_row``,
+    ``chunks_without_triples``, ``mentions``, ``relations``, ``triple_mentions``,
+    ``triple_relations`` and the base's counters as ``base_*``; the file-level counters
+    (``bad_lines``, ...) come as ``file_*`` in the batch at ``offset == 0`` so that summing
+    batch stats counts them once. ``file_stats`` holds them too.
     """
 
     path: str | os.PathLike[str]
+    base: str = "fast"
     name: str = field(init=False)
     _table: dict[str, tuple] | None = field(init=False, default=None, repr=False)
     _file_stats: Counter | None = field(init=False, default=None, repr=False)
@@ -141,7 +175,12 @@ class TriplesExtractor:
     def __post_init__(self) -> None:
         p = Path(self.path)
         size = p.stat().st_size if p.exists() else 0
-        self.name = f"triples-v1({p.name},{size})"
+        self.name = f"triples-v2({p.name},{size},base={self.base or 'none'})"
+        self._base = None
+        if self.base:
+            from gpurag.extract import make_extractor
+
+            self._base = make_extractor(self.base)
 
     def _load(self) -> tuple[dict[str, tuple], Counter]:
         if self._table is None:
@@ -155,7 +194,7 @@ class TriplesExtractor:
         return Counter(self._load()[1])
 
     def extract(self, chunks: pd.DataFrame, offset: int = 0) -> Extraction:
-        """Look up each chunk's document in the triples file."""
+        """Look up each chunk's document in the triples file; add the base extraction."""
         table, file_stats = self._load()
         key_col = "doc_id" if "doc_id" in chunks else "chunk_id"
         keys = chunks[key_col].astype(str).tolist()
@@ -190,15 +229,15 @@ class TriplesExtractor:
             [find_span(texts[c], n) for c, n in zip(m_chunk, m_name, strict=True)],
             dtype=np.int64,
         ).reshape(-1, 2)
-        mentions = pd.concat([pd.DataFrame(
+        mentions = pd.DataFrame(
             {
                 "chunk": np.asarray(m_chunk, dtype=np.int64) + offset,
                 "name": m_name,
-                "label": "",
+                "label": np.where(is_date_name(m_name), DATE_LABEL, ""),
                 "start": spans[:, 0],
                 "end": spans[:, 1],
             }
-        ), title_mentions(chunks, offset)], ignore_index=True)
+        )
         heads, rels, tails = (list(x) for x in zip(*r_rows, strict=True)) if r_rows else ([],) * 3
         relations = pd.DataFrame(
             {
@@ -210,7 +249,16 @@ class TriplesExtractor:
             }
         )
         stats["chunks"] += len(keys)
+        stats["triple_mentions"] += len(mentions)
+        stats["triple_relations"] += len(relations)
+        stats["mentions_not_in_text"] += int((spans[:, 0] < 0).sum())
+        if self._base is not None:
+            base = self._base.extract(chunks, offset=offset)
+            stats.update({f"base_{k}": v for k, v in base.stats.items()})
+            mentions = pd.concat([mentions, base.mentions], ignore_index=True)
+            relations = pd.concat([relations, base.relations], ignore_index=True)
+        else:
+            mentions = pd.concat([mentions, title_mentions(chunks, offset)], ignore_index=True)
         stats["mentions"] += len(mentions)
         stats["relations"] += len(relations)
-        stats["mentions_not_in_text"] += int((spans[:, 0] < 0).sum())
         return Extraction(mentions=mentions, relations=relations, stats=stats)

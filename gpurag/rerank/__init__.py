@@ -70,15 +70,19 @@ class GATReranker:
 
     All questions' candidate subgraphs go through the network together, ``max_questions``
     questions per forward pass (to bound memory), on ``device`` (``cpu`` or ``cuda``).
+    ``cpu_threads``: torch threads for a forward pass on the CPU; None picks them by batch
+    size (one thread for a few questions, see :mod:`gpurag.rerank.threads`), 0 leaves torch's
+    setting alone.
     """
 
     def __init__(self, arrays, model, settings, device: str = "cpu",
-                 max_questions: int = 64) -> None:
+                 max_questions: int = 64, cpu_threads: int | None = None) -> None:
         self.arrays = arrays
         self.model = model
         self.settings = settings
         self.device = device
         self.max_questions = max_questions
+        self.cpu_threads = cpu_threads
 
     @classmethod
     def from_checkpoint(cls, retriever, path: str | os.PathLike | None = None,
@@ -124,6 +128,7 @@ class GATReranker:
         import torch
 
         from gpurag.rerank.features import build_batch
+        from gpurag.rerank.threads import torch_threads
 
         q, c = inp.cand.shape
         out = np.empty((q, c), dtype=np.float32)
@@ -132,10 +137,22 @@ class GATReranker:
         for start in range(0, q, self.max_questions):
             part = inp.take(np.arange(start, min(q, start + self.max_questions)))
             batch = build_batch(self.arrays, part, s.fanout, s.max_nodes)
-            with torch.inference_mode():
+            with torch_threads(self._threads(batch.num_nodes)), torch.inference_mode():
                 _, logits = self.model(batch.to(self.device))
             out[start:start + len(part)] = logits.float().view(len(part), c).cpu().numpy()
         return out
+
+    def _threads(self, nodes: int) -> int | None:
+        """torch threads for a forward pass over ``nodes`` nodes (None: torch's setting)."""
+        if self.device != "cpu":
+            return None
+        if self.cpu_threads is not None:
+            return self.cpu_threads or None
+        import torch
+
+        from gpurag.rerank.threads import threads_for
+
+        return threads_for(nodes, torch.get_num_threads())
 
 
 def _torch_device(device: str) -> str:

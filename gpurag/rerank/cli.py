@@ -41,7 +41,8 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
                       candidates=args.candidates, hidden=args.hidden, layers=args.layers,
                       heads=args.heads, conv=args.conv,
                       fanout=tuple(int(f) for f in args.fanout.split(",")),
-                      max_nodes=args.max_nodes)
+                      max_nodes=args.max_nodes, threads=args.threads,
+                      balance_sets=args.balance_sets)
     quiet = args.quiet
     data, train_sets, val_sets, test_sets, keep = [], [], [], [], []
     cv_results: dict[str, Any] = {}
@@ -188,6 +189,12 @@ def add_score_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--conv", choices=["gatv2", "gat"], default="gatv2")
     p.add_argument("--fanout", default="5,2", help="neighbours kept per node at each hop")
     p.add_argument("--max-nodes", type=int, default=16, help="nodes per candidate subgraph")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads while training (0: torch's default; 1 is fastest "
+                        "for these small batches)")
+    p.add_argument("--balance-sets", action="store_true",
+                   help="every epoch takes as many questions from each dataset as the smallest "
+                        "has; validation weighs the datasets alike")
     p.add_argument("--cv", type=int, default=0, metavar="K",
                    help="also report K-fold cross-validated recall per dataset (slower)")
     p.add_argument("--eval", action="store_true",

@@ -3,9 +3,10 @@
 Node features are scale-free numbers that mean the same on any corpus: the question-node
 cosine (absolute and relative to the best candidate), the node's PPR mass relative to the
 heaviest node of its kind and its PPR rank among the candidates, the dense retriever's
-(min-max scaled) score and rank, hop distance, node kind, degree and entity specificity. They
+(min-max scaled) score and rank, hop distance, node kind, degree and entity specificity, and
+the candidate's place in the retriever's own order (the candidates arrive best first). They
 use only what the reranker is handed (question vectors, candidates, PPR scores, dense
-results), not the retriever's blended score, so they do not depend on its ranking settings.
+results), not the retriever's blended score itself, whose scale depends on its settings.
 The embeddings themselves travel as a table of the batch's unique nodes (``emb``, indexed by
 ``emb_index``), so a node shared by many subgraphs is projected once.
 """
@@ -23,7 +24,7 @@ from gpurag.rerank.subgraph import Subgraphs, extract_subgraphs
 
 NODE_FEATURES = ("is_entity", "is_passage", "is_root", "hop1", "hop2", "cos", "cos_rel",
                  "ppr", "ppr_rank", "dense", "dense_rank", "is_candidate", "log_degree",
-                 "specificity")
+                 "specificity", "base_rank")
 EDGE_FEATURES = ("mention", "relation", "log_weight")
 _PPR_FLOOR = 1e-6
 
@@ -139,12 +140,16 @@ def node_features(arrays: GraphArrays, inp: CandidateInputs, sub: Subgraphs
     drank_f = np.where(is_ent, 0.0, _lookup(dkeys, drank, node_keys))
     rank_f = np.where(is_ent, 0.0, _lookup(cand_keys, 1.0 / (1.0 + rank.ravel()), node_keys))
     is_cand = np.where(is_ent, 0.0, _lookup(cand_keys, np.ones(cand_keys.size), node_keys))
+    # the candidates come in the retriever's order, best first (head, fusion, PPR included)
+    base_rank = np.broadcast_to(1.0 / (1.0 + np.arange(c)), (q, c)).ravel()
+    base_f = np.where(is_ent, 0.0, _lookup(cand_keys, base_rank, node_keys))
     spec = np.zeros(node.size, np.float32)
     spec[is_ent] = arrays.specificity[node[is_ent]]
     is_root = np.zeros(node.size, np.float32)
     is_root[sub.ptr[:-1]] = 1.0
     x = np.stack([is_ent, ~is_ent, is_root, sub.hop == 1, sub.hop >= 2, cos, cos_rel,
-                  ppr_feat, rank_f, dense_f, drank_f, is_cand, arrays.log_degree[node], spec],
+                  ppr_feat, rank_f, dense_f, drank_f, is_cand, arrays.log_degree[node], spec,
+                  base_f],
                  axis=1).astype(np.float32)
     src, dst = node[sub.edge_index[0]], node[sub.edge_index[1]]
     mention = (src < n_ent) != (dst < n_ent)

@@ -76,7 +76,9 @@ class QueryGAT(nn.Module):
         e = self.node_proj(batch.emb)[batch.emb_index]
         qv = batch.qvec
         inter = self.drop(e * self.query_proj(qv)[q_of_node])
-        h = nn.functional.elu(self.inp(torch.cat([batch.x, inter], dim=1)))
+        # a checkpoint trained with fewer features reads the first ones (new ones are appended)
+        x = batch.x[:, :self.cfg.n_features]
+        h = nn.functional.elu(self.inp(torch.cat([x, inter], dim=1)))
         for conv, norm, ql in zip(self.convs, self.norms, self.query_layers, strict=True):
             z = torch.cat([h, ql(qv)[q_of_node]], dim=1)
             h = norm(h + nn.functional.elu(conv(self.drop(z), batch.edge_index, batch.edge_attr)))
@@ -88,7 +90,7 @@ class QueryGAT(nn.Module):
         roots = batch.ptr[:-1]
         q_last = self.query_out(qv)[batch.question]
         sub_logits = (self.readout(torch.cat([h[roots], pooled, q_last], dim=1)).squeeze(-1)
-                      + self.skip(batch.x[roots]).squeeze(-1))
+                      + self.skip(x[roots]).squeeze(-1))
         return node_logits, sub_logits
 
 

@@ -53,6 +53,9 @@ class TrainConfig:
     conv: str = "gatv2"
     fanout: tuple[int, ...] = (5, 2)
     max_nodes: int = 16
+    threads: int = 1  # torch CPU threads (0: torch's setting); one is fastest for 8 questions
+    balance_sets: bool = False  # each epoch draws as many questions from every set as the
+    # smallest has, and the validation loss weighs every set alike
 
 
 @dataclass
@@ -281,6 +284,14 @@ def evaluate_model(model, qs: QuestionSet, cfg: TrainConfig) -> dict[str, float]
 def train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: TrainConfig,
           progress: bool = False) -> tuple[Any, dict[str, Any]]:
     """Fit a :class:`QueryGAT`; returns the best-validation model and the training history."""
+    from gpurag.rerank.threads import torch_threads
+
+    with torch_threads(cfg.threads):
+        return _train(train_sets, val_sets, cfg, progress)
+
+
+def _train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: TrainConfig,
+           progress: bool) -> tuple[Any, dict[str, Any]]:
     import torch
 
     from gpurag.rerank.model import GATConfig, QueryGAT
@@ -302,8 +313,9 @@ def train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Train
         for epoch in range(cfg.epochs):
             model.train()
             batches = []
+            per_set = min(i.size for i in usable) if cfg.balance_sets else None
             for si, idx in enumerate(usable):
-                idx = rng.permutation(idx)
+                idx = rng.permutation(idx)[:per_set]
                 batches += [(si, idx[s:s + cfg.batch_questions])
                             for s in range(0, idx.size, cfg.batch_questions)]
             train_loss = 0.0
@@ -315,11 +327,12 @@ def train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Train
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 train_loss += float(loss.detach()) * len(idx)
-            n_train = sum(i.size for i in usable)
-            row = {"epoch": epoch, "train_loss": train_loss / max(n_train, 1)}
+            n_train = sum(b[1].size for b in batches)
+            row = {"epoch": epoch, "train_loss": train_loss / max(n_train, 1),
+                   "train_questions": n_train}
             if val_sets:
                 vals = [evaluate_model(model, v, cfg) for v in val_sets]
-                w = np.array([len(v) for v in val_sets], float)
+                w = np.array([1.0 if cfg.balance_sets else len(v) for v in val_sets])
                 for key in vals[0]:
                     row[f"val_{key}"] = float(np.dot(w, [v[key] for v in vals]) / w.sum())
                 score = row["val_loss"]
@@ -355,6 +368,8 @@ def cross_validate(qs: QuestionSet, cfg: TrainConfig, folds: int = 5,
     scored by a model that never saw it."""
     import torch
 
+    from gpurag.rerank.threads import torch_threads
+
     n = len(qs)
     perm = np.random.default_rng(cfg.seed).permutation(n)
     parts = np.array_split(perm, folds)
@@ -368,7 +383,7 @@ def cross_validate(qs: QuestionSet, cfg: TrainConfig, folds: int = 5,
         best_epochs.append(info["best_epoch"])
         held = qs.take(test)
         with_scores = []
-        with torch.no_grad():
+        with torch.no_grad(), torch_threads(cfg.threads):
             for s in range(0, len(held), 32):
                 part = np.arange(s, min(len(held), s + 32))
                 with_scores.append(_batch_loss(model, held, part, cfg)[1])

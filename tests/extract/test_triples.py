@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from gpurag.extract import Extraction, Extractor, TriplesExtractor, make_extractor
+from gpurag.extract.base import COOCCURS
+from gpurag.extract.triples import is_date_name
 
 MUSIQUE = Path("/work/shared/data/musique_train100")
 
@@ -80,7 +82,7 @@ def test_malformed_rows_are_counted_not_fatal(triples_file, caplog):
 
 
 def test_relations_and_mentions(triples_file):
-    ex = TriplesExtractor(triples_file).extract(_chunks(), offset=10)
+    ex = TriplesExtractor(triples_file, base="").extract(_chunks(), offset=10)
     rel = ex.relations
     d1 = rel[rel["chunk"] == 10]
     assert set(zip(d1["head"], d1["relation"], d1["tail"], strict=True)) == {
@@ -111,7 +113,7 @@ def test_relations_and_mentions(triples_file):
 
 
 def test_file_stats_only_in_first_batch(triples_file):
-    extractor = TriplesExtractor(triples_file)
+    extractor = TriplesExtractor(triples_file, base="")
     chunks = _chunks()
     first = extractor.extract(chunks.iloc[:2].reset_index(drop=True), offset=0)
     second = extractor.extract(chunks.iloc[2:].reset_index(drop=True), offset=2)
@@ -127,8 +129,48 @@ def test_chunk_id_fallback_and_registry(triples_file):
     chunks = _chunks().drop(columns="doc_id").assign(chunk_id=["d1", "d2", "d3", "zz", "d4"])
     extractor = make_extractor("triples", path=triples_file)
     ex = extractor.extract(chunks)
-    assert set(ex.relations["chunk"]) == {0, 2}
-    assert extractor.name.startswith("triples-v1(triples.jsonl")
+    typed = ex.relations[ex.relations["relation"] != COOCCURS]
+    assert set(typed["chunk"]) == {0, 2}
+    assert extractor.name.startswith("triples-v2(triples.jsonl")
+    assert extractor.name.endswith("base=fast)")
+
+
+def test_triples_add_to_the_rule_based_names_and_relations(tmp_path):
+    """The LLM row leaves out a name the text has and spells the page's subject without its
+    disambiguation: the rule-based names (the title, "West Chicago") and their co-occurrence
+    relations stay, the typed triples come on top, and the LLM's dates are labelled DATE."""
+    path = _write(tmp_path / "t.jsonl", [json.dumps({
+        "id": "d1", "entities": ["Harris W. Fawell", "1929"],
+        "triples": [["Harris W. Fawell", "born in", "1929"],
+                    ["Harris W. Fawell", "member of", "House of Representatives"]]})])
+    chunks = pd.DataFrame({
+        "chunk_id": ["d1#0"], "doc_id": ["d1"], "title": ["Harris W. Fawell (politician)"],
+        "text": ["Harris W. Fawell was born in West Chicago in 1929. He served in the House "
+                 "of Representatives."]})
+    ex = TriplesExtractor(path).extract(chunks)
+    names = set(ex.mentions["name"])
+    assert {"West Chicago", "Harris W. Fawell (politician)", "House of Representatives"} <= names
+    rel = ex.relations
+    typed = set(zip(rel["head"], rel["relation"], rel["tail"], strict=True))
+    assert ("Harris W. Fawell", "member of", "House of Representatives") in typed
+    cooc = rel[rel["relation"] == COOCCURS]
+    assert "West Chicago" in set(cooc["head"]) | set(cooc["tail"])
+    labels = {n: set(g) for n, g in ex.mentions.groupby("name")["label"]}
+    assert labels["1929"] == {"DATE"}
+    assert "DATE" not in labels["Harris W. Fawell"]
+    # without the base only the triples and the title remain
+    alone = TriplesExtractor(path, base="").extract(chunks)
+    assert "West Chicago" not in set(alone.mentions["name"])
+    assert not (alone.relations["relation"] == COOCCURS).any()
+
+
+def test_date_names():
+    dates = ["1963", "1940s", "21 January 2000", "1839 -- 1842", "March 1999", "97,524",
+             "c. 1200 BC", "February", "January 24–25, 2000"]
+    names = ["Theresa May", "2018 Winter Olympics", "Apollo 11", "World War II", "of the",
+             "70,446 acres", ""]
+    assert is_date_name(dates).all()
+    assert not is_date_name(names).any()
 
 
 @pytest.mark.skipif(not (MUSIQUE / "triples.jsonl").exists(), reason="shared data absent")
@@ -152,7 +194,7 @@ def test_musique_triples():
     ex = Extraction.concat(parts)
     assert bad > 0
     assert ex.stats["malformed_triples"] == bad
-    assert len(ex.relations) == good
+    assert (ex.relations["relation"] != COOCCURS).sum() == good
     assert ex.stats["file_bad_lines"] == 0
     assert ex.stats["chunks_without_row"] == len(set(chunks["doc_id"]) - set(ids))
     located = ex.mentions[ex.mentions["start"] >= 0]

@@ -130,7 +130,7 @@ def test_triples_import_counts_malformed_rows_and_builds_facts(tmp_path):
     ]) + "\n", encoding="utf-8")
     triples = tmp_path / "triples.jsonl"
     triples.write_text("\n".join([
-        json.dumps({"id": "a", "entities": ["Ada Quill", "Brightwater Mills"],
+        json.dumps({"id": "a", "entities": ["Ada Quill", "Brightwater Mills", "1890"],
                     "triples": [["Ada Quill", "founded", "Brightwater Mills"],
                                 ["only", "two"], ["", "x", "y"]]}),
         "{broken json",
@@ -147,6 +147,8 @@ def test_triples_import_counts_malformed_rows_and_builds_facts(tmp_path):
                                   "Brightwater Mills located in Orrin"}
     r = index.query("Where does the company Ada Quill founded stand?", k=2)
     assert set(r.doc_ids) == {"a", "b"}
+    # the LLM's date is labelled as the rule-based extractors label dates: not a graph node
+    assert "1890" not in set(index.dir.table("tables/entities.parquet")["name"])
 
 
 def test_killed_extraction_resumes_without_redoing_finished_batches(tmp_path, monkeypatch):

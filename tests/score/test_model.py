@@ -144,3 +144,41 @@ def test_training_lowers_loss_and_is_deterministic():
     for (k, v), (_, w) in zip(model.state_dict().items(), again.state_dict().items(),
                               strict=True):
         assert torch.equal(v, w), k
+
+
+def test_base_rank_feature_is_the_retrievers_order_and_old_checkpoints_ignore_it(toy):
+    """Candidates arrive best first: each candidate root carries 1/(1 + its place), other
+    nodes 0; a network trained before the feature existed (fewer ``n_features``) reads only
+    the features it knows, so appending one leaves its scores as they were."""
+    arrays, inp, _ = toy
+    batch = build_batch(arrays, inp, SETTINGS.fanout, SETTINGS.max_nodes)
+    col = NODE_FEATURES.index("base_rank")
+    q, c = inp.cand.shape
+    roots = batch.x[batch.ptr[:-1], col].view(q, c)
+    want = torch.from_numpy(1.0 / (1.0 + np.arange(c, dtype=np.float32))).expand(q, c)
+    torch.testing.assert_close(roots, want)
+    is_ent = batch.node_id < arrays.n_ent
+    assert (batch.x[is_ent, col] == 0).all()
+    torch.manual_seed(0)
+    old = QueryGAT(GATConfig(emb_dim=16, hidden=8, heads=2,
+                             n_features=len(NODE_FEATURES) - 1)).eval()
+    with torch.no_grad():
+        before = old(batch)[1]
+        batch.x[:, col] = 7.0
+        after = old(batch)[1]
+    assert torch.equal(before, after)
+
+
+def test_balanced_sets_draw_as_many_questions_from_each_set():
+    """With ``balance_sets`` a large set no longer outvotes a small one: each epoch takes as
+    many (usable) questions from every set as the smallest has."""
+    big, va = _toy_sets()
+    small = big.take(np.arange(4))
+    cfg = TrainConfig(seed=3, epochs=2, patience=6, batch_questions=4, hidden=8,
+                      fanout=(4, 2), max_nodes=12)
+    usable = [int((s.labels.sum(axis=1) > 0).sum()) for s in (big, small)]
+    _, plain = train([big, small], [va], cfg)
+    assert [r["train_questions"] for r in plain["history"]] == [sum(usable)] * 2
+    cfg.balance_sets = True
+    _, balanced = train([big, small], [va], cfg)
+    assert [r["train_questions"] for r in balanced["history"]] == [2 * min(usable)] * 2

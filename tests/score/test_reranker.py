@@ -130,3 +130,66 @@ def test_train_scorer_cli(sample_index, tmp_path):
     res = sample_index.query_batch(["Who founded Kestrel Dynamics?"], k=3, mode="graph",
                                    rerank=f"gat:{out}")
     assert len(res[0].passages) == 3
+
+
+def test_one_question_runs_on_one_torch_thread_and_restores_the_setting(sample_index,
+                                                                         questions,
+                                                                         monkeypatch):
+    """A question's few hundred subgraph nodes go through the network on one thread (torch's
+    other threads only wait at barriers); torch's own setting comes back after, and the
+    scores equal those of a pass on torch's threads."""
+    from gpurag.rerank.threads import NODES_PER_THREAD, threads_for, torch_threads
+
+    inp, _ = record_inputs(sample_index, questions[:1], candidates=20)
+    rr = get_reranker("gat", sample_index.retriever)
+    seen: list[int] = []
+    forward = rr.model.forward
+
+    def spy(batch):
+        seen.append(torch.get_num_threads())
+        return forward(batch)
+
+    monkeypatch.setattr(rr.model, "forward", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        auto = rr.score_inputs(inp)
+        assert seen == [1] and torch.get_num_threads() == 2
+        rr.cpu_threads = 0  # leave torch alone
+        plain = rr.score_inputs(inp)
+        assert seen == [1, 2]
+        with torch_threads(3), torch_threads(1):  # nested scopes restore the outermost
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        rr.cpu_threads = None
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(auto, plain, rtol=1e-5, atol=1e-6)
+    assert threads_for(500, 8) == 1 and threads_for(4 * NODES_PER_THREAD, 8) == 4
+    assert threads_for(100 * NODES_PER_THREAD, 8) == 8
+
+
+def test_pooled_cross_validation_ranks_every_question_with_a_model_that_never_saw_it(
+        sample_index):
+    """Folds partition the questions; a fold's test part is neither trained nor validated
+    on; every question gets graph+gat ranks from the full query path."""
+    from gpurag.eval.datasets import load_dataset
+    from gpurag.rerank.crossval import fold_parts, fold_split, pooled_cv
+    from gpurag.rerank.train import TrainConfig
+
+    parts = fold_parts(12, 3, seed=0)
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(12))
+    for k in range(3):
+        tr, va, te = fold_split(parts, k)
+        assert not set(te) & (set(tr) | set(va)) and not set(tr) & set(va)
+        assert len(tr) + len(va) + len(te) == 12
+    ds = load_dataset(SAMPLE)
+    cfg = TrainConfig(epochs=1, hidden=8, fanout=(3, 2), max_nodes=10, candidates=12)
+    res = pooled_cv([(sample_index, ds)], cfg, folds=3)
+    row = res["sets"][ds.name]
+    assert len(res["folds"]) == 3
+    assert len(row["ranks"]["graph+gat"]) == len(ds.questions)
+    assert all(r is not None for r in row["ranks"]["graph+gat"])
+    assert set(row["graph+gat"]) >= {"recall@2", "recall@5", "all_gold@8", "mrr"}
+    # the folds' networks (hidden 8) are gone: "gat" is the shipped checkpoint again
+    assert get_reranker("gat", sample_index.retriever).model.cfg.hidden == 16
