@@ -90,6 +90,7 @@ def time_scoring(arrays: GraphArrays, inp: CandidateInputs, device: str, model, 
     import torch
 
     from gpurag.rerank.subgraph import extract_subgraphs
+    from gpurag.rerank.threads import threads_for, torch_threads
 
     q, c = inp.cand.shape
     best = {"extract_s": np.inf, "features_s": np.inf, "forward_s": np.inf, "total_s": np.inf}
@@ -102,7 +103,10 @@ def time_scoring(arrays: GraphArrays, inp: CandidateInputs, device: str, model, 
         t1 = time.perf_counter()
         batch = pack_batch(arrays, inp, sub)
         t2 = time.perf_counter()
-        with torch.inference_mode():
+        # The thread rule the reranker applies (gpurag/rerank/threads.py), on the CPU only.
+        threads = (threads_for(int(batch.num_nodes), torch.get_num_threads())
+                   if str(device) == "cpu" else None)
+        with torch.inference_mode(), torch_threads(threads):
             _, logits = model(batch.to(device))
             logits.cpu()
         t3 = time.perf_counter()
