@@ -214,6 +214,7 @@ class BridgePages:
     def __init__(self, retriever) -> None:
         self.retriever = retriever
         self._matrices: dict[int, sp.csr_array] = {}
+        self._reached: dict[int, float] = {}
         self._emb: PassageVectors | None = None
         chunks = retriever._chunks
         self.doc_codes = (pd.factorize(chunks["doc_id"])[0] if "doc_id" in chunks
@@ -235,10 +236,12 @@ class BridgePages:
         passage mentions another's title (chat logs, notes), so the graph has no second hop
         to offer. Passages that share a title (the parts of one page, one chat log's
         messages) do not count as each other's bridges."""
-        m = sp.coo_array(self.matrix(max_pages))
-        title = self.retriever.title_entity
-        other = (title[m.row] != title[m.col]) | (title[m.row] < 0)
-        return float(np.unique(m.col[other]).size / max(m.shape[1], 1))
+        if max_pages not in self._reached:  # asked on every query: computed once
+            m = sp.coo_array(self.matrix(max_pages))
+            title = self.retriever.title_entity
+            other = (title[m.row] != title[m.col]) | (title[m.row] < 0)
+            self._reached[max_pages] = float(np.unique(m.col[other]).size / max(m.shape[1], 1))
+        return self._reached[max_pages]
 
     @property
     def passage_emb(self) -> PassageVectors:

@@ -66,3 +66,10 @@ def test_disagreeing_sources_both_reach_the_first_two(notes):
 def test_head_settings_are_validated(setting, value):
     with pytest.raises(ConfigError):
         QueryConfig(**{setting: value})
+
+
+def test_reached_share_is_computed_once_per_page_cap(notes, monkeypatch):
+    pages = notes.retriever.bridge_pages
+    first = pages.reached_share(3)
+    monkeypatch.setattr(pages, "matrix", lambda max_pages: pytest.fail("recomputed"))
+    assert pages.reached_share(3) == first
