@@ -321,8 +321,8 @@ def embed_facts(facts: Facts, embedder: Embedder, cfg: IndexConfig) -> np.ndarra
 
 
 def write_names(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities) -> None:
-    """Write the surface names: their FAISS index and table. Then the caller drops the name
-    vectors (``ents.name_vectors = None``): the largest array of the stage is not held while
+    """Write the surface names (their FAISS index and table) and drop their vectors
+    (``ents.name_vectors`` becomes None): the largest array of the stage is not held while
     the facts embed."""
     if ents.name_vectors is None:
         raise ValueError("the name vectors were already written and dropped")
@@ -333,6 +333,7 @@ def write_names(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities) -
         "name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str),
         "entity": ents.name_to_entity.to_numpy(np.int64),
         "count": ents.name_counts}))
+    ents.name_vectors = None
 
 
 def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, facts: Facts,
@@ -441,7 +442,6 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
 
     t0 = time.perf_counter()
     write_names(writer, cfg, ents)
-    ents.name_vectors = None  # written: not held while the facts embed
     write_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
