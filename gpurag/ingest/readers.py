@@ -286,9 +286,29 @@ def iter_documents(source: str | Path, report: IngestReport | None = None) -> It
 
 
 def source_fingerprint(source: str | Path) -> str:
-    """A cheap fingerprint (paths, sizes, mtimes): a resume must read the same input."""
+    """What a resume must read again: each input file's name under ``source``, size and
+    content digest. Content, not modification times: a corpus copied, restored or checked out
+    again (new mtimes, same bytes) still resumes; one byte changed does not."""
+    src = Path(source)
+    root = src if src.is_dir() else src.parent
     h = hashlib.sha256()
-    for path in list_input_files(source):
-        st = path.stat()
-        h.update(f"{path}\0{st.st_size}\0{int(st.st_mtime)}\n".encode())
+    for path in list_input_files(src):
+        h.update(f"{_doc_id_for_path(path, root)}\0{file_digest(path)}\n".encode())
     return h.hexdigest()[:16]
+
+
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_digest(path: Path, block: int = 1 << 20) -> str:
+    """BLAKE2b of a file's bytes (one read pass; remembered for the process's life per path,
+    inode, size, mtime and ctime: any write changes the ctime, which no one can set back)."""
+    st = path.stat()
+    memo = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if memo not in _DIGESTS:
+        h = hashlib.blake2b(digest_size=16)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(block):
+                h.update(chunk)
+        _DIGESTS[memo] = f"{st.st_size}:{h.hexdigest()}"
+    return _DIGESTS[memo]

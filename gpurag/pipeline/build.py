@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 from gpurag.config import IndexConfig
 from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
-from gpurag.ingest.readers import source_fingerprint
+from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
@@ -24,10 +23,24 @@ from gpurag.vectors.codec import codec_for
 log = logging.getLogger(__name__)
 
 
-def _build_key(source: str | Path, cfg: IndexConfig) -> str:
-    payload = json.dumps({"source": source_fingerprint(source), "config": dataclasses.asdict(cfg)},
-                         sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+# The settings each checkpointed stage's output depends on (gpurag.pipeline.workdir): a
+# resume keeps every stage before the first whose settings changed.
+CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_chars",
+                        "vector_precision")
+EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
+
+
+def build_stage_inputs(source: str | Path, cfg: IndexConfig) -> dict[str, dict[str, Any]]:
+    """Per checkpointed stage, in pipeline order, what its checkpoints were made from."""
+    settings = dataclasses.asdict(cfg)
+    chunk_embed = {"source": source_fingerprint(source),
+                   **{k: settings[k] for k in CHUNK_EMBED_SETTINGS}}
+    extract = {k: settings[k] for k in EXTRACT_SETTINGS}
+    if cfg.triples and Path(cfg.triples).is_file():
+        extract["triples_file"] = file_digest(Path(cfg.triples))
+    return {"chunk_embed": chunk_embed, "extract": extract,
+            "rest": {k: v for k, v in settings.items()
+                     if k not in CHUNK_EMBED_SETTINGS and k not in EXTRACT_SETTINGS}}
 
 
 def check_target(out: Path) -> None:
@@ -92,7 +105,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
-    work = WorkDir(out, _build_key(source, cfg))
+    work = WorkDir(out, build_stage_inputs(source, cfg))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     timings: dict[str, float] = {}

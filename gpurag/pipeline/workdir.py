@@ -2,42 +2,110 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gpurag.store.layout import WORK_SUFFIX, sibling
 
+log = logging.getLogger(__name__)
+
+# The checkpoint folders of each stage that keeps state in a work folder.
+STAGE_FOLDERS: dict[str, tuple[str, ...]] = {
+    "chunk_embed": ("chunks", "emb"),
+    "extract": ("extract",),
+}
+
+
+def fingerprint(inputs: Mapping[str, Any]) -> str:
+    """A short stable hash of a JSON-able mapping."""
+    payload = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
 
 class WorkDir:
     """Holds finished parts of each stage and a ``state.json`` naming what is done.
 
-    The state is keyed by a fingerprint of the inputs and config; a different key discards it.
+    ``key`` is either one fingerprint for the whole folder (a different one discards it all)
+    or, per stage in pipeline order, the inputs that stage's checkpoints depend on: a stage
+    whose inputs changed is discarded with every stage after it, and the stages before it are
+    kept. A build whose leiden or linking settings changed thus keeps its embeddings and its
+    extraction; what is discarded, and why, is logged.
     """
 
-    def __init__(self, target: Path, key: str) -> None:
+    def __init__(self, target: Path, key: str | Mapping[str, Mapping[str, Any]]) -> None:
         self.root = sibling(target, WORK_SUFFIX)
-        self.key = key
+        self.stage_inputs = {} if isinstance(key, str) else {s: dict(v) for s, v in key.items()}
+        self.key = key if isinstance(key, str) else fingerprint(self.stage_inputs)
         self.state: dict[str, Any] = {}
-        state_path = self.root / "state.json"
-        if state_path.is_file():
-            try:
-                state = json.loads(state_path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, OSError):
-                state = {}
-            if state.get("key") == key:
-                self.state = state
+        state = self._read_state()
+        if state.get("key") == self.key:
+            self.state = state
+        elif state and self.stage_inputs and isinstance(state.get("inputs"), dict):
+            self.state = self._keep_unchanged_stages(state)
+        elif state:
+            log.warning("discarding the interrupted build's work in %s: it was made from other "
+                        "inputs or settings", self.root)
         if not self.state:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root.mkdir(parents=True)
-            self.state = {"key": key}
-            self.save()
+            self.state = {"key": self.key}
+        self.state["key"] = self.key
+        if self.stage_inputs:
+            self.state["inputs"] = self.stage_inputs
+        self.save()
+
+    def _read_state(self) -> dict[str, Any]:
+        path = self.root / "state.json"
+        if not path.is_file():
+            return {}
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, OSError):
+            log.warning("discarding %s: its state.json is unreadable", self.root)
+            return {}
+        return state if isinstance(state, dict) else {}
+
+    def _keep_unchanged_stages(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The stages of ``state`` whose inputs are unchanged, up to the first changed one;
+        the folders of that stage and every later one are removed."""
+        old_inputs: dict[str, Any] = state["inputs"]
+        kept: dict[str, Any] = {}
+        changed: str | None = None
+        for stage, inputs in self.stage_inputs.items():
+            if changed is None and old_inputs.get(stage) == inputs:
+                if stage in state:
+                    kept[stage] = state[stage]
+                continue
+            if changed is None:
+                changed = stage
+                old = old_inputs.get(stage) or {}
+                fields = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+                dropped = [s for s in list(self.stage_inputs)[list(self.stage_inputs).index(stage):]
+                           if s in state]
+                what = ", ".join(fields) or "the inputs"
+                if dropped:
+                    log.warning("the interrupted build in %s is resumed after its %s stage: "
+                                "%s changed, so %s is redone", self.root,
+                                ", ".join(kept) or "no", what, ", ".join(dropped))
+                else:
+                    log.info("resuming the interrupted build in %s with its %s checkpoints: "
+                             "%s changed, which only later steps use", self.root,
+                             ", ".join(kept) or "no", what)
+            for folder in STAGE_FOLDERS.get(stage, ()):
+                shutil.rmtree(self.root / folder, ignore_errors=True)
+        if not kept:
+            return {}
+        return {"key": self.key, **kept}
 
     @property
     def resumed(self) -> bool:
-        return len(self.state) > 1
+        return any(k not in ("key", "inputs") for k in self.state)
 
     def path(self, rel: str) -> Path:
         p = self.root / rel

@@ -182,3 +182,97 @@ def test_build_onto_a_regular_file_is_refused_cleanly(tmp_path, sample_records):
     with pytest.raises(IndexFormatError):
         Index.build(src, out, graph=False, show_progress=False)
     assert out.read_text(encoding="utf-8") == "not an index"
+
+
+def test_resume_survives_new_mtimes_of_the_same_bytes(tmp_path, sample_records, monkeypatch):
+    """A corpus copied or restored again (new modification times, same bytes) still resumes:
+    the fingerprint is the content, not the file's times."""
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", sample_records[:9])
+    out = tmp_path / "out" / "index"
+    opts = dict(graph=False, show_progress=False, ingest_batch_chunks=6)
+    with monkeypatch.context() as m:
+        crashed = _count_encodes(m, fail_after=1)
+        with pytest.raises(BoomError):
+            Index.build(src, out, **opts)
+    later = src.stat().st_mtime + 3600
+    os.utime(src, (later, later))
+    with monkeypatch.context() as m:
+        resumed = _count_encodes(m)
+        index = Index.build(src, out, **opts)
+    assert sum(crashed) + sum(resumed) == len(index.chunks), "nothing embedded twice"
+
+    # one byte changed, same size and times: not the same input
+    with monkeypatch.context() as m:
+        _count_encodes(m, fail_after=1)
+        with pytest.raises(BoomError):
+            Index.build(src, tmp_path / "out2" / "index", **opts)
+    data = bytearray(src.read_bytes())
+    data[data.index(b"a")] = ord("e")
+    src.write_bytes(bytes(data))
+    os.utime(src, (later, later))
+    with monkeypatch.context() as m:
+        calls = _count_encodes(m)
+        again = Index.build(src, tmp_path / "out2" / "index", **opts)
+    assert sum(calls) == len(again.chunks), "a changed input is embedded afresh"
+
+
+def test_changed_graph_setting_keeps_embeddings_and_extraction(tmp_path, sample_records,
+                                                               monkeypatch, caplog):
+    """A build that died in the graph stage, rerun with another merge threshold, redoes only
+    what that setting changes: no passage is embedded and no chunk extracted again."""
+    import gpurag.pipeline.graph_stage as graph_stage
+    from gpurag.extract.fast import FastExtractor
+    from gpurag.pipeline.chunk_embed import embed_text
+
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", sample_records[:12])
+    out = tmp_path / "out" / "index"
+    with monkeypatch.context() as m:
+        def boom(*args, **kwargs):
+            raise BoomError("simulated crash in alias resolution")
+        m.setattr(graph_stage, "resolve_entities", boom)
+        with pytest.raises(BoomError):
+            Index.build(src, out, show_progress=False)
+
+    embedded: list[str] = []
+    extracted: list[int] = []
+    emb = _build_embedder()
+    real_encode, real_extract = type(emb).encode, FastExtractor.extract
+    with monkeypatch.context() as m:
+        m.setattr(emb, "encode", lambda texts, batch_size=64: (
+            embedded.extend(texts), real_encode(emb, texts, batch_size=batch_size))[1])
+        m.setattr(FastExtractor, "extract", lambda self, chunks, offset=0: (
+            extracted.append(len(chunks)), real_extract(self, chunks, offset))[1])
+        with caplog.at_level("INFO", logger="gpurag.pipeline.workdir"):
+            index = Index.build(src, out, show_progress=False, merge_threshold=0.85)
+    assert extracted == [], "the extraction checkpoints were kept"
+    passages = {embed_text(t, x) for t, x in zip(index.chunks["title"], index.chunks["text"],
+                                                 strict=True)}
+    assert embedded and not passages & set(embedded), "only names and facts were embedded"
+    assert index.manifest.config["merge_threshold"] == 0.85
+    assert "merge_threshold" in caplog.text and "chunk_embed, extract" in caplog.text
+
+    ref = Index.build(src, tmp_path / "ref" / "index", show_progress=False, merge_threshold=0.85)
+    assert index.manifest.counts == ref.manifest.counts
+
+
+def test_changed_extractor_setting_keeps_embeddings(tmp_path):
+    """Stage order: a changed extraction setting discards the extraction, not the chunks."""
+    from gpurag.pipeline.workdir import WorkDir
+
+    target = tmp_path / "index"
+    first = WorkDir(target, {"chunk_embed": {"source": "s"}, "extract": {"extractor": "fast"},
+                             "rest": {"seed": 1}})
+    first.state["chunk_embed"] = {"done": True, "parts": 1}
+    first.state["extract"] = {"done_rows": 5, "parts": 1}
+    first.path("chunks/part-00000.parquet").write_bytes(b"x")
+    first.path("extract/mentions-00000.parquet").write_bytes(b"x")
+    first.save()
+    second = WorkDir(target, {"chunk_embed": {"source": "s"}, "extract": {"extractor": "llm"},
+                              "rest": {"seed": 1}})
+    assert second.resumed and second.state["chunk_embed"] == {"done": True, "parts": 1}
+    assert "extract" not in second.state
+    assert (second.root / "chunks/part-00000.parquet").exists()
+    assert not (second.root / "extract").exists()
+    third = WorkDir(target, {"chunk_embed": {"source": "t"}, "extract": {"extractor": "llm"},
+                             "rest": {"seed": 1}})
+    assert not third.resumed and not (third.root / "chunks").exists()

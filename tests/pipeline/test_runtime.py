@@ -85,7 +85,7 @@ def test_graph_stage_and_queries_run_the_runtime_backends(tmp_path, sample_quest
 def test_llm_model_and_endpoint_are_index_settings():
     from gpurag.config import IndexConfig
     from gpurag.llm.config import LLMConfig
-    from gpurag.pipeline.build import _build_key, pin_llm
+    from gpurag.pipeline.build import build_stage_inputs, pin_llm
     from gpurag.pipeline.graph_stage import index_llm_config
 
     rt = Runtime(device="cpu", backends=Backends.for_device("cpu"),
@@ -94,7 +94,9 @@ def test_llm_model_and_endpoint_are_index_settings():
     assert (cfg.llm_model, cfg.llm_url) == ("m1", "http://a:1/v1")
     other = pin_llm(IndexConfig(extractor="llm"), dataclasses.replace(
         rt, llm_config=LLMConfig(url="http://a:1/v1", model="m2")))
-    assert _build_key(SAMPLE, cfg) != _build_key(SAMPLE, other)
+    a, b = build_stage_inputs(SAMPLE, cfg), build_stage_inputs(SAMPLE, other)
+    assert a["chunk_embed"] == b["chunk_embed"]  # the embeddings do not depend on the LLM
+    assert a["extract"] != b["extract"]
     assert pin_llm(IndexConfig(), rt).llm_model is None  # not an LLM build
     assert index_llm_config(cfg, LLMConfig(url="http://b:2/v1")).model == "m1"
 
