@@ -258,11 +258,17 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
 
 
 def build_facts(chunks: pd.DataFrame, ents: ResolvedEntities) -> Facts:
-    """Facts: labelled triples when the extractor gives them, else entity-bearing sentences."""
-    facts, indptr, fact_entities = triple_facts(ents.relations, COOCCURS)
-    if not len(facts):
-        facts, indptr, fact_entities = sentence_facts(chunks, ents.mentions)
-    return Facts(facts, indptr, fact_entities)
+    """Facts: the labelled triples the extractor gives, then the sentences naming two or more
+    located entities. Both: a triple says how two entities relate in the extractor's words,
+    the sentence in the passage's, and an LLM leaves relations out (the bridge of a two-hop
+    question is often one it dropped)."""
+    parts = [triple_facts(ents.relations, COOCCURS), sentence_facts(chunks, ents.mentions)]
+    parts = [p for p in parts if len(p[0])]
+    if len(parts) < 2:
+        return Facts(*(parts[0] if parts else sentence_facts(chunks, ents.mentions)))
+    (fa, ia, ea), (fb, ib, eb) = parts
+    return Facts(pd.concat([fa, fb], ignore_index=True),
+                 np.concatenate([ia, ib[1:] + ia[-1]]), np.concatenate([ea, eb]))
 
 
 def mention_weights(mentions: pd.DataFrame, title_weight: float) -> np.ndarray:

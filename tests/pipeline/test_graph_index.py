@@ -139,12 +139,15 @@ def test_triples_import_counts_malformed_rows_and_builds_facts(tmp_path):
     ]) + "\n", encoding="utf-8")
     index = Index.build(corpus, tmp_path / "idx", triples=str(triples), show_progress=False)
     counts = index.manifest.counts
-    assert counts["facts"] == 2
     assert sum(v for k, v in counts.items() if "malformed" in k) >= 2
     assert sum(v for k, v in counts.items() if "bad_line" in k) >= 1
     facts = index.dir.table("tables/facts.parquet")
-    assert set(facts["text"]) == {"Ada Quill founded Brightwater Mills",
-                                  "Brightwater Mills located in Orrin"}
+    # the two well-formed triples, then the two sentences that name two entities each
+    assert facts["text"].tolist() == ["Ada Quill founded Brightwater Mills",
+                                      "Brightwater Mills located in Orrin",
+                                      "Ada Quill founded Brightwater Mills in 1890.",
+                                      "Brightwater Mills stands in Orrin."]
+    assert counts["facts"] == 4
     r = index.query("Where does the company Ada Quill founded stand?", k=2)
     assert set(r.doc_ids) == {"a", "b"}
     # the LLM's date is labelled as the rule-based extractors label dates: not a graph node

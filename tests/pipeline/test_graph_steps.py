@@ -124,3 +124,31 @@ def test_name_vectors_are_written_and_dropped_before_the_facts_embed(chunks, tmp
         writer.abort()
     assert counts["facts"] > 0
     assert seen == {"vectors_held": False, "names_written": True}
+
+
+def test_triples_add_labelled_facts_beside_the_sentence_facts(chunks, tmp_path):
+    """Imported triples give labelled facts, and the sentences naming two entities stay facts
+    too: an LLM leaves relations out, and the sentence still says how its entities relate."""
+    path = tmp_path / "triples.jsonl"
+    path.write_text(json.dumps({"id": "p01", "entities": ["M. Vollan-Idris"], "triples": [
+        ["M. Vollan-Idris", "founded", "Kestrel Dynamics Ltd."]]}) + "\n", encoding="utf-8")
+    ex = make_extractor("triples", path=str(path)).extract(chunks)
+    resolved = gs.resolve_entities(ex, load_embedder("minilm"), IndexConfig())
+    facts = gs.build_facts(chunks, resolved)
+    only_sentences = gs.build_facts(chunks, gs.resolve_entities(
+        make_extractor("fast").extract(chunks), load_embedder("minilm"), IndexConfig()))
+    texts = facts.table["text"].tolist()
+    assert "M. Vollan-Idris founded Kestrel Dynamics Ltd." in texts
+    assert set(only_sentences.table["text"]) <= set(texts)  # the sentence facts stay
+    assert len(facts.indptr) == len(texts) + 1 and facts.indptr[-1] == len(facts.entities)
+    # each fact's entities are the ones it names: the triple's head and tail, and for a
+    # sentence, entities mentioned in its chunk
+    n2e = resolved.name_to_entity
+    row = texts.index("M. Vollan-Idris founded Kestrel Dynamics Ltd.")
+    assert set(facts.entities[facts.indptr[row]:facts.indptr[row + 1]]) == {
+        n2e["M. Vollan-Idris"], n2e["Kestrel Dynamics Ltd."]}
+    by_chunk = resolved.mentions.groupby("chunk")["entity"].agg(set)
+    for f in range(len(texts)):
+        if texts[f] in set(only_sentences.table["text"]):
+            ents = set(facts.entities[facts.indptr[f]:facts.indptr[f + 1]])
+            assert len(ents) >= 2 and ents <= by_chunk[facts.table["chunk"].iloc[f]]
