@@ -47,14 +47,17 @@ EXTRACT_BATCH = 512
 def make_stage_extractor(cfg: IndexConfig, llm: LLMConfig | None = None,
                          progress: bool | None = None) -> Extractor:
     """The extractor named by the config (``triples`` reads ``cfg.triples``; ``llm`` gets
-    the runtime's LLM settings with the config's model and endpoint)."""
+    the runtime's LLM settings with the config's model and endpoint, and its output goes on
+    top of the rule-based extraction, as imported triples do)."""
     from gpurag.extract import make_extractor
+    from gpurag.extract.combined import OnTopOfBase
 
     if cfg.triples:
         return make_extractor("triples", path=cfg.triples)
     if cfg.extractor.strip().lower() == "llm" and llm is not None:
-        return make_extractor("llm", config=index_llm_config(cfg, llm),
-                              progress=progress is not False)
+        return OnTopOfBase(make_extractor("llm", config=index_llm_config(cfg, llm),
+                                          progress=progress is not False),
+                           make_extractor("fast"))
     return make_extractor(cfg.extractor)
 
 

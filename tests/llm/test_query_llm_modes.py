@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpurag import Index
+from gpurag.extract import make_extractor
+from gpurag.extract.base import COOCCURS
 from gpurag.llm.client import LLMClient
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
@@ -81,6 +83,14 @@ def test_index_with_llm_extractor_end_to_end(tmp_path, llm_url, monkeypatch):
     assert index.manifest.components["extract"].startswith("llm-")
     assert index.manifest.counts["chunks"] == 3
     assert index.manifest.counts["entities"] >= 1
+    # the LLM's output goes on top of the rule-based extraction: every name the fast
+    # extractor finds is in the graph, with its co-occurrence relations
+    assert index.manifest.components["extract"].endswith("+" + make_extractor("fast").name)
+    fast = Index.build(corpus, tmp_path / "fast", show_progress=False)
+    names = set(index.dir.table("tables/names.parquet")["name"].astype(str))
+    assert set(fast.dir.table("tables/names.parquet")["name"].astype(str)) <= names
+    relations = index.dir.table("tables/relations.parquet")["relation"].astype(str)
+    assert (relations == COOCCURS).any()
     assert index.query(records[0]["title"], k=2).passages
     rebuilt = Index.build(corpus, tmp_path / "idx2", extractor="llm", show_progress=False)
     assert rebuilt.manifest.counts["entities"] == index.manifest.counts["entities"]

@@ -125,5 +125,7 @@ def test_llm_extractor_gets_the_runtime_settings_not_the_environment(monkeypatch
     cfg = IndexConfig(extractor="llm", llm_model="cfg-model", llm_url="http://cfg:1/v1")
     ex = make_stage_extractor(cfg, LLMConfig(url="http://runtime:2/v1", concurrency=3),
                               progress=False)
-    assert ex.config.model == "cfg-model" and ex.config.url.startswith("http://cfg:1")
-    assert ex.config.concurrency == 3 and ex.progress is False
+    llm = ex.primary  # the LLM's output goes on top of the rule-based extraction
+    assert llm.config.model == "cfg-model" and llm.config.url.startswith("http://cfg:1")
+    assert llm.config.concurrency == 3 and llm.progress is False
+    assert ex.base.name.startswith("fast") and ex.name == f"{llm.name}+{ex.base.name}"
