@@ -175,7 +175,8 @@ class Index:
             from gpurag.query.graph import GraphRetriever
 
             self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime.backends,
-                                             gat_checkpoint=self.runtime.gat_checkpoint)
+                                             gat_checkpoint=self.runtime.gat_checkpoint,
+                                             passage_index=self.passage_index)
         return self._retriever
 
     @property

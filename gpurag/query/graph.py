@@ -74,10 +74,14 @@ class GraphRetriever:
     """Holds the graph arrays and entity/fact indexes of an opened index."""
 
     def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame,
-                 backends: Backends | None = None, gat_checkpoint: str | None = None) -> None:
+                 backends: Backends | None = None, gat_checkpoint: str | None = None,
+                 passage_index=None) -> None:
         from gpurag.graph import csr as csr_mod
 
         self.dir = index_dir
+        # the opened index's passage FAISS index, shared (the second hop decodes rows of it);
+        # read from the folder on first use when not given
+        self._passage_index = passage_index
         self.entities = index_dir.table("tables/entities.parquet")
         self.n_ent = len(self.entities)
         self.n_psg = len(chunks)
@@ -119,9 +123,16 @@ class GraphRetriever:
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
+    @property
+    def passage_index(self):
+        """The passage FAISS index: the opened index's, or read once from the folder."""
+        if self._passage_index is None:
+            self._passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
+        return self._passage_index
+
     def passage_vectors(self) -> np.ndarray:
         """``(n_psg, d)`` float32 passage vectors, decoded from the passage index."""
-        return decode_all(load_index(self.dir.file(layout.PASSAGES_FAISS)))
+        return decode_all(self.passage_index)
 
     @property
     def linker(self):

@@ -247,10 +247,7 @@ class BridgePages:
     def passage_emb(self) -> PassageVectors:
         """The passage vectors, decoded from the passage index for the rows asked."""
         if self._emb is None:
-            from gpurag.store import layout
-            from gpurag.vectors import load_index
-
-            self._emb = PassageVectors(load_index(self.retriever.dir.file(layout.PASSAGES_FAISS)))
+            self._emb = PassageVectors(self.retriever.passage_index)
         return self._emb
 
     def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,

@@ -164,3 +164,13 @@ def test_document_head_counts_a_split_document_once():
     rows = np.array([[0, 2, 1, 3, 4], [4, 3, -1, -1, -1]])
     assert document_head(rows, doc_codes, 2).tolist() == [[0, 2, 1, -1, -1],
                                                           [4, 3, -1, -1, -1]]
+
+
+def test_second_hop_decodes_rows_of_the_opened_passage_index_not_a_second_copy(index):
+    """One passage FAISS index per opened index: the second hop and the retriever read their
+    vectors from the index the dense search uses, not from a second copy read from disk."""
+    index.query(QUESTION, k=5)  # the retriever and its bridge pages are in use
+    emb = index.retriever.bridge_pages.passage_emb
+    assert emb.index is index.passage_index
+    assert index.retriever.passage_index is index.passage_index
+    np.testing.assert_allclose(emb[np.array([1, 0, 1])], index.passage_vectors()[[1, 0, 1]])
