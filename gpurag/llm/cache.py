@@ -126,6 +126,28 @@ class ResponseCache:
         with self._lock:
             self._conn.execute("DELETE FROM responses")
 
+    def stats(self) -> dict[str, Any]:
+        """Entries, bytes on disk (database and its write-ahead log) and the oldest and newest
+        entry's creation time (Unix seconds; ``None`` when empty)."""
+        with self._lock:
+            n, oldest, newest = self._conn.execute(
+                "SELECT COUNT(*), MIN(created), MAX(created) FROM responses").fetchone()
+        size = sum(p.stat().st_size for p in self.directory.glob(self.path.name + "*")
+                   if p.is_file() and not p.name.endswith(".lock"))
+        return {"entries": int(n), "bytes": int(size), "oldest": oldest, "newest": newest}
+
+    def prune(self, created_before: float) -> int:
+        """Remove the entries written before ``created_before`` (Unix seconds) and give their
+        space back to the file system; how many were removed. A rerun that needs one of them
+        asks the server again."""
+        with self._lock:
+            removed = self._conn.execute("DELETE FROM responses WHERE created < ?",
+                                         (created_before,)).rowcount
+            if removed:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._conn.execute("VACUUM")
+        return int(removed)
+
     def close(self) -> None:
         """Close the connection (the data stays on disk)."""
         with self._lock:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from gpurag.llm.config import STRUCTURED_MODES, LLMConfig
@@ -82,6 +83,40 @@ def add_llm_commands(subparsers: Any) -> None:
     p = sub.add_parser("check", help="ask a running server for its models and one JSON answer")
     add_llm_options(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("cache", help="show or prune the on-disk LLM response cache")
+    p.add_argument("action", choices=("info", "prune"))
+    p.add_argument("--cache-dir", help="cache folder (default: $GPURAG_LLM_CACHE_DIR, else "
+                   "the user cache folder)")
+    p.add_argument("--older-than", type=float, metavar="DAYS",
+                   help="prune: remove the answers written more than DAYS days ago")
+    p.set_defaults(func=cmd_cache)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``gpurag llm cache info|prune``: entries and size, or remove old answers."""
+    from gpurag.llm.cache import ResponseCache
+    from gpurag.llm.config import default_cache_dir
+
+    folder = Path(args.cache_dir or os.environ.get("GPURAG_LLM_CACHE_DIR")
+                  or default_cache_dir()).expanduser()
+    if not (folder / "responses.sqlite").is_file():
+        print(f"no LLM response cache at {folder}")
+        return 0
+    with ResponseCache(folder) as cache:
+        if args.action == "prune":
+            if args.older_than is None or args.older_than < 0:
+                print("gpurag: error: prune needs --older-than DAYS (>= 0)", file=sys.stderr)
+                return 2
+            removed = cache.prune(time.time() - args.older_than * 86400.0)
+            print(f"removed {removed} answers written more than {args.older_than:g} days ago")
+        st = cache.stats()
+    def when(t: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "-"
+
+    print(f"{folder}: {st['entries']} answers, {st['bytes'] / 2**20:.1f} MiB, "
+          f"oldest {when(st['oldest'])}, newest {when(st['newest'])}")
+    return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
