@@ -143,9 +143,9 @@ class ResponseCache:
         with self._lock:
             removed = self._conn.execute("DELETE FROM responses WHERE created < ?",
                                          (created_before,)).rowcount
-            if removed:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if removed:  # VACUUM writes through the WAL: checkpoint after it
                 self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(removed)
 
     def close(self) -> None:

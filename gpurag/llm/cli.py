@@ -98,8 +98,14 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from gpurag.llm.cache import ResponseCache
     from gpurag.llm.config import default_cache_dir
 
-    folder = Path(args.cache_dir or os.environ.get("GPURAG_LLM_CACHE_DIR")
-                  or default_cache_dir()).expanduser()
+    if args.action == "info" and args.older_than is not None:
+        print("gpurag: error: --older-than goes with prune", file=sys.stderr)
+        return 2
+    where = args.cache_dir or os.environ.get("GPURAG_LLM_CACHE_DIR") or default_cache_dir()
+    if where.strip().lower() in ("none", "null", "off"):
+        print("the LLM response cache is off (GPURAG_LLM_CACHE_DIR)")
+        return 0
+    folder = Path(where).expanduser()
     if not (folder / "responses.sqlite").is_file():
         print(f"no LLM response cache at {folder}")
         return 0

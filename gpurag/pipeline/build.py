@@ -12,6 +12,7 @@ from gpurag.config import IndexConfig
 from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
+from gpurag.llm.config import LLMConfig
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
@@ -30,14 +31,18 @@ CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_c
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
-def build_stage_inputs(source: str | Path, cfg: IndexConfig) -> dict[str, dict[str, Any]]:
-    """Per checkpointed stage, in pipeline order, what its checkpoints were made from."""
+def build_stage_inputs(source: str | Path, cfg: IndexConfig, llm: LLMConfig | None = None
+                       ) -> dict[str, dict[str, Any]]:
+    """Per checkpointed stage, in pipeline order, what its checkpoints were made from
+    (``llm``: the runtime's LLM settings, whose sampling changes an LLM extraction)."""
     settings = dataclasses.asdict(cfg)
     chunk_embed = {"source": source_fingerprint(source),
                    **{k: settings[k] for k in CHUNK_EMBED_SETTINGS}}
     extract = {k: settings[k] for k in EXTRACT_SETTINGS}
     if cfg.triples and Path(cfg.triples).is_file():
         extract["triples_file"] = file_digest(Path(cfg.triples))
+    elif llm is not None and cfg.extractor.strip().lower() == "llm":
+        extract["llm_sampling"] = llm.fingerprint()
     return {"chunk_embed": chunk_embed, "extract": extract,
             "rest": {k: v for k, v in settings.items()
                      if k not in CHUNK_EMBED_SETTINGS and k not in EXTRACT_SETTINGS}}
@@ -105,7 +110,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
-    work = WorkDir(out, build_stage_inputs(source, cfg))
+    work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     timings: dict[str, float] = {}

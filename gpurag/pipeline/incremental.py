@@ -10,9 +10,11 @@ facts not seen before are embedded). Communities are a full re-cluster (Leiden o
 entity graph: seconds for tens of thousands of passages); the manifest says so.
 
 Extractors whose output for a chunk depends on its batch (the fast extractor drops a
-sentence-initial word seen lower-case anywhere in its batch) are re-run from the first batch a
-change touches, on the batch boundaries a full build uses, so the result equals a rebuild;
-per-chunk extractors (LLM, triples) are never re-run on stored chunks.
+sentence-initial word seen lower-case anywhere in its batch, and so do the LLM and the triples
+import, whose output goes on top of it) are re-run from the first batch a change touches, on
+the batch boundaries a full build uses, so the result equals a rebuild; an LLM's answers for
+stored chunks then come from its response cache. Per-chunk extractors (an LLM or triples
+alone) are never re-run on stored chunks.
 
 Everything happens under the index's write lock and is committed atomically; a killed insert
 leaves the previous version as it was and a rerun resumes its chunk+embed checkpoints.
@@ -57,7 +59,6 @@ from gpurag.vectors.codec import decode_all
 
 log = logging.getLogger(__name__)
 
-PER_CHUNK_EXTRACTORS = ("LLMExtractor", "TriplesExtractor")  # output of a chunk is its own
 COMMUNITIES = "full re-cluster"
 MAX_IDS_RECORDED = 1000
 MAX_HISTORY = 50
@@ -174,7 +175,12 @@ def _batch_size(extractor: Extractor) -> int:
 
 
 def _per_chunk(extractor: Extractor) -> bool:
-    return type(extractor).__name__ in PER_CHUNK_EXTRACTORS
+    """Whether a chunk's extraction is its own, not its batch's: an LLM alone, triples alone.
+    On top of the rule-based extraction (the default for both) it depends on the batch."""
+    kind = type(extractor).__name__
+    if kind == "TriplesExtractor":
+        return not getattr(extractor, "base", "")
+    return kind == "LLMExtractor"
 
 
 def reuse_extraction(stored: Stored, new_pos: np.ndarray, keep_below: int,
@@ -327,6 +333,10 @@ def _timed_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
     t0 = time.perf_counter()
     extractor = _extractor(stored.config, runtime, show)
     record.record("extract", extractor.name)
+    built_by = stored.manifest.components.get("extract")
+    if built_by and built_by != extractor.name:
+        log.warning("the stored chunks were extracted by %s, the changed ones are by %s: "
+                    "rebuild the index to extract them all one way", built_by, extractor.name)
     out = update_extraction(stored, chunks, new_pos, keep_below, extractor, op)
     timings["extract_s"] = time.perf_counter() - t0
     return out

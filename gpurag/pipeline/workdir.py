@@ -84,7 +84,8 @@ class WorkDir:
                 continue
             if changed is None:
                 changed = stage
-                old = old_inputs.get(stage) or {}
+                old = old_inputs.get(stage)
+                old = old if isinstance(old, dict) else {}
                 fields = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
                 dropped = [s for s in list(self.stage_inputs)[list(self.stage_inputs).index(stage):]
                            if s in state]
@@ -94,8 +95,8 @@ class WorkDir:
                                 "%s changed, so %s is redone", self.root,
                                 ", ".join(kept) or "no", what, ", ".join(dropped))
                 else:
-                    log.info("resuming the interrupted build in %s with its %s checkpoints: "
-                             "%s changed, which only later steps use", self.root,
+                    log.info("resuming the interrupted build in %s with its %s checkpoints "
+                             "(%s changed, which they do not depend on)", self.root,
                              ", ".join(kept) or "no", what)
             for folder in STAGE_FOLDERS.get(stage, ()):
                 shutil.rmtree(self.root / folder, ignore_errors=True)

@@ -276,3 +276,46 @@ def test_changed_extractor_setting_keeps_embeddings(tmp_path):
     third = WorkDir(target, {"chunk_embed": {"source": "t"}, "extract": {"extractor": "llm"},
                              "rest": {"seed": 1}})
     assert not third.resumed and not (third.root / "chunks").exists()
+
+
+def test_an_unreadable_input_file_does_not_stop_the_fingerprint(tmp_path, monkeypatch):
+    """Ingest skips and reports a file it cannot read; the resume fingerprint marks it instead
+    of failing the build before it starts."""
+    import builtins
+
+    from gpurag.ingest import readers
+
+    good = tmp_path / "src" / "a.txt"
+    good.parent.mkdir()
+    good.write_text("Some text.", encoding="utf-8")
+    locked = tmp_path / "src" / "b.txt"
+    locked.write_text("Other text.", encoding="utf-8")
+    before = readers.source_fingerprint(good.parent)
+
+    def guarded_open(path, *args, **kwargs):
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(readers, "open", guarded_open, raising=False)
+    monkeypatch.setattr(readers, "_DIGESTS", {})
+    assert readers.file_digest(locked) == "unreadable:13"
+    assert readers.source_fingerprint(good.parent) != before
+
+
+def test_a_damaged_state_file_discards_the_work_instead_of_failing(tmp_path):
+    import json
+
+    from gpurag.pipeline.workdir import WorkDir
+
+    stages = {"chunk_embed": {"source": "s"}, "extract": {"extractor": "fast"}}
+    work = WorkDir(tmp_path / "index", stages)
+    work.state["chunk_embed"] = {"done": True}
+    work.save()
+    state = json.loads((work.root / "state.json").read_text())
+    state["key"], state["inputs"]["chunk_embed"] = "other", ["not", "a", "mapping"]
+    (work.root / "state.json").write_text(json.dumps(state))
+    again = WorkDir(tmp_path / "index", stages)
+    assert not again.resumed
+    (again.root / "state.json").write_text("{not json")
+    assert not WorkDir(tmp_path / "index", stages).resumed

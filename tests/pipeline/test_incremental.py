@@ -245,3 +245,20 @@ def test_dense_only_index_and_an_index_without_stored_extraction(tmp_path, corpu
     assert grown.last_update.reextracted_chunks == 57
     assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", runtime=runtime,
                                          show_progress=False))
+
+
+def test_insert_into_a_triples_index_equals_build_of_the_union(tmp_path, corpus, runtime):
+    """Imported triples go on top of the rule-based extraction, whose output depends on its
+    batch: an insert re-extracts the open batch as for the fast extractor, and equals a
+    rebuild."""
+    records = _records()
+    triples = tmp_path / "triples.jsonl"
+    rows = [{"id": r["id"], "entities": [r["title"]],
+             "triples": [[r["title"], "is described in", f"passage {r['id']}"]]}
+            for r in records[::3]]
+    triples.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    opts = dict(runtime=runtime, show_progress=False, triples=str(triples))
+    base = Index.build(corpus["A"], tmp_path / "inc", **opts)
+    grown = base.insert(corpus["B"], show_progress=False)
+    assert grown.last_update.reextracted_chunks == 57 - (SPLIT // BATCH) * BATCH
+    assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", **opts))
