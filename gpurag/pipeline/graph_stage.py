@@ -232,7 +232,8 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     resolution = resolve_aliases(
         list(unique), embedder, merge_threshold=cfg.merge_threshold,
         synonym_threshold=cfg.synonym_threshold, embeddings=name_vecs,
-        counts=counts.to_numpy(), labels=[labels.get(n, "") for n in unique], knn=knn,
+        counts=counts.to_numpy(),
+        labels=labels.reindex(unique).fillna("").astype(str).tolist(), knn=knn,
     )
     name_to_entity = pd.Series(resolution.entity_of_name, index=pd.Index(unique, dtype=object))
 
