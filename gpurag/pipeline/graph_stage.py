@@ -433,30 +433,41 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
         ex = run_extraction(chunks, extractor, work, show_progress)
         timings["extract_s"] = time.perf_counter() - t0
 
+    # The steps after extraction take minutes on a large corpus: one bar names the running one.
+    steps = progress_bar(total=5, desc="graph", unit="step", show=show_progress)
+    steps.set_postfix_str("resolving aliases (embedding the names)")
     t0 = time.perf_counter()
     knn = _recording(backends.knn, record, "knn", backends.names["knn"])
     ents = resolve_entities(ex, embedder, cfg, knn=knn)
     timings["resolve_s"] = time.perf_counter() - t0
+    steps.update(1)
 
+    steps.set_postfix_str(f"facts and CSR ({len(ents.entities):,} entities)")
     t0 = time.perf_counter()
     facts = build_facts(chunks, ents)
     kg = build_graph(ents, len(chunks), cfg.title_edge_weight)
     timings["graph_s"] = time.perf_counter() - t0
+    steps.update(1)
 
+    steps.set_postfix_str(f"Leiden communities ({kg.entity_graph.n_nodes:,} nodes)")
     t0 = time.perf_counter()
     communities = detect_communities(kg, cfg, backends.leiden)
     if kg.entity_graph.n_nodes:
         record.record("leiden", communities.attrs.get("implementation",
                                                       backends.names["leiden"]))
     timings["leiden_s"] = time.perf_counter() - t0
+    steps.update(1)
 
     t0 = time.perf_counter()
     write_names(writer, cfg, ents)
     write_s = time.perf_counter() - t0
 
+    steps.set_postfix_str(f"embedding {len(facts.table):,} facts")
     t0 = time.perf_counter()
     fact_vecs = embed_facts(facts, embedder, cfg)
     timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+    steps.update(1)
+    steps.set_postfix_str("writing")
 
     descriptions = None
     if ents.descriptions is not None and len(ents.descriptions):
@@ -466,4 +477,6 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
     write_graph(writer, cfg, ents, facts, kg, communities, fact_vecs, descriptions)
     write_extraction(writer, ex)
     timings["graph_write_s"] = write_s + time.perf_counter() - t0
+    steps.update(1)
+    steps.close()
     return graph_counts(ents, facts, kg, communities)

@@ -319,3 +319,18 @@ def test_a_damaged_state_file_discards_the_work_instead_of_failing(tmp_path):
     assert not again.resumed
     (again.root / "state.json").write_text("{not json")
     assert not WorkDir(tmp_path / "index", stages).resumed
+
+
+def test_the_graph_steps_after_extraction_show_progress(tmp_path, sample_records, capsys):
+    """Alias resolution, facts, Leiden and the fact vectors take minutes on a large corpus:
+    a bar names the running step, after the extraction's."""
+    from gpurag.runtime import Runtime
+
+    src = write_jsonl(tmp_path / "src" / "docs.jsonl", sample_records[:6])
+    Index.build(src, tmp_path / "index", runtime=Runtime.create(device="cpu", progress=True))
+    err = capsys.readouterr().err
+    assert "extract (" in err and "graph: 100%" in err and "5/5" in err
+    for step in ("resolving aliases", "Leiden communities", "facts", "writing"):
+        assert step in err
+    Index.build(src, tmp_path / "quiet", show_progress=False)
+    assert "graph:" not in capsys.readouterr().err
