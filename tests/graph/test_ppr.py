@@ -207,6 +207,22 @@ def test_dispatcher(monkeypatch):
         ppr(g, few, method="exact")
 
 
+def test_auto_picks_the_method_per_row_so_a_batch_scores_as_its_rows_alone(monkeypatch):
+    """One question with many seeds used to send its whole batch to power iteration."""
+    monkeypatch.setattr(ppr_module, "AUTO_PUSH_MAX_SEEDS", 10)
+    monkeypatch.setattr(ppr_module, "AUTO_PUSH_MIN_EDGES", 0)
+    g = random_graph(13, symmetric=True)
+    few = np.asarray(reset_matrix(g.n_nodes, 3, seed=1))
+    batch = np.vstack([few[:1], np.ones((1, g.n_nodes)), few[1:]])  # row 1: every node a seed
+    assert ppr_module.push_rows(g, batch).tolist() == [True, False] + [True] * (len(few) - 1)
+    alone = np.vstack([ppr(g, row, eps=1e-2) for row in batch])
+    np.testing.assert_allclose(ppr(g, batch, eps=1e-2), alone, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(ppr(g, batch, eps=1e-2, output="sparse").toarray(), alone,
+                               rtol=1e-6, atol=1e-9)
+    # and the pushed rows really were pushed (push's error is visible against power)
+    assert np.abs(alone[0] - ppr_power(g, batch[:1])[0]).max() > 1e-6
+
+
 def test_power_iteration_scores_do_not_depend_on_the_batch():
     """A question's PPR scores are the same alone or in any batch (converged columns freeze),
     so a served request gets exactly what a direct query would."""
