@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -126,6 +126,7 @@ class FastExtractor:
     max_per_sentence: int = 24
     max_name_chars: int = 80
     name: str = field(init=False)
+    cpu_bound: ClassVar[bool] = True  # batches may run in worker processes
 
     def __post_init__(self) -> None:
         self.name = f"fast-v1(max_per_sentence={self.max_per_sentence})"

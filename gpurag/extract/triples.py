@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -169,6 +170,7 @@ class TriplesExtractor:
     path: str | os.PathLike[str]
     base: str = "fast"
     name: str = field(init=False)
+    cpu_bound: ClassVar[bool] = True  # batches may run in worker processes
     _table: dict[str, tuple] | None = field(init=False, default=None, repr=False)
     _file_stats: Counter | None = field(init=False, default=None, repr=False)
 

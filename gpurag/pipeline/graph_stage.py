@@ -70,17 +70,19 @@ def index_llm_config(cfg: IndexConfig, llm: LLMConfig) -> LLMConfig:
 
 def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
                    show_progress: bool | None) -> Extraction:
-    """Extract in batches, each batch checkpointed so a killed run resumes after it."""
+    """Extract in batches, each batch checkpointed so a killed run resumes after it; the
+    batches of a CPU-bound extractor run in worker processes (:mod:`extract_pool`)."""
+    from gpurag.pipeline.extract_pool import extract_batches, pool_workers
+
     stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {},
                                               "batch_stats": []})
     bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
                        show=show_progress)
     bar.update(stage["done_rows"])
     batch_size = int(getattr(extractor, "batch_size", EXTRACT_BATCH))
-    while stage["done_rows"] < len(chunks):
-        start = stage["done_rows"]
-        batch = chunks.iloc[start : start + batch_size]
-        part = extractor.extract(batch.reset_index(drop=True), offset=start)
+    first = stage["done_rows"]
+    workers = pool_workers(extractor, -(-(len(chunks) - first) // batch_size))
+    for start, rows, part in extract_batches(chunks, extractor, first, batch_size, workers):
         i = stage["parts"]
         pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
         pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
@@ -93,9 +95,9 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
         stage.setdefault("batch_stats", []).append(
             {"start": start, "stats": {k: int(v) for k, v in part.stats.items()}})
         stage["parts"] += 1
-        stage["done_rows"] = start + len(batch)
+        stage["done_rows"] = start + rows
         work.save()
-        bar.update(len(batch))
+        bar.update(rows)
     bar.close()
     parts = stage["parts"]
     if not parts:

@@ -1,0 +1,87 @@
+"""Extraction batches in worker processes, for the CPU-bound extractors.
+
+A rule-based extractor's output for a batch depends on that batch alone, so batches can run in
+any process and still give, in order, exactly what one process gives. The fast extractor runs a
+few thousand chunks per second on one core: once embedding moves to a GPU, extraction on one
+core is a sixth of a build (docs/SCALING.md). Extractors opt in with ``cpu_bound = True``; an
+LLM extractor (network bound, already concurrent) and spaCy (one model per process) do not.
+Workers are spawned, not forked: the parent holds onnxruntime and torch thread pools.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import pandas as pd
+
+from gpurag.extract.base import Extraction, Extractor
+
+MIN_BATCHES_FOR_POOL = 16  # 8k chunks, ~1.3 s on one core; a worker takes ~1 s to start
+_worker_extractor: Extractor | None = None
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def pool_workers(extractor: Extractor, n_batches: int, cap: int | None = None) -> int:
+    """How many worker processes to extract ``n_batches`` with: 1 (in this process) unless the
+    extractor is CPU-bound and there are enough batches to pay for starting workers.
+    ``GPURAG_EXTRACT_WORKERS`` sets the number (1 turns the pool off)."""
+    if not getattr(extractor, "cpu_bound", False) or n_batches < MIN_BATCHES_FOR_POOL:
+        return 1
+    env = os.environ.get("GPURAG_EXTRACT_WORKERS", "").strip()
+    wanted = int(env) if env.isdigit() and int(env) > 0 else (cap or available_cores())
+    return max(1, min(wanted, n_batches))
+
+
+def _init_worker(extractor: Extractor) -> None:
+    global _worker_extractor
+    _worker_extractor = extractor
+
+
+def _extract_in_worker(batch: pd.DataFrame, offset: int) -> Extraction:
+    assert _worker_extractor is not None
+    return _worker_extractor.extract(batch, offset=offset)
+
+
+def extract_batches(chunks: pd.DataFrame, extractor: Extractor, start: int, batch_size: int,
+                    workers: int = 1) -> Iterator[tuple[int, int, Extraction]]:
+    """``(start, rows, extraction)`` of each batch of ``chunks`` from ``start``, in order.
+    With ``workers > 1`` the batches run in that many spawned processes, at most two per
+    worker in flight, so memory stays bounded and results are yielded (and checkpointed by
+    the caller) as they come in order."""
+    starts = range(start, len(chunks), batch_size)
+
+    def batch(a: int) -> pd.DataFrame:
+        return chunks.iloc[a : a + batch_size].reset_index(drop=True)
+
+    if workers <= 1:
+        for a in starts:
+            part = batch(a)
+            yield a, len(part), extractor.extract(part, offset=a)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                             initializer=_init_worker, initargs=(extractor,)) as pool:
+        pending: deque[tuple[int, int, Future]] = deque()
+        todo = iter(starts)
+        for a in todo:
+            part = batch(a)
+            pending.append((a, len(part), pool.submit(_extract_in_worker, part, a)))
+            if len(pending) >= 2 * workers:
+                break
+        while pending:
+            a, rows, future = pending.popleft()
+            nxt = next(todo, None)
+            if nxt is not None:
+                part = batch(nxt)
+                pending.append((nxt, len(part), pool.submit(_extract_in_worker, part, nxt)))
+            yield a, rows, future.result()

@@ -1,0 +1,69 @@
+"""Extraction batches in worker processes give exactly what one process gives."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from gpurag import Index
+from gpurag.extract import make_extractor
+from gpurag.pipeline import graph_stage
+from gpurag.pipeline.extract_pool import extract_batches, pool_workers
+
+from .conftest import SAMPLE
+
+
+@pytest.fixture(scope="module")
+def chunks() -> pd.DataFrame:
+    recs = [json.loads(line) for line in
+            (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    return pd.DataFrame({"chunk_id": [r["id"] for r in recs], "doc_id": [r["id"] for r in recs],
+                         "title": [r.get("title", "") for r in recs],
+                         "text": [r["text"] for r in recs]})
+
+
+def test_pooled_batches_equal_the_batches_of_one_process(chunks):
+    fast = make_extractor("fast")
+    one = list(extract_batches(chunks, fast, 5, 8, workers=1))
+    pooled = list(extract_batches(chunks, fast, 5, 8, workers=2))
+    assert [(a, n) for a, n, _ in pooled] == [(a, n) for a, n, _ in one]
+    assert [a for a, _, _ in one] == list(range(5, len(chunks), 8))
+    for (_, _, x), (_, _, y) in zip(one, pooled, strict=True):
+        pd.testing.assert_frame_equal(x.mentions, y.mentions)
+        pd.testing.assert_frame_equal(x.relations, y.relations)
+        assert x.stats == y.stats
+
+
+def test_only_cpu_bound_extractors_with_enough_batches_use_workers(monkeypatch):
+    fast = make_extractor("fast")
+    monkeypatch.delenv("GPURAG_EXTRACT_WORKERS", raising=False)
+    assert pool_workers(fast, 15) == 1  # too few batches to pay for starting workers
+    assert pool_workers(fast, 100, cap=4) == 4
+    assert pool_workers(fast, 20, cap=32) == 20
+
+    class Remote:  # an LLM-like extractor: not CPU-bound
+        name = "remote"
+
+    assert pool_workers(Remote(), 100, cap=4) == 1
+    monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "1")
+    assert pool_workers(fast, 100, cap=4) == 1
+
+
+def test_a_build_with_extraction_workers_equals_one_without(tmp_path, monkeypatch):
+    from gpurag.pipeline import extract_pool
+
+    used = []
+    real = extract_pool.pool_workers
+    monkeypatch.setattr(extract_pool, "pool_workers",
+                        lambda *a, **kw: used.append(real(*a, **kw)) or used[-1])
+    monkeypatch.setattr(graph_stage, "EXTRACT_BATCH", 3)  # 57 chunks: 19 batches
+    monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "2")
+    pooled = Index.build(SAMPLE / "corpus.jsonl", tmp_path / "pooled", show_progress=False)
+    assert used == [2]
+    monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "1")
+    single = Index.build(SAMPLE / "corpus.jsonl", tmp_path / "single", show_progress=False)
+    digests = [{rel: m["sha256"] for rel, m in ix.manifest.files.items()}
+               for ix in (pooled, single)]
+    assert digests[0] == digests[1]
