@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 
 import pandas as pd
 
@@ -31,14 +33,32 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def main_module_is_guarded() -> bool:
+    """Whether spawned workers can import ``__main__`` without running it: gpurag's command
+    line, pytest, an interactive session or notebook. A user's script may call the build at
+    its top level, without ``if __name__ == "__main__"``; a spawned worker would run it."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and (spec.name or "").split(".")[0] in ("gpurag", "pytest"):
+        return True
+    path = getattr(main, "__file__", None)
+    return path is None or Path(path).name in ("gpurag", "pytest", "py.test")
+
+
 def pool_workers(extractor: Extractor, n_batches: int, cap: int | None = None) -> int:
     """How many worker processes to extract ``n_batches`` with: 1 (in this process) unless the
     extractor is CPU-bound and there are enough batches to pay for starting workers.
-    ``GPURAG_EXTRACT_WORKERS`` sets the number (1 turns the pool off)."""
+    ``GPURAG_EXTRACT_WORKERS`` sets the number (1 turns the pool off); without it, a script of
+    the user's keeps extraction in its own process (see :func:`main_module_is_guarded`)."""
     if not getattr(extractor, "cpu_bound", False) or n_batches < MIN_BATCHES_FOR_POOL:
         return 1
     env = os.environ.get("GPURAG_EXTRACT_WORKERS", "").strip()
-    wanted = int(env) if env.isdigit() and int(env) > 0 else (cap or available_cores())
+    if env.isdigit() and int(env) > 0:
+        wanted = int(env)
+    elif main_module_is_guarded():
+        wanted = cap or available_cores()
+    else:
+        return 1
     return max(1, min(wanted, n_batches))
 
 

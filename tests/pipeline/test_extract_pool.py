@@ -37,8 +37,11 @@ def test_pooled_batches_equal_the_batches_of_one_process(chunks):
 
 
 def test_only_cpu_bound_extractors_with_enough_batches_use_workers(monkeypatch):
+    from gpurag.pipeline import extract_pool
+
     fast = make_extractor("fast")
     monkeypatch.delenv("GPURAG_EXTRACT_WORKERS", raising=False)
+    monkeypatch.setattr(extract_pool, "main_module_is_guarded", lambda: True)
     assert pool_workers(fast, 15) == 1  # too few batches to pay for starting workers
     assert pool_workers(fast, 100, cap=4) == 4
     assert pool_workers(fast, 20, cap=32) == 20
@@ -49,6 +52,33 @@ def test_only_cpu_bound_extractors_with_enough_batches_use_workers(monkeypatch):
     assert pool_workers(Remote(), 100, cap=4) == 1
     monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "1")
     assert pool_workers(fast, 100, cap=4) == 1
+
+
+def test_a_users_script_keeps_extraction_in_its_process_unless_asked(monkeypatch, tmp_path):
+    """A spawned worker imports ``__main__``: a script that builds at its top level would run
+    again in every worker, so only gpurag's CLI, pytest and interactive sessions pool."""
+    import sys
+    import types
+
+    from gpurag.pipeline import extract_pool
+
+    fast = make_extractor("fast")
+    monkeypatch.delenv("GPURAG_EXTRACT_WORKERS", raising=False)
+    script = types.ModuleType("__main__")
+    script.__file__ = str(tmp_path / "my_build.py")
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert not extract_pool.main_module_is_guarded()
+    assert pool_workers(fast, 100, cap=4) == 1
+    monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "3")  # the user asks: they guard their script
+    assert pool_workers(fast, 100, cap=4) == 3
+    cli = types.ModuleType("__main__")
+    cli.__file__ = "/venv/bin/gpurag"
+    monkeypatch.setitem(sys.modules, "__main__", cli)
+    monkeypatch.delenv("GPURAG_EXTRACT_WORKERS")
+    assert pool_workers(fast, 100, cap=4) == 4
+    interactive = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", interactive)
+    assert extract_pool.main_module_is_guarded()
 
 
 def test_a_build_with_extraction_workers_equals_one_without(tmp_path, monkeypatch):
