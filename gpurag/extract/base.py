@@ -73,7 +73,10 @@ class Extractor(Protocol):
 
     ``chunks`` is a DataFrame with at least ``chunk_id``, ``title`` and ``text`` columns; its
     row positions (0..len-1) plus ``offset`` are the ``chunk`` values written in the result.
-    ``name`` identifies the extractor and its settings (it keys caches).
+    ``name`` identifies the extractor and its settings (it keys caches). Optional attributes
+    the pipeline reads: ``batch_size`` (chunks per call), ``per_chunk`` (a chunk's output does
+    not depend on its batch, so an insert never re-extracts stored chunks; default False) and
+    ``cpu_bound`` (batches may run in worker processes; default False).
     """
 
     name: str

@@ -21,9 +21,7 @@ from gpurag.extract.base import Extraction, Extractor
 class OnTopOfBase:
     """``primary``'s mentions and relations plus ``base``'s, for each batch of chunks.
 
-    A mention both give (same chunk, name, label and span, such as the title mention) is
-    kept once. ``stats``: the primary's counters, the base's as ``base_*``. Whatever else the
-    primary's extraction carries (an LLM's entity descriptions) is kept.
+    Joined by :func:`on_top_of`, as the triples import joins its own base.
     """
 
     primary: Extractor
@@ -37,13 +35,21 @@ class OnTopOfBase:
     def batch_size(self) -> int:
         return int(getattr(self.primary, "batch_size", 512))
 
+    per_chunk = False  # the base's output depends on its batch
+
     def extract(self, chunks: pd.DataFrame, offset: int = 0) -> Extraction:
         """Both extractions of ``chunks`` (rows are positions ``offset + i``), joined."""
-        top = self.primary.extract(chunks, offset=offset)
-        base = self.base.extract(chunks, offset=offset)
-        mentions = pd.concat([top.mentions, base.mentions], ignore_index=True)
-        mentions = mentions.drop_duplicates(ignore_index=True)
-        relations = pd.concat([top.relations, base.relations], ignore_index=True)
-        stats = Counter(top.stats)
-        stats.update({f"base_{k}": v for k, v in base.stats.items()})
-        return dataclasses.replace(top, mentions=mentions, relations=relations, stats=stats)
+        return on_top_of(self.primary.extract(chunks, offset=offset),
+                         self.base.extract(chunks, offset=offset))
+
+
+def on_top_of(top: Extraction, base: Extraction) -> Extraction:
+    """``top``'s mentions and relations, then ``base``'s, of the same chunks; a mention both
+    give is kept once. ``stats``: ``top``'s, the base's as ``base_*``; whatever else ``top``
+    carries (an LLM's entity descriptions) is kept."""
+    mentions = pd.concat([top.mentions, base.mentions], ignore_index=True)
+    mentions = mentions.drop_duplicates(ignore_index=True)
+    relations = pd.concat([top.relations, base.relations], ignore_index=True)
+    stats = Counter(top.stats)
+    stats.update({f"base_{k}": v for k, v in base.stats.items()})
+    return dataclasses.replace(top, mentions=mentions, relations=relations, stats=stats)

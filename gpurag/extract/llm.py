@@ -177,6 +177,7 @@ class LLMExtractor:
     """
 
     batch_size: int = 4096
+    per_chunk = True  # a chunk's answers are its own, whatever the batch
 
     def __init__(self, config: LLMConfig | None = None, gleaning: bool = False, *,
                  client: LLMClient | None = None,

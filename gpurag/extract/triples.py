@@ -32,6 +32,7 @@ import pandas as pd
 
 from gpurag.extract.assembly import TITLE_LABEL, find_span, texts_and_titles
 from gpurag.extract.base import Extraction
+from gpurag.extract.combined import on_top_of
 
 __all__ = ["TriplesExtractor", "is_date_name", "load_triples"]
 
@@ -191,6 +192,12 @@ class TriplesExtractor:
         return self._table, self._file_stats
 
     @property
+    def per_chunk(self) -> bool:
+        """Whether a chunk's extraction is its own, not its batch's: the triples alone are;
+        on top of the fast extraction they depend on the batch as it does."""
+        return not self.base
+
+    @property
     def file_stats(self) -> Counter:
         """File-level counters (parses the file on first use)."""
         return Counter(self._load()[1])
@@ -254,13 +261,11 @@ class TriplesExtractor:
         stats["triple_mentions"] += len(mentions)
         stats["triple_relations"] += len(relations)
         stats["mentions_not_in_text"] += int((spans[:, 0] < 0).sum())
-        if self._base is not None:
-            base = self._base.extract(chunks, offset=offset)
-            stats.update({f"base_{k}": v for k, v in base.stats.items()})
-            mentions = pd.concat([mentions, base.mentions], ignore_index=True)
-            relations = pd.concat([relations, base.relations], ignore_index=True)
-        else:
+        if self._base is None:
             mentions = pd.concat([mentions, title_mentions(chunks, offset)], ignore_index=True)
-        stats["mentions"] += len(mentions)
-        stats["relations"] += len(relations)
-        return Extraction(mentions=mentions, relations=relations, stats=stats)
+        ex = Extraction(mentions=mentions, relations=relations, stats=stats)
+        if self._base is not None:
+            ex = on_top_of(ex, self._base.extract(chunks, offset=offset))
+        ex.stats["mentions"] += len(ex.mentions)
+        ex.stats["relations"] += len(ex.relations)
+        return ex

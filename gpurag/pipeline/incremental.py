@@ -175,12 +175,9 @@ def _batch_size(extractor: Extractor) -> int:
 
 
 def _per_chunk(extractor: Extractor) -> bool:
-    """Whether a chunk's extraction is its own, not its batch's: an LLM alone, triples alone.
-    On top of the rule-based extraction (the default for both) it depends on the batch."""
-    kind = type(extractor).__name__
-    if kind == "TriplesExtractor":
-        return not getattr(extractor, "base", "")
-    return kind == "LLMExtractor"
+    """Whether a chunk's extraction is its own, not its batch's (the extractor's ``per_chunk``:
+    an LLM alone, triples alone; not on top of the rule-based extraction)."""
+    return bool(getattr(extractor, "per_chunk", False))
 
 
 def reuse_extraction(stored: Stored, new_pos: np.ndarray, keep_below: int,

@@ -200,6 +200,7 @@ def test_musique_triples():
     located = ex.mentions[ex.mentions["start"] >= 0]
     assert len(located) > 0.7 * len(ex.mentions)
     texts = chunks["text"].to_numpy()
-    sample = located.sample(200, random_state=0)
+    # (a title mention's span is the title without its qualifier: "Westerpark (park)")
+    sample = located[located["label"] != "TITLE"].sample(200, random_state=0)
     for row in sample.itertuples():
         assert texts[row.chunk][row.start : row.end].lower() == row.name.lower()
