@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 def _fmt(row: dict[str, float]) -> str:
     return "  ".join(f"{k} {v:.3f}" for k, v in row.items() if isinstance(v, float))
@@ -32,7 +34,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     )
 
     indexes = list(args.index or [])
-    if indexes and len(indexes) != len(args.datasets):
+    if indexes and args.datasets and len(indexes) != len(args.datasets):
         raise ConfigError("give one --index per dataset (or none)")
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, patience=args.patience,
                       lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout,
@@ -74,6 +76,19 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
         if not quiet:
             print(f"{ds.name}: {len(tr)} train / {len(va)} val / {len(te)} test questions "
                   f"(candidates recorded in {record_s:.1f}s)")
+    if args.synthetic:
+        paths = args.synthetic_index or ([] if args.datasets else indexes)
+        sources = ([(p, None) for p in paths] if paths
+                   else [(str(index.path), index) for index, _, _ in keep])
+        if not sources:
+            raise ConfigError("--synthetic needs index folders: --synthetic-index IDX or "
+                              "--index IDX")
+        for path, index in sources:
+            _add_synthetic(index or _open(path), args, cfg, bool(args.datasets), train_sets,
+                           val_sets, data, quiet)
+    if not train_sets:
+        raise ConfigError("nothing to train on: give datasets, or --synthetic N with "
+                          "--index IDX")
     model, info = train(train_sets, val_sets, cfg, progress=not quiet)
     metrics: dict[str, Any] = {"best_epoch": info["best_epoch"], "seconds": info["seconds"]}
     if cv_results:
@@ -94,6 +109,43 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
         if tmp is not None:
             tmp.cleanup()
     return 0
+
+
+def _open(path: str):
+    from gpurag import Index
+
+    return Index.open(path)
+
+
+def _add_synthetic(index, args: argparse.Namespace, cfg, with_real: bool, train_sets: list,
+                   val_sets: list, data: list[dict], quiet: bool) -> None:
+    """Synthetic questions of ``index`` for training (:mod:`gpurag.rerank.synthetic`): all of
+    them beside real datasets (which validate), else split into train and validation."""
+    from gpurag.rerank.synthetic import parse_kinds, prepare_synthetic
+    from gpurag.rerank.train import split
+
+    t0 = time.perf_counter()
+    qs, syn = prepare_synthetic(index, args.synthetic, cfg, draw=args.synthetic_per_epoch,
+                                kinds=parse_kinds(args.synthetic_kinds),
+                                trivial_top=args.synthetic_trivial_top)
+    if with_real:
+        tr, va = np.arange(len(qs)), np.zeros(0, np.int64)
+    else:
+        tr, va, _ = split(len(qs), cfg.val_frac, 0.0, cfg.seed)
+    train_sets.append(qs.take(tr))
+    if len(va):
+        val_sets.append(qs.take(va))
+    data.append({"dataset": syn.name, "synthetic": True, "path": str(index.path),
+                 "passages": int(index.manifest.counts.get("documents", 0)),
+                 "questions": len(qs), "train": len(tr), "val": len(va), "test": 0,
+                 "test_ids": [], "val_ids": [qs.ids[j] for j in va], "kinds": syn.stats,
+                 "draw_per_epoch": args.synthetic_per_epoch,
+                 "trivial_top": args.synthetic_trivial_top,
+                 "examples": [q.question for q in syn.questions[:: max(1, len(qs) // 8)]]})
+    if not quiet:
+        kinds = ", ".join(f"{k} {v['kept']}" for k, v in syn.stats.items())
+        print(f"{syn.name}: {len(tr)} train / {len(va)} val synthetic questions ({kinds}; "
+              f"generated and recorded in {time.perf_counter() - t0:.1f}s)")
 
 
 def _eval_heldout(model, cfg, test_sets, extra_sets: list[str], extra_index: list[str],
@@ -167,10 +219,12 @@ def write_checkpoint(out: Path, model, cfg, data: list[dict], metrics: dict,
 def add_score_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``train-scorer``."""
     p = sub.add_parser("train-scorer", help="train the GAT reranker on eval-format datasets")
-    p.add_argument("datasets", nargs="+", metavar="DATASET_DIR",
-                   help="folders with corpus.jsonl and questions.jsonl")
+    p.add_argument("datasets", nargs="*", metavar="DATASET_DIR",
+                   help="folders with corpus.jsonl and questions.jsonl (none: train on "
+                        "--synthetic questions only)")
     p.add_argument("--index", action="append",
-                   help="index folder per dataset, in order (reused, or built there)")
+                   help="index folder per dataset, in order (reused, or built there); without "
+                        "datasets, the indexes to generate --synthetic questions from")
     p.add_argument("-o", "--out", default="gat.safetensors", help="checkpoint to write")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=40)
@@ -197,6 +251,21 @@ def add_score_commands(sub: argparse._SubParsersAction) -> None:
                         "has; validation weighs the datasets alike")
     p.add_argument("--cv", type=int, default=0, metavar="K",
                    help="also report K-fold cross-validated recall per dataset (slower)")
+    p.add_argument("--synthetic", type=int, default=0, metavar="N",
+                   help="also train on N synthetic multi-hop questions generated from each "
+                        "index's own graph (no labels needed; see gpurag.rerank.synthetic)")
+    p.add_argument("--synthetic-index", action="append", metavar="IDX",
+                   help="index folder to generate synthetic questions from (repeatable; "
+                        "default: the datasets' indexes)")
+    p.add_argument("--synthetic-per-epoch", type=int, default=None, metavar="M",
+                   help="synthetic questions drawn per index and epoch (default: all, or the "
+                        "balanced count with --balance-sets)")
+    p.add_argument("--synthetic-kinds", metavar="KIND=W,...",
+                   help="mix of bridge, chain, comparison and shared questions "
+                        "(default bridge=0.5,chain=0.15,comparison=0.15,shared=0.2)")
+    p.add_argument("--synthetic-trivial-top", type=int, default=2, metavar="K",
+                   help="drop synthetic questions dense retrieval answers in its top K "
+                        "documents (0: keep all)")
     p.add_argument("--eval", action="store_true",
                    help="run gpurag eval (graph vs graph+gat) on the test split and --eval-sets")
     p.add_argument("--eval-sets", nargs="*", metavar="DATASET_DIR",

@@ -5,9 +5,12 @@ one model trains on parts ``k+2 ..`` of every dataset, validates on part ``k+1``
 dataset (early stopping) and is installed as the ``gat`` reranker to rank part ``k`` of every
 dataset through ``Index.query_batch(mode="graph", rerank="gat")``; so every question is
 ranked by a model that never saw it, with ``gpurag eval``'s document-level metrics. Graph
-mode without a reranker runs on the same questions for comparison.
+mode without a reranker runs on the same questions for comparison. With ``--synthetic N``,
+N synthetic questions generated from each set's index (:mod:`gpurag.rerank.synthetic`) join
+every fold's training part, never its validation or test part.
 
     python -m gpurag.rerank.crossval OUT.json DATA:INDEX [DATA:INDEX ...] [--balance-sets]
+        [--synthetic N [--synthetic-per-epoch M]]
 """
 
 from __future__ import annotations
@@ -47,26 +50,56 @@ def _ranks(index, questions: list, **options) -> list[list[int | None]]:
     return [gold_ranks(r.doc_ids, q.gold_ids) for r, q in zip(res, questions, strict=True)]
 
 
+def _add_synthetic(index, n: int, cfg: TrainConfig, draw: int | None,
+                   kinds: dict[str, float] | None, trivial_top: int,
+                   extra: list[QuestionSet]) -> dict[str, Any]:
+    """Append ``n`` synthetic questions of ``index`` to ``extra``; what was made (an index that
+    yields none is skipped, with the reason)."""
+    from gpurag.errors import ConfigError
+    from gpurag.rerank.synthetic import prepare_synthetic
+
+    try:
+        qs, syn = prepare_synthetic(index, n, cfg, draw=draw, kinds=kinds,
+                                    trivial_top=trivial_top)
+    except ConfigError as exc:
+        return {"questions": 0, "skipped": str(exc)}
+    extra.append(qs)
+    return {"questions": len(qs), "kinds": syn.stats}
+
+
 def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
-              progress: bool = False) -> dict[str, Any]:
+              progress: bool = False, synthetic: int = 0, synthetic_draw: int | None = None,
+              synthetic_kinds: dict[str, float] | None = None,
+              trivial_top: int = 2) -> dict[str, Any]:
     """Cross-validate over ``jobs`` ``[(index, dataset), ...]``; per dataset the pooled
-    out-of-fold metrics of graph and graph+gat, and the per question ranks."""
+    out-of-fold metrics of graph and graph+gat, and the per question ranks. ``synthetic``
+    questions of each job's index (``synthetic_draw`` of each drawn per epoch) are added to
+    every fold's training sets."""
     from gpurag.eval.metrics import summarize
     from gpurag.rerank import GATReranker, set_reranker
     from gpurag.rerank.model import ScorerSettings
 
     t0 = time.perf_counter()
     sets: list[tuple[Any, Any, QuestionSet, list[np.ndarray]]] = []
+    extra: list[QuestionSet] = []
+    synthetic_info = {}
     for index, ds in jobs:
         qs = prepare(index, ds, cfg.candidates, fanout=cfg.fanout)
         sets.append((index, ds, qs, fold_parts(len(qs), folds, cfg.seed)))
+        if synthetic > 0:
+            synthetic_info[ds.name] = _add_synthetic(index, synthetic, cfg, synthetic_draw,
+                                                     synthetic_kinds, trivial_top, extra)
+            if progress:
+                print(f"{ds.name}: {synthetic_info[ds.name]['questions']} synthetic questions "
+                      f"({time.perf_counter() - t0:.0f}s)", flush=True)
     oof: dict[str, list] = {ds.name: [None] * len(qs) for _, ds, qs, _ in sets}
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
     fold_info = []
     for k in range(folds):
         splits = [fold_split(parts, k) for *_, parts in sets]
-        model, info = train([qs.take(sp[0]) for (_, _, qs, _), sp in zip(sets, splits,
-                                                                            strict=True)],
+        model, info = train([*(qs.take(sp[0]) for (_, _, qs, _), sp in zip(sets, splits,
+                                                                              strict=True)),
+                             *extra],
                             [qs.take(sp[1]) for (_, _, qs, _), sp in zip(sets, splits,
                                                                            strict=True)],
                             cfg)
@@ -87,6 +120,9 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
     out: dict[str, Any] = {"folds": fold_info, "sets": {},
                            "seconds": round(time.perf_counter() - t0, 1)}
+    if synthetic_info:
+        out["synthetic"] = {"per_set": synthetic, "draw_per_epoch": synthetic_draw,
+                            "trivial_top": trivial_top, "sets": synthetic_info}
     for index, ds, _, _ in sets:
         base = _ranks(index, ds.questions)
         out["sets"][ds.name] = {"graph": summarize(base), "graph+gat": summarize(oof[ds.name]),
@@ -110,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--point-loss", type=float, default=1.0)
     p.add_argument("--candidates", type=int, default=30,
                    help="candidates per question, in training and when ranking")
+    p.add_argument("--synthetic", type=int, default=0, metavar="N",
+                   help="synthetic questions per set's index, added to every fold's training")
+    p.add_argument("--synthetic-per-epoch", type=int, default=None, metavar="M",
+                   help="synthetic questions drawn per index and epoch (default: all, or the "
+                        "balanced count with --balance-sets)")
+    p.add_argument("--synthetic-kinds", metavar="KIND=W,...", help="question kind mix")
+    p.add_argument("--synthetic-trivial-top", type=int, default=2, metavar="K")
     args = p.parse_args(argv)
     jobs = []
     for spec in args.sets:
@@ -119,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append((index, ds))
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, balance_sets=args.balance_sets,
                       point_loss_weight=args.point_loss, candidates=args.candidates)
-    res = pooled_cv(jobs, cfg, args.folds, progress=True)
+    from gpurag.rerank.synthetic import parse_kinds
+
+    res = pooled_cv(jobs, cfg, args.folds, progress=True, synthetic=args.synthetic,
+                    synthetic_draw=args.synthetic_per_epoch,
+                    synthetic_kinds=parse_kinds(args.synthetic_kinds),
+                    trivial_top=args.synthetic_trivial_top)
     res["config"] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}
     keys = ("recall@2", "recall@5", "all_gold@8", "mrr")
     for name, row in res["sets"].items():

@@ -68,6 +68,8 @@ class QuestionSet:
     inputs: CandidateInputs
     gold: list[np.ndarray]  # gold passage rows per question
     base: np.ndarray | None = None  # (q, c) the retriever's own ranking score (higher first)
+    draw: int | None = None  # questions drawn per epoch (a fresh draw each); None: all, or the
+    # balanced count with ``balance_sets`` (synthetic sets set it: thousands of questions)
     labels: np.ndarray = field(init=False)  # (q, c) 1.0 where the candidate is gold
     _pieces: dict = field(init=False, default_factory=dict, repr=False)
 
@@ -96,7 +98,7 @@ class QuestionSet:
         idx = np.asarray(idx, dtype=np.int64)
         out = QuestionSet(self.name, [self.ids[i] for i in idx], self.arrays,
                           self.inputs.take(idx), [self.gold[i] for i in idx],
-                          None if self.base is None else self.base[idx])
+                          None if self.base is None else self.base[idx], self.draw)
         for key, pieces in self._pieces.items():  # per-question batches carry over
             out._pieces[key] = [pieces[i] for i in idx]
         return out
@@ -313,9 +315,13 @@ def _train(train_sets: list[QuestionSet], val_sets: list[QuestionSet], cfg: Trai
         for epoch in range(cfg.epochs):
             model.train()
             batches = []
-            per_set = min(i.size for i in usable) if cfg.balance_sets else None
+            per_set = None
+            if cfg.balance_sets:  # sets with their own ``draw`` take no part in balancing
+                sizes = [i.size for i, s in zip(usable, train_sets, strict=True) if s.draw is None]
+                per_set = min(sizes) if sizes else None
             for si, idx in enumerate(usable):
-                idx = rng.permutation(idx)[:per_set]
+                draw = train_sets[si].draw
+                idx = rng.permutation(idx)[:draw if draw is not None else per_set]
                 batches += [(si, idx[s:s + cfg.batch_questions])
                             for s in range(0, idx.size, cfg.batch_questions)]
             train_loss = 0.0

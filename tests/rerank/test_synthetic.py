@@ -1,0 +1,122 @@
+"""Synthetic multi-hop questions from an index's own graph: a bridge question names the first
+hop and never the bridge, its gold is the bridge pair, the same seed gives the same questions,
+and an index without bridges says so."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpurag import Index
+from gpurag.errors import ConfigError
+from gpurag.rerank.synthetic import (
+    Corpus,
+    bridge_triples,
+    generate,
+    prepare_synthetic,
+)
+from gpurag.rerank.train import TrainConfig
+
+DATA = Path(__file__).parent / "data"
+NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Index:
+    return Index.build(DATA / "corpus.jsonl", tmp_path_factory.mktemp("syn") / "idx",
+                       show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory) -> Index:
+    return Index.build(NOTES, tmp_path_factory.mktemp("notes") / "idx", show_progress=False)
+
+
+def _names(text: str, name: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def test_bridge_questions_name_the_first_hop_and_hide_the_bridge(index):
+    syn = generate(index, 30, seed=0, kinds={"bridge": 1.0}, trivial_top=0, per_page=10)
+    docs = index.chunks["doc_id"].tolist()
+    titles = index.chunks["title"].tolist()
+    matrix = index.retriever.bridge_pages.matrix(3)
+    title_entity = index.retriever.title_entity
+    names = index.retriever.entity_names
+    pairs = {(docs[q.rows[0]], docs[q.rows[1]]) for q in syn.questions}
+    assert {("fawell", "westchicago"), ("song", "owens"), ("song", "capitol")} <= pairs
+    for q in syn.questions:
+        a, b = q.rows
+        assert q.kind == "bridge" and q.gold_ids == (docs[a], docs[b])
+        assert matrix[a, b] == 1  # the second hop of graph retrieval links them
+        assert _names(q.question, names[title_entity[a]])  # the first hop is named
+        short_b = re.sub(r"\s*\(.*\)$", "", titles[b]).split(",")[0]
+        assert not _names(q.question, short_b), q.question  # the bridge page is not
+        assert not any(_names(q.question, h) for h in q.hidden)
+    fawell = next(q for q in syn.questions if q.gold_ids == ("fawell", "westchicago"))
+    # The relation words of Fawell's page that lead to the bridge, not its name.
+    assert "Harris W. Fawell" in fawell.question and "born in" in fawell.question
+    assert not _names(fawell.question, "West Chicago")
+
+
+def test_chain_and_comparison_questions(index):
+    syn = generate(index, 40, seed=0, kinds={"chain": 1.0, "comparison": 1.0}, trivial_top=0,
+                   per_page=10)
+    docs = index.chunks["doc_id"].tolist()
+    chains = [q for q in syn.questions if q.kind == "chain"]
+    assert chains and all(len(q.gold_ids) == 3 for q in chains)
+    assert ("song", "owens", "sherman") in {q.gold_ids for q in chains}
+    for q in chains:  # only the first hop is named
+        assert not any(_names(q.question, h) for h in q.hidden)
+    comparisons = [q for q in syn.questions if q.kind == "comparison"]
+    assert comparisons
+    for q in comparisons:  # both pages named, both gold
+        assert len(q.named) == 2 and all(n in q.question for n in q.named)
+        assert q.gold_ids == tuple(docs[r] for r in q.rows)
+
+
+def test_same_seed_same_questions(index):
+    one = generate(index, 25, seed=3, trivial_top=0)
+    two = generate(index, 25, seed=3, trivial_top=0)
+    other = generate(index, 25, seed=4, trivial_top=0)
+    assert one.questions and one.questions == two.questions
+    assert [q.question for q in one.questions] != [q.question for q in other.questions]
+    assert len({q.id for q in one.questions}) == len(one.questions)
+
+
+def test_trivial_questions_are_dropped(index):
+    kept = generate(index, 100, seed=0, trivial_top=2)
+    every = generate(index, 100, seed=0, trivial_top=0)  # n above the pool: all kept
+    assert len(every.questions) == sum(s["built"] for s in every.stats.values())
+
+    def trivial(q) -> bool:
+        top = list(dict.fromkeys(index.query(q.question, k=8, mode="dense").doc_ids))[:2]
+        return set(q.gold_ids) <= set(top)
+
+    flags = [trivial(q) for q in every.questions]
+    assert any(flags) and not all(flags)
+    assert [q.question for q in kept.questions] == [
+        q.question for q, t in zip(every.questions, flags, strict=True) if not t]
+    assert sum(s["trivial"] for s in kept.stats.values()) == sum(flags)
+
+
+def test_index_without_bridges_yields_none(notes):
+    c = Corpus.from_index(notes)
+    assert len(bridge_triples(c)) == 0
+    syn = generate(notes, 10, kinds={"bridge": 1.0, "chain": 1.0}, trivial_top=0)
+    assert syn.questions == [] and "no bridge pairs" in syn.empty_reason
+    with pytest.raises(ConfigError, match="yields no synthetic questions"):
+        prepare_synthetic(notes, 10, TrainConfig(), kinds={"bridge": 1.0})
+    with pytest.raises(ConfigError, match="unknown synthetic question kinds"):
+        generate(notes, 10, kinds={"bridges": 1.0})
+
+
+def test_questions_are_eval_records(index):
+    syn = generate(index, 6, seed=0, trivial_top=0)
+    rec = syn.questions[0].record()
+    assert rec["gold_ids"] == list(syn.questions[0].gold_ids)
+    assert rec["type"].startswith("synthetic-") and rec["hops"] >= 2
+    assert np.all([len(q.gold_ids) >= 2 for q in syn.questions])

@@ -1,0 +1,98 @@
+"""Training the GAT reranker on synthetic questions of an index: per-epoch draws beside
+balanced real sets, ``gpurag train-scorer --synthetic`` end to end, and synthetic questions in
+the training folds (only) of the pooled cross-validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+pytest.importorskip("safetensors")
+
+from gpurag import Index
+from gpurag.cli import main
+from gpurag.eval.datasets import load_dataset
+from gpurag.rerank import crossval
+from gpurag.rerank.train import TrainConfig, train
+from tests.score.test_model import _toy_sets
+
+DATA = Path(__file__).parent / "data"
+NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("syntrain") / "idx"
+    Index.build(DATA / "corpus.jsonl", out, show_progress=False).close()
+    return out
+
+
+def test_a_set_with_its_own_draw_stays_out_of_balancing():
+    big, va = _toy_sets()
+    small = big.take(np.arange(4))
+    synthetic = big.take(np.arange(12))
+    synthetic.draw = 6
+    assert synthetic.take(np.arange(8)).draw == 6  # carried by take
+    cfg = TrainConfig(seed=3, epochs=2, patience=6, batch_questions=4, hidden=8,
+                      fanout=(4, 2), max_nodes=12, balance_sets=True)
+    usable = [int((s.labels.sum(axis=1) > 0).sum()) for s in (big, small)]
+    _, info = train([big, small, synthetic], [va], cfg)
+    # big and small balanced to the smallest; the synthetic set draws its own 6 per epoch
+    assert [r["train_questions"] for r in info["history"]] == [2 * min(usable) + 6] * 2
+
+
+def test_train_scorer_on_synthetic_questions_only(index_dir, tmp_path):
+    out = tmp_path / "syn.safetensors"
+    rc = main(["-q", "train-scorer", "--index", str(index_dir), "--synthetic", "16",
+               "--synthetic-trivial-top", "0", "--epochs", "2", "--seed", "1", "-o", str(out)])
+    assert rc == 0 and out.is_file()
+    card = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    (entry,) = card["data"]
+    assert entry["synthetic"] and entry["train"] + entry["val"] == entry["questions"] > 0
+    assert entry["val"] > 0 and sum(k["kept"] for k in entry["kinds"].values()) == \
+        entry["questions"]
+    index = Index.open(index_dir)
+    q = "In what county is the city where Harris W. Fawell was born?"
+    res = index.query(q, k=5, mode="graph", rerank=f"gat:{out}")
+    assert len(res.passages) == 5 and all(np.isfinite(p.score) for p in res.passages)
+
+
+def test_train_scorer_says_when_an_index_has_no_bridges(tmp_path, capsys):
+    notes = tmp_path / "notes"
+    Index.build(NOTES, notes, show_progress=False).close()
+    rc = main(["-q", "train-scorer", "--index", str(notes), "--synthetic", "8",
+               "--synthetic-kinds", "bridge=1", "-o", str(tmp_path / "x.safetensors")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "yields no synthetic questions" in err and "no bridge pairs" in err
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_crossval_adds_synthetic_questions_to_training_folds_only(index_dir, monkeypatch):
+    seen = []
+
+    def spy(train_sets, val_sets, cfg, progress=False):
+        seen.append(([s.name for s in train_sets], [i for s in val_sets for i in s.ids],
+                     [i for s in train_sets for i in s.ids]))
+        return train(train_sets, val_sets, cfg, progress)
+
+    monkeypatch.setattr(crossval, "train", spy)
+    index = Index.open(index_dir)
+    ds = load_dataset(DATA)
+    cfg = TrainConfig(seed=0, epochs=1, hidden=8, balance_sets=True)
+    res = crossval.pooled_cv([(index, ds)], cfg, folds=3, synthetic=10, synthetic_draw=4,
+                             trivial_top=0)
+    real = {q.id for q in ds.questions}
+    assert len(seen) == 3
+    for names, val_ids, train_ids in seen:
+        assert names[-1].startswith("synthetic:")  # every fold trains on them ...
+        assert set(val_ids) <= real  # ... and validates on real questions only
+        assert any(i.startswith("syn") for i in train_ids)
+    assert res["synthetic"]["sets"][ds.name]["questions"] > 0
+    ranks = res["sets"][ds.name]["ranks"]["graph+gat"]
+    assert len(ranks) == len(ds.questions) and all(r is not None for r in ranks)
