@@ -7,16 +7,17 @@ assembled one by one:
 
 - ``bridge`` (2 gold passages): passage A, titled by entity *a*, mentions an entity *b* that
   titles another passage B (the second hop of :mod:`gpurag.query.second_hop`). The question
-  names *a*, carries the words of A's sentence that lead to *b* ("that Hank Snow moved to") and
-  the words of a sentence of B with every name removed ("is the capital of"), and never names
-  *b* or B's title: "What is the capital of the city that Hank Snow moved to?".
+  names *a*, carries 2-6 words of A's sentence that lead to *b* ("that Hank Snow moved to")
+  and 3-6 words of a sentence of B with every name and number removed ("is the capital of"),
+  and never names *b* or B's title: "What is the capital of the city that Hank Snow moved
+  to?". Short runs of words, as real questions share only a few words with their pages.
 - ``chain`` (3 gold): A -> B -> C, two bridges in a row; the question names only *a*.
 - ``comparison`` (2 gold): two pages whose first sentence gives the same kind of thing ("is an
   American film director"), named both: "Are X and Y both American film directors?".
 - ``shared`` (2 gold): two passages of different documents that mention the same specific
-  entity (one in at most ``2%`` of the documents), each described by the words of its sentence
-  around it: "Did Wolfgang ask about the concert before booked the tickets?". It works on
-  corpora without titled pages (chat logs, notes).
+  entity (one in at most ``5%`` of the documents), each described by a few words of its
+  sentence around it: "Did Wolfgang ask about the concert before booked the tickets?". It
+  works on corpora without titled pages (chat logs, notes).
 
 Questions that dense retrieval alone already answers (every gold document among its top
 ``trivial_top``) teach a reranker nothing and are dropped. Generation is seeded and
@@ -258,14 +259,25 @@ def relation_words(c: Corpus, row: int, start: int, end: int, drop: list[str],
     before = _trim(words(_remove(text[s0:start], drop))[-most:], tail=False)  # "born in"
     if len(before) >= 2:
         return before, True
-    after = _trim(words(_remove(text[end:s1], drop))[: most - 2])
+    after = _trim(words(_remove(text[end:s1], drop))[:max(most, 2)])
     return after, False
 
 
-def about_words(c: Corpus, row: int, drop: list[str], rng: np.random.Generator,
-                most: int = 9) -> list[str]:
-    """What a question asks of passage ``row``: the words of one of its first sentences with
-    every name removed (at least 3 words), or []."""
+def window(w: list[str], rng: np.random.Generator, shortest: int = 3, longest: int = 6
+           ) -> list[str]:
+    """A random run of ``shortest`` to ``longest`` consecutive words of ``w`` (function words
+    trimmed): a question carries a few words of a sentence, not all of it."""
+    if len(w) <= shortest:
+        return _trim(w)
+    size = int(rng.integers(shortest, min(longest, len(w)) + 1))
+    at = int(rng.integers(len(w) - size + 1))
+    return _trim(w[at:at + size]) or _trim(w)
+
+
+def about_words(c: Corpus, row: int, drop: list[str], rng: np.random.Generator
+                ) -> list[str]:
+    """What a question asks of passage ``row``: a few words (:func:`window`) of one of its
+    first sentences with every name and number removed, or []."""
     text = c.text[row]
     bounds = [*c.sentences(row).tolist(), len(text)]
     spans = c.spans(row)
@@ -273,10 +285,11 @@ def about_words(c: Corpus, row: int, drop: list[str], rng: np.random.Generator,
     for s0, s1 in pairwise(bounds[:5]):
         w = [x for x in words(_remove(_cut(text[s0:s1], spans, s0), drop))
              if not any(ch.isdigit() for ch in x)]
-        w = _trim(w[:most])
-        if len(w) >= 3:
-            options.append(w)
-    return options[int(rng.integers(len(options)))] if options else []
+        if len(_trim(w)) >= 3:
+            options.append(_trim(w))
+    if not options:
+        return []
+    return window(options[int(rng.integers(len(options)))], rng)
 
 
 def descriptor(c: Corpus, row: int) -> str:
@@ -348,11 +361,12 @@ def sample(df: pd.DataFrame, n: int, rng: np.random.Generator, per: str | None =
 
 
 # -- question builders -----------------------------------------------------------------------
-def _bridge_hop(c: Corpus, row: int, start: int, end: int, hidden: list[str], subject: str
-                ) -> str | None:
+def _bridge_hop(c: Corpus, row: int, start: int, end: int, hidden: list[str], subject: str,
+                rng: np.random.Generator) -> str | None:
     """"the city that Hank Snow moved to": what the next page is to passage ``row`` (the
-    mention at ``start:end``), with ``subject`` naming the passage."""
-    rel, before = relation_words(c, row, start, end, [*hidden, subject])
+    mention at ``start:end``), with ``subject`` naming the passage (2 to 6 words of it)."""
+    rel, before = relation_words(c, row, start, end, [*hidden, subject],
+                                 most=int(rng.integers(2, 7)))
     if not rel:
         return None
     rel_s = " ".join(rel)
@@ -378,7 +392,7 @@ def bridge_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int
 
 def _bridge_question(c: Corpus, a_row: int, b_start: int, b_end: int, b_row: int, a_name: str,
                      hidden: list[str], rng: np.random.Generator) -> str | None:
-    hop = _bridge_hop(c, a_row, b_start, b_end, hidden, a_name)
+    hop = _bridge_hop(c, a_row, b_start, b_end, hidden, a_name, rng)
     about = about_words(c, b_row, [*hidden, a_name], rng)
     if hop is None or not about:
         return None
@@ -416,9 +430,9 @@ def chain_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int 
         a_name = display_name(str(c.entity_names[c.title_entity[a_row]]))
         hidden = list(dict.fromkeys([*c.names_of(int(t.b)), *c.title_names(b_row),
                                      *c.names_of(int(t.c)), *c.title_names(c_row_)]))
-        hop1 = _bridge_hop(c, a_row, int(t.b_start), int(t.b_end), hidden, a_name)
+        hop1 = _bridge_hop(c, a_row, int(t.b_start), int(t.b_end), hidden, a_name, rng)
         rel, before = relation_words(c, b_row, int(t.c_start), int(t.c_end),
-                                     [*hidden, a_name])
+                                     [*hidden, a_name], most=int(rng.integers(2, 7)))
         about = about_words(c, c_row_, [*hidden, a_name], rng)
         if hop1 is None or not rel or not about:
             continue
@@ -479,10 +493,10 @@ def shared_pairs(c: Corpus, rng: np.random.Generator, max_docs: int | None = Non
                  ) -> pd.DataFrame:
     """``e, row1, start1, end1, row2, start2, end2``: two passages of different documents that
     mention entity e (its first mention in each), e in at most ``max_docs`` documents
-    (default 2% of them, 3 to 20), a name rather than a word, titling neither passage; each
+    (default 5% of them, 3 to 50), a name rather than a word, titling neither passage; each
     entity's documents in a seeded order, every two consecutive ones a pair."""
     n_docs = len(pd.unique(c.doc))
-    max_docs = max_docs or int(min(20, max(3, round(0.02 * n_docs))))
+    max_docs = max_docs or int(min(50, max(3, round(0.05 * n_docs))))
     m = c.mentions
     m = m[(m["label"] != "TITLE") & (m["start"] >= 0)].sort_values(["entity", "chunk", "start"],
                                                                     kind="stable")
@@ -516,7 +530,7 @@ def shared_questions(c: Corpus, n: int, rng: np.random.Generator) -> list[Synthe
             s0, s1 = c.sentence(int(row), int(s))
             text = c.text[int(row)]
             piece = _remove(text[s0:int(s)] + " " + text[int(end):s1], drop)
-            parts.append(" ".join(_trim(words(piece)[:8])))
+            parts.append(" ".join(window(words(piece), rng, 3, 7)))
         if not all(len(p.split()) >= 2 for p in parts):
             continue
         form = int(rng.integers(3))
