@@ -581,6 +581,8 @@ def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None
     questions start from one passage. Same index and seed, same questions."""
     from gpurag.errors import ConfigError
 
+    if n < 1:
+        raise ConfigError(f"synthetic questions wanted must be at least 1, not {n}")
     kinds = dict(KINDS if kinds is None else kinds)
     bad = set(kinds) - set(BUILDERS)
     if bad:

@@ -4,6 +4,7 @@ and an index without bridges says so."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -112,6 +113,8 @@ def test_index_without_bridges_yields_none(notes):
         prepare_synthetic(notes, 10, TrainConfig(), kinds={"bridge": 1.0})
     with pytest.raises(ConfigError, match="unknown synthetic question kinds"):
         generate(notes, 10, kinds={"bridges": 1.0})
+    with pytest.raises(ConfigError, match="at least 1"):
+        generate(notes, 0)
 
 
 def test_questions_are_eval_records(index):
@@ -120,3 +123,13 @@ def test_questions_are_eval_records(index):
     assert rec["gold_ids"] == list(syn.questions[0].gold_ids)
     assert rec["type"].startswith("synthetic-") and rec["hops"] >= 2
     assert np.all([len(q.gold_ids) >= 2 for q in syn.questions])
+
+
+def test_module_writes_eval_format_questions(index, tmp_path):
+    from gpurag.rerank.synthetic import main
+
+    out = tmp_path / "questions.jsonl"
+    assert main([str(index.path), "-n", "5", "--trivial-top", "0", "-o", str(out)]) == 0
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 5
+    assert all(set(x["gold_ids"]) <= set(index.chunks["doc_id"]) for x in lines)
