@@ -147,6 +147,7 @@ def test_triples_import_counts_malformed_rows_and_builds_facts(tmp_path):
                                       "Brightwater Mills located in Orrin",
                                       "Ada Quill founded Brightwater Mills in 1890.",
                                       "Brightwater Mills stands in Orrin."]
+    assert facts["typed"].tolist() == [True, True, False, False]  # triples, then sentences
     assert counts["facts"] == 4
     r = index.query("Where does the company Ada Quill founded stand?", k=2)
     assert set(r.doc_ids) == {"a", "b"}
