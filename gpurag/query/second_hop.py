@@ -36,6 +36,16 @@ EXPANSION_HITS = 5  # BM25 passages per expanded question
 _HEAD = 1e6  # fusion weight that keeps the head rows first, in order
 _DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
 _QUALIFIER = r"\s*,.*$"
+_ASPECT = r"^[A-Z][a-z]+ (?:of|in) (?:the )?(.+)$"
+
+
+def aspect_keys(titles: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Pages titled "<Aspect> of|in [the] <X>" ("History of Maryland", "Economy of Malta",
+    "Education in Japan"): their rows and the lookup key of X, Wikipedia's naming of a page
+    about one side of X."""
+    found = titles.fillna("").astype(str).str.extract(_ASPECT)[0]
+    ok = found.notna().to_numpy()
+    return np.flatnonzero(ok), normalize_name(found[ok].tolist())
 
 
 def title_keys(titles: pd.Series) -> list[str]:
@@ -48,12 +58,13 @@ def title_keys(titles: pd.Series) -> list[str]:
 
 def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.Series,
                   aliases: pd.DataFrame, n_ent: int, max_pages: int) -> sp.csr_array:
-    """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions.
+    """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions,
+    and the pages about one side of it ("History of Maryland" for Maryland, :func:`aspect_keys`).
 
     ``mentions`` has ``entity`` and ``chunk`` columns; ``title_entity`` is each passage's title
     entity (-1 when none); ``aliases`` has ``name`` and ``entity_id``. An entity that titles
     more than ``max_pages`` passages names a category ("bakery_deliver"), not a page, and
-    bridges nowhere.
+    bridges nowhere; its aspect pages do not count towards that.
     """
     n_psg = len(title_entity)
     ment = sp.csr_array((np.ones(len(mentions)), (mentions["chunk"].to_numpy(np.int64),
@@ -72,7 +83,15 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
     titled = sp.csr_array((np.ones(len(e)), (e, p)), shape=(n_ent, n_psg))
     titled.data[:] = 1.0  # duplicates summed on construction
     specific = (np.diff(titled.indptr) <= max_pages).astype(np.float64)
-    titled = sp.csr_array(sp.diags_array(specific) @ titled)
+    rows, keys = aspect_keys(titles)
+    aspects = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
+    aspect = sp.csr_array((np.ones(len(aspects)), (aspects["entity"].to_numpy(np.int64),
+                                                   aspects["page"].to_numpy(np.int64))),
+                          shape=(n_ent, n_psg))
+    aspect.data[:] = 1.0
+    few = (np.diff(aspect.indptr) <= max_pages).astype(np.float64)
+    titled = sp.csr_array(sp.diags_array(specific) @ titled
+                          + sp.diags_array(specific * few) @ aspect)
     out = sp.csr_array(ment @ titled)
     out.setdiag(0)
     out.eliminate_zeros()
