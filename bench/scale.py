@@ -178,6 +178,7 @@ def child_build(args: argparse.Namespace) -> dict:
             "index_over_text": index_bytes / max(text_bytes, 1),
             "index_files": file_bytes(out),
             "peak_rss_bytes": peak_rss_bytes(), **device_peak(),
+            "extract_workers": os.environ.get("GPURAG_EXTRACT_WORKERS"),
         }
         if not args.no_precision:
             t = time.perf_counter()
@@ -294,6 +295,11 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace) -> dict:
         cmd.append("--no-precision")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    # The child is this script, guarded by `if __name__ == "__main__"`, so it may spawn
+    # extraction workers as the command line does (a script is not trusted to by default).
+    from gpurag.pipeline.extract_pool import available_cores
+
+    env.setdefault("GPURAG_EXTRACT_WORKERS", str(available_cores()))
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env,
                               timeout=remaining)

@@ -249,6 +249,10 @@ class QueryConfig:
     second_hop_expansions: int = setting(3, int, **NONNEG_INT)
     second_hop_expansion_weight: float = setting(0.5, float, **NONNEG)
     second_hop_expansion_keep: int = setting(5, int, **NONNEG_INT)
+    # Where the top passages carry labelled triples (an LLM or imported-triples index), only
+    # the entities of the `second_hop_triples` triples closest to the question are expanded
+    # (each entity scored by its best triple's cosine to the question); 0: every entity.
+    second_hop_triples: int = setting(4, int, **NONNEG_INT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)
     extra: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(dict)})

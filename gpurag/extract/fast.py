@@ -129,7 +129,7 @@ class FastExtractor:
     cpu_bound: ClassVar[bool] = True  # batches may run in worker processes
 
     def __post_init__(self) -> None:
-        self.name = f"fast-v1(max_per_sentence={self.max_per_sentence})"
+        self.name = f"fast-v2(max_per_sentence={self.max_per_sentence})"
 
     def extract(self, chunks: pd.DataFrame, offset: int = 0) -> Extraction:
         """Extract mentions and co-occurrence relations from a batch of chunks."""
@@ -160,6 +160,9 @@ class FastExtractor:
             & ~words.str.endswith(".").to_numpy(dtype=bool)
         )
         keep &= ~(single & words.isin(SINGLE_WORD_DROP).to_numpy())
+        letter = single & (words.str.len() == 1).to_numpy(dtype=bool)  # "B" of "LL.B"
+        keep &= ~letter
+        stats["dropped_single_letter"] += int(letter.sum())
         suspect = single & at_sentence_start & keep
         if suspect.any():
             lower_words = set(_LOWER_WORD.findall(joined))

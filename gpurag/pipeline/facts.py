@@ -4,6 +4,10 @@ With labelled relations (LLM or imported triples) a fact is a unique (head, rela
 triple. With only co-occurrence relations (the rule-based extractors) a fact is a sentence that
 names two or more entities: the sentence says *how* they are related even though no extractor
 labelled it, so a question about that relation still finds its entities.
+
+The table's ``typed`` column tells them apart: True for a labelled triple (it names exactly two
+entities and how they relate, which the second hop reads, :mod:`gpurag.query.second_hop`),
+False for a sentence.
 """
 
 from __future__ import annotations
@@ -43,10 +47,11 @@ def triple_facts(rel: pd.DataFrame, cooccurs: str) -> tuple[pd.DataFrame, np.nda
              .agg(weight=("weight", "sum"), chunk=("chunk", "min"), head=("head", "first"),
                   tail=("tail", "first")).reset_index())
     facts["text"] = facts["head"] + " " + facts["relation"] + " " + facts["tail"]
+    facts["typed"] = True
     ents = np.stack([facts["head_entity"].to_numpy(np.int64),
                      facts["tail_entity"].to_numpy(np.int64)], axis=1).ravel()
     indptr = np.arange(0, 2 * len(facts) + 1, 2, dtype=np.int64)
-    return facts[["chunk", "weight", "text"]], indptr, ents
+    return facts[["chunk", "weight", "text", "typed"]], indptr, ents
 
 
 def sentence_facts(chunks: pd.DataFrame, mentions: pd.DataFrame
@@ -73,5 +78,6 @@ def sentence_facts(chunks: pd.DataFrame, mentions: pd.DataFrame
     text = [texts[r][s:e].strip() for r, s, e in zip(row[multi], start[multi], end[multi],
                                                       strict=True)]
     facts = pd.DataFrame({"chunk": row[multi].astype(np.int64),
-                          "weight": np.ones(len(multi), np.float32), "text": text})
+                          "weight": np.ones(len(multi), np.float32), "text": text,
+                          "typed": np.zeros(len(multi), bool)})
     return facts, indptr, pairs["entity"].to_numpy(np.int64)

@@ -298,6 +298,7 @@ class GraphRetriever:
             method=cfg.ppr_method,
             local_fanout=self._fanout(reranker) if reranker is not None else None)
         cand, score = candidate_scores(top, gather, dense, cfg)
+        relevance = score.copy()  # before the head is lifted and the ranking fused
         head_rows = None
         if cfg.dense_head:
             head_rows = self._head_rows(cfg, dense, lexical, cand, score, title)
@@ -311,6 +312,7 @@ class GraphRetriever:
                 head=first[:, :cfg.dense_head] if reranker is not None else head_rows)
         else:
             top_rows, top_scores = best_candidates(cand, score, k)
+        top_scores = shown_scores(top_rows, cand, relevance)
         extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
                    "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
         return top_scores.astype(np.float32), top_rows, extras
@@ -494,6 +496,19 @@ def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, n
     valid &= cand >= 0
     score[~valid] = -np.inf
     return np.where(valid, cand, -1), score
+
+
+def shown_scores(rows: np.ndarray, cand: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+    """The score each ranked row (``(q, k)``, -1 padded) shows: its relevance from the walk
+    (``relevance`` of the candidates ``cand``: PPR mass over the question's best passage's,
+    plus the dense blend; 0 for a row the walk did not rank), capped by every score above it,
+    so scores never rise down the list. The order itself comes from the head, the fusions and
+    any reranker; the internal fusion scores (1e6 for a head row) are not shown."""
+    match = (rows[:, :, None] == cand[:, None, :]) & (rows[:, :, None] >= 0)
+    found = np.take_along_axis(np.where(np.isfinite(relevance), relevance, 0.0),
+                               match.argmax(axis=2), axis=1)
+    value = np.where(match.any(axis=2), np.maximum(found, 0.0), 0.0)
+    return np.where(rows >= 0, np.minimum.accumulate(value, axis=1), 0.0)
 
 
 def union_head(rankings: list[np.ndarray], ppr: np.ndarray, per_source: int, n: int

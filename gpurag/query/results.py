@@ -17,7 +17,8 @@ class Passage:
     text: str
     char_start: int
     char_end: int
-    score: float
+    score: float  # dense: cosine to the question; graph: the walk's relevance in [0, 1],
+    # never rising down the list (:func:`gpurag.query.graph.shown_scores`)
 
 
 @dataclass

@@ -16,6 +16,10 @@ that makes Han Vodka) come from expanded questions: each entity the top
 ``second_hop_expansions`` passages mention, and the question does not name, is appended to the
 question, all of a batch's expansions go through BM25 in one call, and their pages (by rank
 within their expansion) are fused below the first ``second_hop_expansion_keep`` documents.
+Where those passages carry labelled triples ("Maryland state sport Jousting"), the triples say
+which entity the question's relation words point to: each entity is scored by the cosine
+between the question and its best triple, and only the ``second_hop_triples`` best are
+expanded, so a passage's dozens of other names no longer crowd its bridge out.
 """
 
 from __future__ import annotations
@@ -32,6 +36,16 @@ EXPANSION_HITS = 5  # BM25 passages per expanded question
 _HEAD = 1e6  # fusion weight that keeps the head rows first, in order
 _DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
 _QUALIFIER = r"\s*,.*$"
+_ASPECT = r"^[A-Z][a-z]+ (?:of|in) (?:the )?(.+)$"
+
+
+def aspect_keys(titles: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Pages titled "<Aspect> of|in [the] <X>" ("History of Maryland", "Economy of Malta",
+    "Education in Japan"): their rows and the lookup key of X, Wikipedia's naming of a page
+    about one side of X."""
+    found = titles.fillna("").astype(str).str.extract(_ASPECT)[0]
+    ok = found.notna().to_numpy()
+    return np.flatnonzero(ok), normalize_name(found[ok].tolist())
 
 
 def title_keys(titles: pd.Series) -> list[str]:
@@ -44,12 +58,13 @@ def title_keys(titles: pd.Series) -> list[str]:
 
 def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.Series,
                   aliases: pd.DataFrame, n_ent: int, max_pages: int) -> sp.csr_array:
-    """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions.
+    """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions,
+    and the pages about one side of it ("History of Maryland" for Maryland, :func:`aspect_keys`).
 
     ``mentions`` has ``entity`` and ``chunk`` columns; ``title_entity`` is each passage's title
     entity (-1 when none); ``aliases`` has ``name`` and ``entity_id``. An entity that titles
     more than ``max_pages`` passages names a category ("bakery_deliver"), not a page, and
-    bridges nowhere.
+    bridges nowhere; its aspect pages do not count towards that.
     """
     n_psg = len(title_entity)
     ment = sp.csr_array((np.ones(len(mentions)), (mentions["chunk"].to_numpy(np.int64),
@@ -68,7 +83,15 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
     titled = sp.csr_array((np.ones(len(e)), (e, p)), shape=(n_ent, n_psg))
     titled.data[:] = 1.0  # duplicates summed on construction
     specific = (np.diff(titled.indptr) <= max_pages).astype(np.float64)
-    titled = sp.csr_array(sp.diags_array(specific) @ titled)
+    rows, keys = aspect_keys(titles)
+    aspects = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
+    aspect = sp.csr_array((np.ones(len(aspects)), (aspects["entity"].to_numpy(np.int64),
+                                                   aspects["page"].to_numpy(np.int64))),
+                          shape=(n_ent, n_psg))
+    aspect.data[:] = 1.0
+    few = (np.diff(aspect.indptr) <= max_pages).astype(np.float64)
+    titled = sp.csr_array(sp.diags_array(specific) @ titled
+                          + sp.diags_array(specific * few) @ aspect)
     out = sp.csr_array(ment @ titled)
     out.setdiag(0)
     out.eliminate_zeros()
@@ -164,6 +187,59 @@ def expansion_pairs(top: np.ndarray, mentions: sp.csr_array, title_entity: np.nd
     drop = np.concatenate([named[0] * n_ent + named[1], (r * n_ent + own)[own >= 0]])
     key = np.unique(key[~np.isin(key, drop)])
     return key // n_ent, key % n_ent
+
+
+def triple_entity_scores(top: np.ndarray, chunk_triples: tuple[np.ndarray, np.ndarray],
+                         fact_entities: tuple[np.ndarray, np.ndarray], fact_vecs,
+                         qvecs: np.ndarray, n_ent: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per (question, entity), the best cosine between the question and a triple of the
+    passages ``top`` (``(q, m)`` rows, -1 padded) that names the entity: sorted keys
+    ``question * n_ent + entity`` and their scores. ``chunk_triples``: (indptr, fact ids) of
+    each passage's triples; ``fact_entities``: (indptr, entity ids) of each fact;
+    ``fact_vecs[ids]``: the facts' vectors."""
+    r, c = np.nonzero(top >= 0)
+    rows = top[r, c]
+    c_ptr, c_facts = chunk_triples
+    qr, fact = csr_rows(r, c_ptr[rows], np.diff(c_ptr)[rows], c_facts)
+    if not len(fact):
+        return np.zeros(0, np.int64), np.zeros(0)
+    uniq, inv = np.unique(fact, return_inverse=True)
+    sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
+                    np.asarray(fact_vecs[uniq], np.float64)[inv])
+    f_ptr, f_ents = fact_entities
+    owner, ent = csr_rows(np.arange(len(fact)), f_ptr[fact], np.diff(f_ptr)[fact], f_ents)
+    keys, k_inv = np.unique(qr[owner] * n_ent + ent, return_inverse=True)
+    best = np.full(len(keys), -np.inf)
+    np.maximum.at(best, k_inv, sim[owner])
+    return keys, best
+
+
+def csr_rows(owner: np.ndarray, lo: np.ndarray, size: np.ndarray, values: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR slices ``values[lo[i] : lo[i] + size[i]]`` flattened, each value with its
+    ``owner[i]``."""
+    size = size.astype(np.int64)
+    pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+    return np.repeat(owner, size), values[np.repeat(lo.astype(np.int64), size) + pos]
+
+
+def best_expansions(owner: np.ndarray, entity: np.ndarray, keys: np.ndarray,
+                    scores: np.ndarray, n_ent: int, keep: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The expansions ``(owner, entity)`` (by question) of each question that has a scored
+    entity (``keys``/``scores`` from :func:`triple_entity_scores`) cut to its ``keep`` best
+    entities (entities in no triple after the scored ones); other questions keep them all."""
+    key = owner * n_ent + entity
+    score = np.full(len(key), -np.inf)
+    if len(keys):
+        at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+        score = np.where(keys[at] == key, scores[at], -np.inf)
+    order = np.lexsort((entity, -score, owner))
+    owner, entity = owner[order], entity[order]
+    pos = np.arange(len(owner)) - np.searchsorted(owner, owner)
+    scored = np.isin(owner, np.unique(keys // n_ent))
+    keep_row = ~scored | (pos < keep)
+    return owner[keep_row], entity[keep_row]
 
 
 def expansion_ranking(owner: np.ndarray, rows: np.ndarray, scores: np.ndarray, q: int,
@@ -266,7 +342,8 @@ class BridgePages:
                 temperature=cfg.second_hop_temperature, weight=cfg.second_hop_weight,
                 rank_constant=cfg.second_hop_rank_constant)
         if cfg.second_hop_expansions > 0 and cfg.second_hop_expansion_weight > 0:
-            found = self.expanded(rows, questions, cfg.second_hop_expansions)
+            found = self.expanded(rows, questions, cfg.second_hop_expansions, qvecs,
+                                  cfg.second_hop_triples)
             head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes,
                                  cfg.second_hop_expansion_keep)
             rankings = [rows, found, head]
@@ -274,15 +351,44 @@ class BridgePages:
                                 self.retriever.n_psg, cfg.second_hop_rank_constant, depth)
         return rows[:, :k], scores[:, :k]
 
-    def expanded(self, ranking: np.ndarray, questions: list[str], top: int) -> np.ndarray:
+    def chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(indptr, fact ids) of each passage's labelled triples (the facts the ``typed``
+        column marks), or None where the index has none (rule-based extraction, or built
+        before facts were marked). Read on first use."""
+        if not hasattr(self, "_chunk_triples"):
+            from gpurag.store import checks, layout
+
+            r = self.retriever
+            self._chunk_triples = None
+            if "typed" not in checks.table_columns(r.dir, layout.FACTS):
+                return None
+            facts = r.dir.table(layout.FACTS, columns=["chunk", "typed"])
+            if facts["typed"].any():
+                ids = np.flatnonzero(facts["typed"].to_numpy(bool))
+                chunk = facts["chunk"].to_numpy(np.int64)[ids]
+                order = np.argsort(chunk, kind="stable")
+                indptr = np.searchsorted(chunk[order], np.arange(r.n_psg + 1))
+                self._chunk_triples = (indptr.astype(np.int64), ids[order])
+        return self._chunk_triples
+
+    def expanded(self, ranking: np.ndarray, questions: list[str], top: int,
+                 qvecs: np.ndarray | None = None, triples: int = 0) -> np.ndarray:
         """Per question, the BM25 pages of the question expanded by each entity its ``top``
-        passages mention (:func:`expansion_pairs`), ``(q, BRIDGE_DEPTH)``."""
+        passages mention (:func:`expansion_pairs`), ``(q, BRIDGE_DEPTH)``; with ``triples``
+        (and ``qvecs``) and an index with labelled triples, only the entities of the
+        ``triples`` best triples where the top passages have any (:func:`best_expansions`)."""
         r = self.retriever
         linked = r.linker.link(questions)
         named = (np.repeat(np.arange(len(linked)), [len(x) for x in linked]),
                  np.fromiter((e.entity_id for x in linked for e in x), np.int64))
         mentions, _ = r._matrices()
         owner, entity = expansion_pairs(ranking[:, :top], mentions, r.title_entity, named)
+        chunk_triples = self.chunk_triples() if triples > 0 and qvecs is not None else None
+        if chunk_triples is not None and len(owner):
+            keys, scores = triple_entity_scores(
+                ranking[:, :top], chunk_triples, (r.fact_indptr, r.fact_entities),
+                PassageVectors(r.fact_index), qvecs, r.n_ent)
+            owner, entity = best_expansions(owner, entity, keys, scores, r.n_ent, triples)
         if not len(owner):
             return np.full((len(questions), BRIDGE_DEPTH), -1, np.int64)
         texts = [f"{questions[i]} {r.entity_names[e]}" for i, e in

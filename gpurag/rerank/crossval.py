@@ -50,6 +50,17 @@ def _ranks(index, questions: list, **options) -> list[list[int | None]]:
     return [gold_ranks(r.doc_ids, q.gold_ids) for r, q in zip(res, questions, strict=True)]
 
 
+def job_labels(jobs: list[tuple[Any, Any]]) -> list[str]:
+    """One unique label per job: the dataset's name, with ``#2``, ``#3`` .. for later jobs on
+    the same dataset (e.g. its index with LLM triples beside the rule-based one)."""
+    seen: dict[str, int] = {}
+    labels = []
+    for _, ds in jobs:
+        seen[ds.name] = seen.get(ds.name, 0) + 1
+        labels.append(ds.name if seen[ds.name] == 1 else f"{ds.name}#{seen[ds.name]}")
+    return labels
+
+
 def _add_synthetic(index, n: int, cfg: TrainConfig, draw: int | None,
                    kinds: dict[str, float] | None, trivial_top: int,
                    extra: list[QuestionSet]) -> dict[str, Any]:
@@ -68,17 +79,23 @@ def _add_synthetic(index, n: int, cfg: TrainConfig, draw: int | None,
 
 
 def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
-              progress: bool = False, synthetic: int = 0, synthetic_draw: int | None = None,
+              progress: bool = False, labels: list[str] | None = None, synthetic: int = 0,
+              synthetic_draw: int | None = None,
               synthetic_kinds: dict[str, float] | None = None,
               trivial_top: int = 2) -> dict[str, Any]:
-    """Cross-validate over ``jobs`` ``[(index, dataset), ...]``; per dataset the pooled
-    out-of-fold metrics of graph and graph+gat, and the per question ranks. ``synthetic``
-    questions of each job's index (``synthetic_draw`` of each drawn per epoch) are added to
-    every fold's training sets."""
+    """Cross-validate over ``jobs`` ``[(index, dataset), ...]``; per job (keyed by ``labels``,
+    default :func:`job_labels`) the pooled out-of-fold metrics of graph and graph+gat, and the
+    per question ranks. Jobs over the same questions share their folds, so no question is
+    scored by a model trained on it through another index. ``synthetic`` questions of each
+    job's index (``synthetic_draw`` of each drawn per epoch) are added to every fold's
+    training sets, never to validation or test."""
     from gpurag.eval.metrics import summarize
     from gpurag.rerank import GATReranker, set_reranker
     from gpurag.rerank.model import ScorerSettings
 
+    labels = labels or job_labels(jobs)
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"crossval labels must be unique: {labels}")
     t0 = time.perf_counter()
     sets: list[tuple[Any, Any, QuestionSet, list[np.ndarray]]] = []
     extra: list[QuestionSet] = []
@@ -87,12 +104,14 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
         qs = prepare(index, ds, cfg.candidates, fanout=cfg.fanout)
         sets.append((index, ds, qs, fold_parts(len(qs), folds, cfg.seed)))
         if synthetic > 0:
-            synthetic_info[ds.name] = _add_synthetic(index, synthetic, cfg, synthetic_draw,
-                                                     synthetic_kinds, trivial_top, extra)
+            lab = labels[len(sets) - 1]
+            synthetic_info[lab] = _add_synthetic(index, synthetic, cfg, synthetic_draw,
+                                                 synthetic_kinds, trivial_top, extra)
             if progress:
-                print(f"{ds.name}: {synthetic_info[ds.name]['questions']} synthetic questions "
+                print(f"{lab}: {synthetic_info[lab]['questions']} synthetic questions "
                       f"({time.perf_counter() - t0:.0f}s)", flush=True)
-    oof: dict[str, list] = {ds.name: [None] * len(qs) for _, ds, qs, _ in sets}
+    oof: dict[str, list] = {lab: [None] * len(qs) for lab, (_, _, qs, _) in zip(labels, sets,
+                                                                                 strict=True)}
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
     fold_info = []
     for k in range(folds):
@@ -105,7 +124,7 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
                             cfg)
         fold_info.append({"best_epoch": info["best_epoch"], "epochs": len(info["history"]),
                           "seconds": round(info["seconds"], 1)})
-        for (index, ds, qs, _), (_, _, test) in zip(sets, splits, strict=True):
+        for lab, (index, ds, qs, _), (_, _, test) in zip(labels, sets, splits, strict=True):
             retriever = index.retriever
             set_reranker(retriever, "gat", GATReranker(qs.arrays, model, settings))
             try:
@@ -114,7 +133,7 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
             finally:
                 set_reranker(retriever, "gat", None)
             for i, r in zip(test, got, strict=True):
-                oof[ds.name][i] = r
+                oof[lab][i] = r
         if progress:
             print(f"fold {k}: best epoch {info['best_epoch']} of {len(info['history'])} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
@@ -123,10 +142,10 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
     if synthetic_info:
         out["synthetic"] = {"per_set": synthetic, "draw_per_epoch": synthetic_draw,
                             "trivial_top": trivial_top, "sets": synthetic_info}
-    for index, ds, _, _ in sets:
+    for lab, (index, ds, _, _) in zip(labels, sets, strict=True):
         base = _ranks(index, ds.questions)
-        out["sets"][ds.name] = {"graph": summarize(base), "graph+gat": summarize(oof[ds.name]),
-                                "ranks": {"graph": base, "graph+gat": oof[ds.name]}}
+        out["sets"][lab] = {"graph": summarize(base), "graph+gat": summarize(oof[lab]),
+                            "ranks": {"graph": base, "graph+gat": oof[lab]}}
     return out
 
 

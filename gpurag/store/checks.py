@@ -23,6 +23,14 @@ def table_rows(d: IndexDir, rel: str) -> int:
         raise IndexFormatError(f"corrupt table {d.root / rel}: {exc}") from exc
 
 
+def table_columns(d: IndexDir, rel: str) -> list[str]:
+    """Column names of a Parquet table of the index, from its schema."""
+    try:
+        return list(pq.ParquetFile(d.file(rel)).schema_arrow.names)
+    except Exception as exc:
+        raise IndexFormatError(f"corrupt table {d.root / rel}: {exc}") from exc
+
+
 def _rows(d: IndexDir, rel: str, n: int, what: str) -> np.ndarray:
     arr = d.array(rel)
     if arr.ndim < 1 or arr.shape[0] != n:

@@ -153,6 +153,19 @@ def test_fast_extractor_specifics():
     assert "Lord of the Rings" not in set(c1["name"])
 
 
+def test_a_lone_capital_letter_is_not_an_entity():
+    """"B" of "LL.B" and "G" of "G&CU" are not names: as entities they linked every passage
+    with a degree or an abbreviation (a law degree and canon law)."""
+    chunks = pd.DataFrame({"chunk_id": ["a"], "title": ["Harris W. Fawell"], "text": [
+        "Fawell received his LL.B from Chicago-Kent College of Law. The Galena and Chicago "
+        "Union Railroad (G&CU) reached West Chicago in 1849."]})
+    ex = FastExtractor().extract(chunks)
+    names = set(ex.mentions["name"])
+    assert not {n for n in names if len(n) == 1}
+    assert {"Chicago-Kent College of Law", "West Chicago"} <= names
+    assert ex.stats["dropped_single_letter"] >= 2
+
+
 def test_title_missing_from_text_and_disambiguation():
     chunks = pd.DataFrame({"chunk_id": ["a", "b"], "title": ["Unun (band)", "Nowhere Else"],
                            "text": ["Unun is a Japanese band from Tokyo.", "Paris is big."]})

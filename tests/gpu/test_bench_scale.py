@@ -93,3 +93,24 @@ def test_the_budget_counts_from_the_start_of_the_run(tmp_path, monkeypatch):
                         lambda kind, extra, args: seen.append(scale.elapsed()) or {"skipped": "x"})
     scale.main(["--prefixes", "", "--edges", "2e4", "--out", str(tmp_path), "--budget-s", "300"])
     assert seen and max(seen) < 60
+
+
+def test_build_children_may_spawn_extraction_workers(tmp_path, monkeypatch):
+    """A build child is this guarded script, so it extracts with a worker pool as the command
+    line does; a script is not trusted to spawn workers unless GPURAG_EXTRACT_WORKERS says so."""
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen.update(kw["env"])
+        return scale.subprocess.CompletedProcess(cmd, 0, stdout="{}")
+
+    monkeypatch.delenv("GPURAG_EXTRACT_WORKERS", raising=False)
+    monkeypatch.setattr(scale.subprocess, "run", fake_run)
+    args = scale.parse_args(["--out", str(tmp_path)])
+    scale.run_child("build", [], args)
+    from gpurag.pipeline.extract_pool import available_cores
+
+    assert seen["GPURAG_EXTRACT_WORKERS"] == str(available_cores())
+    monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "1")  # the caller's choice stands
+    scale.run_child("build", [], args)
+    assert seen["GPURAG_EXTRACT_WORKERS"] == "1"

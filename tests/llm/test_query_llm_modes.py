@@ -91,6 +91,15 @@ def test_index_with_llm_extractor_end_to_end(tmp_path, llm_url, monkeypatch):
     assert set(fast.dir.table("tables/names.parquet")["name"].astype(str)) <= names
     relations = index.dir.table("tables/relations.parquet")["relation"].astype(str)
     assert (relations == COOCCURS).any()
+    # the LLM's labelled relations are the typed facts the second hop scores; the sentences
+    # beside them are not
+    facts = index.dir.table("tables/facts.parquet")
+    rel = index.dir.table("tables/relations.parquet")
+    labelled = rel[rel["relation"].astype(str) != COOCCURS]
+    assert facts["typed"].sum() == labelled.groupby(
+        ["head_entity", "relation", "tail_entity"]).ngroups
+    assert (index.retriever.bridge_pages.chunk_triples() is not None) == bool(
+        facts["typed"].any())
     assert index.query(records[0]["title"], k=2).passages
     rebuilt = Index.build(corpus, tmp_path / "idx2", extractor="llm", show_progress=False)
     assert rebuilt.manifest.counts["entities"] == index.manifest.counts["entities"]

@@ -111,6 +111,27 @@ def test_graph_results_carry_seeds_and_paths(graph_index, sample_questions):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_graph_scores_are_the_walks_relevance_not_fusion_internals(graph_index,
+                                                                     sample_questions):
+    """A graph result shows each passage's relevance from the walk (PPR mass relative to the
+    question's best passage), never rising down the list: not the 1e6 weight that pins the
+    head in the fusion."""
+    for r in graph_index.query_batch([q["question"] for q in sample_questions], k=8):
+        scores = np.array([p.score for p in r.passages])
+        assert ((scores >= 0) & (scores <= 1.0 + 1e-6)).all(), scores
+        assert (np.diff(scores) <= 0).all()
+        assert scores[0] > 0
+
+
+def test_shown_scores_cap_each_row_by_the_rows_above():
+    from gpurag.query.graph import shown_scores
+
+    cand = np.array([[4, 7, 9, 2, -1]])
+    relevance = np.array([[1.0, 0.5, 0.8, 0.1, -np.inf]])
+    rows = np.array([[7, 9, 4, 3, -1]])  # 3 is not a candidate (found by a later fusion)
+    assert shown_scores(rows, cand, relevance).tolist() == [[0.5, 0.5, 0.5, 0.0, 0.0]]
+
+
 def test_batch_equals_one_by_one_in_graph_mode(graph_index, sample_questions):
     texts = [q["question"] for q in sample_questions[:5]]
     batch = graph_index.query_batch(texts, k=6)
@@ -147,6 +168,7 @@ def test_triples_import_counts_malformed_rows_and_builds_facts(tmp_path):
                                       "Brightwater Mills located in Orrin",
                                       "Ada Quill founded Brightwater Mills in 1890.",
                                       "Brightwater Mills stands in Orrin."]
+    assert facts["typed"].tolist() == [True, True, False, False]  # triples, then sentences
     assert counts["facts"] == 4
     r = index.query("Where does the company Ada Quill founded stand?", k=2)
     assert set(r.doc_ids) == {"a", "b"}

@@ -15,6 +15,7 @@ from gpurag import Index
 from gpurag.config import QueryConfig
 from gpurag.errors import ConfigError
 from gpurag.query.second_hop import (
+    aspect_keys,
     bridge_matrix,
     bridge_ranking,
     document_head,
@@ -56,6 +57,27 @@ def test_bridge_matrix_links_a_mention_to_the_page_its_name_titles():
     wide = bridge_matrix(mentions, title_entity, titles, aliases, n_ent=4, max_pages=4)
     assert (0, 2) in set(zip(*wide.nonzero(), strict=True))  # "Day" bridges when allowed
     assert wide.diagonal().sum() == 0
+
+
+def test_aspect_pages_bridge_from_the_entity_they_are_about():
+    """"History of Maryland" is a page about Maryland, though Maryland does not title it:
+    a passage that mentions Maryland bridges to it. An entity with more than ``max_pages``
+    aspect pages (a hub such as a country) keeps its own page but bridges to none of them."""
+    titles = pd.Series(["List of U.S. state sports", "History of Maryland", "Maryland",
+                        "Economy of the United States", "History of the United States",
+                        "Geography of the United States", "Culture of the United States",
+                        "United States", "Battle of Hastings"])
+    # entities: 0 Maryland, 1 United States, 2 the list (title of 0), 3 Hastings
+    mentions = pd.DataFrame({"entity": [2, 0, 1, 3, 0, 1], "chunk": [0, 0, 0, 0, 2, 7]})
+    title_entity = np.array([2, -1, 0, -1, -1, -1, -1, 1, -1])
+    aliases = pd.DataFrame({"name": ["Maryland", "United States", "List of U.S. state sports",
+                                     "Hastings"], "entity_id": [0, 1, 2, 3]})
+    m = bridge_matrix(mentions, title_entity, titles, aliases, n_ent=4, max_pages=3)
+    assert set(m[[0]].nonzero()[1].tolist()) == {1, 2, 7, 8}  # not the four US aspects
+    rows, keys = aspect_keys(titles)
+    assert dict(zip(rows.tolist(), keys, strict=True))[1] == "maryland"
+    assert dict(zip(rows.tolist(), keys, strict=True))[3] == "united states"
+    assert 2 not in rows and 7 not in rows
 
 
 def test_bridge_ranking_prefers_the_neighbour_the_question_describes():

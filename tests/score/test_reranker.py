@@ -193,3 +193,16 @@ def test_pooled_cross_validation_ranks_every_question_with_a_model_that_never_sa
     assert set(row["graph+gat"]) >= {"recall@2", "recall@5", "all_gold@8", "mrr"}
     # the folds' networks (hidden 8) are gone: "gat" is the shipped checkpoint again
     assert get_reranker("gat", sample_index.retriever).model.cfg.hidden == 16
+
+
+def test_crossval_keeps_two_indexes_of_one_dataset_apart():
+    """Two jobs on the same questions (say the rule-based index and the one with LLM triples)
+    get their own rows: the second one no longer overwrites the first."""
+    from types import SimpleNamespace
+
+    from gpurag.rerank.crossval import job_labels
+
+    ds = SimpleNamespace(name="musique")
+    other = SimpleNamespace(name="hotpotqa")
+    assert job_labels([(None, ds), (None, other), (None, ds)]) == ["musique", "hotpotqa",
+                                                                    "musique#2"]
