@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,16 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
         if not sources:
             raise ConfigError("--synthetic needs index folders: --synthetic-index IDX or "
                               "--index IDX")
+        skipped = []
         for path, index in sources:
-            _add_synthetic(index or _open(path), args, cfg, bool(args.datasets), train_sets,
-                           val_sets, data, quiet)
+            try:
+                _add_synthetic(index or _open(path), args, cfg, bool(args.datasets),
+                               train_sets, val_sets, data, quiet)
+            except ConfigError as exc:  # another index may still yield some
+                skipped.append(str(exc))
+                print(f"skipped: {exc}", file=sys.stderr)
+        if len(skipped) == len(sources) and not train_sets:
+            raise ConfigError("; ".join(skipped))
     if not train_sets:
         raise ConfigError("nothing to train on: give datasets, or --synthetic N with "
                           "--index IDX")

@@ -62,15 +62,30 @@ def test_train_scorer_on_synthetic_questions_only(index_dir, tmp_path):
     assert len(res.passages) == 5 and all(np.isfinite(p.score) for p in res.passages)
 
 
-def test_train_scorer_says_when_an_index_has_no_bridges(tmp_path, capsys):
-    notes = tmp_path / "notes"
-    Index.build(NOTES, notes, show_progress=False).close()
-    rc = main(["-q", "train-scorer", "--index", str(notes), "--synthetic", "8",
-               "--synthetic-kinds", "bridge=1", "-o", str(tmp_path / "x.safetensors")])
+@pytest.fixture(scope="module")
+def notes_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("notes") / "idx"
+    Index.build(NOTES, out, show_progress=False).close()
+    return out
+
+
+def test_train_scorer_says_when_an_index_has_no_bridges(notes_dir, index_dir, tmp_path,
+                                                        capsys):
+    out = tmp_path / "x.safetensors"
+    rc = main(["-q", "train-scorer", "--index", str(notes_dir), "--synthetic", "8",
+               "--synthetic-kinds", "bridge=1", "-o", str(out)])
     assert rc == 2
     err = capsys.readouterr().err
     assert "yields no synthetic questions" in err and "no bridge pairs" in err
-    assert not (tmp_path / "x.safetensors").exists()
+    assert not out.exists()
+    # beside an index that has bridges, the one without is skipped, and said so
+    rc = main(["-q", "train-scorer", "--index", str(notes_dir), "--index", str(index_dir),
+               "--synthetic", "8", "--synthetic-kinds", "bridge=1",
+               "--synthetic-trivial-top", "0", "--epochs", "1", "-o", str(out)])
+    assert rc == 0 and out.is_file()
+    assert "skipped" in capsys.readouterr().err
+    card = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert [d["path"] for d in card["data"]] == [str(index_dir)]
 
 
 def test_crossval_adds_synthetic_questions_to_training_folds_only(index_dir, monkeypatch):
