@@ -94,9 +94,11 @@ class SyntheticSet:
             return None
         built = sum(s.get("built", 0) for s in self.stats.values())
         if not built:
-            return ("no passage mentions an entity that titles another passage (no bridge "
-                    "pairs), no two pages share a descriptor and no specific entity is shared "
-                    "by two documents")
+            why = {"bridge": "no passage mentions an entity that titles another passage (no "
+                             "bridge pairs)", "chain": "no two bridges in a row",
+                   "comparison": "no two pages share a descriptor",
+                   "shared": "no specific entity is shared by two documents"}
+            return ", ".join(why[k] for k in self.stats) or "no question kind was asked"
         return f"all {built} candidate questions were answered by dense retrieval alone"
 
 
