@@ -499,16 +499,18 @@ def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, n
 
 
 def shown_scores(rows: np.ndarray, cand: np.ndarray, relevance: np.ndarray) -> np.ndarray:
-    """The score each ranked row (``(q, k)``, -1 padded) shows: its relevance from the walk
-    (``relevance`` of the candidates ``cand``: PPR mass over the question's best passage's,
-    plus the dense blend; 0 for a row the walk did not rank), capped by every score above it,
-    so scores never rise down the list. The order itself comes from the head, the fusions and
-    any reranker; the internal fusion scores (1e6 for a head row) are not shown."""
+    """The score each ranked row (``(q, k)``, -1 padded) shows: the best relevance from the
+    walk at its rank or below (``relevance`` of the candidates ``cand``: PPR mass over the
+    question's best passage's, plus the dense blend; 0 for a row the walk did not rank), so
+    scores never rise down the list and a cut at a score keeps every row the walk rated that
+    high. The order itself comes from the head, the fusions and any reranker; the internal
+    fusion scores (1e6 for a head row) are not shown."""
     match = (rows[:, :, None] == cand[:, None, :]) & (rows[:, :, None] >= 0)
     found = np.take_along_axis(np.where(np.isfinite(relevance), relevance, 0.0),
                                match.argmax(axis=2), axis=1)
     value = np.where(match.any(axis=2), np.maximum(found, 0.0), 0.0)
-    return np.where(rows >= 0, np.minimum.accumulate(value, axis=1), 0.0)
+    best_below = np.maximum.accumulate(value[:, ::-1], axis=1)[:, ::-1]
+    return np.where(rows >= 0, best_below, 0.0)
 
 
 def union_head(rankings: list[np.ndarray], ppr: np.ndarray, per_source: int, n: int
