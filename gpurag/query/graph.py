@@ -140,8 +140,21 @@ class GraphRetriever:
         if self._linker is None:
             from gpurag.query.linking import EntityLinker
 
-            self._linker = EntityLinker(self.dir.table("tables/aliases.parquet"))
+            self._linker = EntityLinker(self.aliases)
         return self._linker
+
+    @property
+    def aliases(self) -> pd.DataFrame:
+        """The alias table (``name``, ``entity_id``, ``key``: the normalized lookup key,
+        stored since index builds of stop 13, computed here for older ones); read once."""
+        if getattr(self, "_aliases", None) is None:
+            from gpurag.resolve.normalize import normalize_name
+
+            table = self.dir.table(layout.ALIASES)
+            if "key" not in table:
+                table["key"] = normalize_name(table["name"].astype(str).tolist())
+            self._aliases = table
+        return self._aliases
 
     @property
     def lexical(self):
