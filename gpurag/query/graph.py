@@ -160,10 +160,24 @@ class GraphRetriever:
     def lexical(self):
         """BM25 over the passages (built on first use)."""
         if self._lexical is None:
-            from gpurag.query.lexical import BM25Index
-
-            self._lexical = BM25Index(self._chunks)
+            self._lexical = self._open_lexical()
         return self._lexical
+
+    def _open_lexical(self):
+        """The BM25 model the build saved, or (an index without one, or a copy this bm25s
+        cannot read) one built from the chunks."""
+        import logging
+
+        from gpurag.query.lexical import BM25Index
+
+        if all(self.dir.has(rel) for rel in layout.LEXICAL_FILES):
+            try:
+                return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg)
+            except Exception as exc:  # a copy this bm25s cannot read is rebuilt, not fatal
+                logging.getLogger(__name__).warning(
+                    "index %s: its BM25 copy cannot be read (%s); rebuilding it in memory",
+                    self.dir.root, exc)
+        return BM25Index(self._chunks)
 
     # -- seeds --------------------------------------------------------------------------
     @functools.cached_property
