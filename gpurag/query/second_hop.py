@@ -65,7 +65,8 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
     entity (-1 when none); ``aliases`` has ``name``, ``entity_id`` and, where the index stores
     it, ``key`` (each name's :func:`normalize_name`). An entity that titles
     more than ``max_pages`` passages names a category ("bakery_deliver"), not a page, and
-    bridges nowhere; its aspect pages do not count towards that.
+    bridges nowhere. Aspect pages are counted apart: an entity with more than ``max_pages`` of
+    them (a country) keeps its own page but bridges to none of its aspects.
     """
     n_psg = len(title_entity)
     ment = sp.csr_array((np.ones(len(mentions)), (mentions["chunk"].to_numpy(np.int64),
