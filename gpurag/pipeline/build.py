@@ -98,6 +98,13 @@ def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
                writer.path(layout.PASSAGES_FAISS))
     record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
     timings["passage_index_s"] = time.perf_counter() - t0
+    if cfg.graph:  # graph retrieval's lexical seeds and head: saved, not rebuilt per opening
+        from gpurag.query.lexical import BM25Index
+
+        t0 = time.perf_counter()
+        BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
+        record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
+        timings["lexical_index_s"] = time.perf_counter() - t0
 
 
 def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,

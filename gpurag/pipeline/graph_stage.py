@@ -263,6 +263,15 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     )
 
 
+def alias_table(aliases: pd.DataFrame) -> pd.DataFrame:
+    """The alias table as written: each name with its entity and its lookup key
+    (:func:`~gpurag.resolve.normalize.normalize_name`), which question linking and the second
+    hop match against; keyed once here instead of on every opening of the index."""
+    from gpurag.resolve.normalize import normalize_name
+
+    return aliases.assign(key=normalize_name(aliases["name"].astype(str).tolist()))
+
+
 def build_facts(chunks: pd.DataFrame, ents: ResolvedEntities) -> Facts:
     """Facts: the labelled triples the extractor gives, then the sentences naming two or more
     located entities. Both: a triple says how two entities relate in the extractor's words,
@@ -362,7 +371,7 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
                            codec=codec), writer.path(layout.FACTS_FAISS))
     writer.write_table(layout.ENTITIES, ents.entities)
-    writer.write_table(layout.ALIASES, ents.aliases)
+    writer.write_table(layout.ALIASES, alias_table(ents.aliases))
     writer.write_table(layout.MENTIONS,
                        ents.mentions[["entity", "chunk", "name", "label", "start", "end"]])
     writer.write_table(layout.RELATIONS,

@@ -140,17 +140,44 @@ class GraphRetriever:
         if self._linker is None:
             from gpurag.query.linking import EntityLinker
 
-            self._linker = EntityLinker(self.dir.table("tables/aliases.parquet"))
+            self._linker = EntityLinker(self.aliases)
         return self._linker
+
+    @property
+    def aliases(self) -> pd.DataFrame:
+        """The alias table (``name``, ``entity_id``, ``key``: the normalized lookup key,
+        stored since index builds of stop 13, computed here for older ones); read once."""
+        if getattr(self, "_aliases", None) is None:
+            from gpurag.resolve.normalize import normalize_name
+
+            table = self.dir.table(layout.ALIASES)
+            if "key" not in table:
+                table["key"] = normalize_name(table["name"].astype(str).tolist())
+            self._aliases = table
+        return self._aliases
 
     @property
     def lexical(self):
         """BM25 over the passages (built on first use)."""
         if self._lexical is None:
-            from gpurag.query.lexical import BM25Index
-
-            self._lexical = BM25Index(self._chunks)
+            self._lexical = self._open_lexical()
         return self._lexical
+
+    def _open_lexical(self):
+        """The BM25 model the build saved, or (an index without one, or a copy this bm25s
+        cannot read) one built from the chunks."""
+        import logging
+
+        from gpurag.query.lexical import BM25Index
+
+        if all(self.dir.has(rel) for rel in layout.LEXICAL_FILES):
+            try:
+                return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg)
+            except Exception as exc:  # a copy this bm25s cannot read is rebuilt, not fatal
+                logging.getLogger(__name__).warning(
+                    "index %s: its BM25 copy cannot be read (%s); rebuilding it in memory",
+                    self.dir.root, exc)
+        return BM25Index(self._chunks)
 
     # -- seeds --------------------------------------------------------------------------
     @functools.cached_property
@@ -499,16 +526,18 @@ def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, n
 
 
 def shown_scores(rows: np.ndarray, cand: np.ndarray, relevance: np.ndarray) -> np.ndarray:
-    """The score each ranked row (``(q, k)``, -1 padded) shows: its relevance from the walk
-    (``relevance`` of the candidates ``cand``: PPR mass over the question's best passage's,
-    plus the dense blend; 0 for a row the walk did not rank), capped by every score above it,
-    so scores never rise down the list. The order itself comes from the head, the fusions and
-    any reranker; the internal fusion scores (1e6 for a head row) are not shown."""
+    """The score each ranked row (``(q, k)``, -1 padded) shows: the best relevance from the
+    walk at its rank or below (``relevance`` of the candidates ``cand``: PPR mass over the
+    question's best passage's, plus the dense blend; 0 for a row the walk did not rank), so
+    scores never rise down the list and a cut at a score keeps every row the walk rated that
+    high. The order itself comes from the head, the fusions and any reranker; the internal
+    fusion scores (1e6 for a head row) are not shown."""
     match = (rows[:, :, None] == cand[:, None, :]) & (rows[:, :, None] >= 0)
     found = np.take_along_axis(np.where(np.isfinite(relevance), relevance, 0.0),
                                match.argmax(axis=2), axis=1)
     value = np.where(match.any(axis=2), np.maximum(found, 0.0), 0.0)
-    return np.where(rows >= 0, np.minimum.accumulate(value, axis=1), 0.0)
+    best_below = np.maximum.accumulate(value[:, ::-1], axis=1)[:, ::-1]
+    return np.where(rows >= 0, best_below, 0.0)
 
 
 def union_head(rankings: list[np.ndarray], ppr: np.ndarray, per_source: int, n: int

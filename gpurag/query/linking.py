@@ -39,14 +39,18 @@ class EntityLinker:
     """Exact surface matching of question n-grams against an index's alias table."""
 
     def __init__(self, aliases: pd.DataFrame, min_key_chars: int = 3) -> None:
+        """``aliases``: ``name`` and ``entity_id`` columns, and ``key`` (each name's
+        :func:`normalize_name`) where the index stores it."""
         names = aliases["name"].astype(str)
         ids = aliases["entity_id"].to_numpy(np.int64)
+        keys = (aliases["key"].astype(str).tolist() if "key" in aliases
+                else normalize_name(names.tolist()))
         # Titles such as "Lover Come Back (1961 film)" are also named without their
         # disambiguation; an exact alias wins over such a short form (sorted first below).
         short = names.str.replace(_DISAMBIGUATION, "", regex=True)
         has_short = (short != names).to_numpy()
         frame = pd.DataFrame({
-            "key": normalize_name([*names.tolist(), *short[has_short].tolist()]),
+            "key": keys + normalize_name(short[has_short].tolist()),
             "entity": np.concatenate([ids, ids[has_short]]),
             "exact": np.r_[np.ones(len(ids), bool), np.zeros(int(has_short.sum()), bool)]})
         frame = frame[(frame["key"].str.len() >= min_key_chars)

@@ -17,8 +17,8 @@ class Passage:
     text: str
     char_start: int
     char_end: int
-    score: float  # dense: cosine to the question; graph: the walk's relevance in [0, 1],
-    # never rising down the list (:func:`gpurag.query.graph.shown_scores`)
+    score: float  # dense: cosine to the question; graph: the best relevance from the walk
+    # (0 to 1) at this rank or below (:func:`gpurag.query.graph.shown_scores`)
 
 
 @dataclass

@@ -62,9 +62,11 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
     and the pages about one side of it ("History of Maryland" for Maryland, :func:`aspect_keys`).
 
     ``mentions`` has ``entity`` and ``chunk`` columns; ``title_entity`` is each passage's title
-    entity (-1 when none); ``aliases`` has ``name`` and ``entity_id``. An entity that titles
+    entity (-1 when none); ``aliases`` has ``name``, ``entity_id`` and, where the index stores
+    it, ``key`` (each name's :func:`normalize_name`). An entity that titles
     more than ``max_pages`` passages names a category ("bakery_deliver"), not a page, and
-    bridges nowhere; its aspect pages do not count towards that.
+    bridges nowhere. Aspect pages are counted apart: an entity with more than ``max_pages`` of
+    them (a country) keeps its own page but bridges to none of its aspects.
     """
     n_psg = len(title_entity)
     ment = sp.csr_array((np.ones(len(mentions)), (mentions["chunk"].to_numpy(np.int64),
@@ -74,7 +76,8 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
     ents = [title_entity[has]]
     pages = [has]
     keys = pd.DataFrame({"key": title_keys(titles), "page": np.arange(n_psg)})
-    names = pd.DataFrame({"key": normalize_name(aliases["name"].astype(str).tolist()),
+    names = pd.DataFrame({"key": (aliases["key"].astype(str).tolist() if "key" in aliases
+                                  else normalize_name(aliases["name"].astype(str).tolist())),
                           "entity": aliases["entity_id"].to_numpy(np.int64)})
     pairs = names.merge(keys[keys["key"].str.len() >= 3], on="key")
     ents.append(pairs["entity"].to_numpy(np.int64))
@@ -304,7 +307,7 @@ class BridgePages:
             titles = r._chunks["title"] if "title" in r._chunks else pd.Series([""] * r.n_psg)
             self._matrices[max_pages] = bridge_matrix(
                 r.dir.table(layout.MENTIONS, columns=["entity", "chunk"]), r.title_entity,
-                titles, r.dir.table(layout.ALIASES), r.n_ent, max_pages)
+                titles, r.aliases, r.n_ent, max_pages)
         return self._matrices[max_pages]
 
     def reached_share(self, max_pages: int) -> float:

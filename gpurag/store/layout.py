@@ -29,6 +29,10 @@ RELATIONS = "tables/relations.parquet"
 FACTS = "tables/facts.parquet"
 COMMUNITIES = "tables/communities.parquet"
 GRAPH_DIR = "graph"
+LEXICAL_DIR = "lexical"  # the BM25 model over the chunks (bm25s files); optional
+LEXICAL_FILES = tuple(f"{LEXICAL_DIR}/{name}" for name in (
+    "params.index.json", "vocab.index.json", "data.csc.index.npy", "indices.csc.index.npy",
+    "indptr.csc.index.npy"))
 GRAPH_INDPTR = "graph/indptr.npy"
 GRAPH_INDICES = "graph/indices.npy"
 GRAPH_WEIGHTS = "graph/weights.npy"

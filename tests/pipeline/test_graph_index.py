@@ -123,13 +123,15 @@ def test_graph_scores_are_the_walks_relevance_not_fusion_internals(graph_index,
         assert scores[0] > 0
 
 
-def test_shown_scores_cap_each_row_by_the_rows_above():
+def test_shown_scores_are_the_best_relevance_at_or_below_each_rank():
     from gpurag.query.graph import shown_scores
 
     cand = np.array([[4, 7, 9, 2, -1]])
     relevance = np.array([[1.0, 0.5, 0.8, 0.1, -np.inf]])
-    rows = np.array([[7, 9, 4, 3, -1]])  # 3 is not a candidate (found by a later fusion)
-    assert shown_scores(rows, cand, relevance).tolist() == [[0.5, 0.5, 0.5, 0.0, 0.0]]
+    rows = np.array([[7, 9, 2, 4, 3, -1]])  # 3 is not a candidate (found by a later fusion)
+    assert shown_scores(rows, cand, relevance).tolist() == [[1.0, 1.0, 1.0, 1.0, 0.0, 0.0]]
+    rows = np.array([[4, 7, 3, 9, 2, -1]])
+    assert shown_scores(rows, cand, relevance).tolist() == [[1.0, 0.8, 0.8, 0.8, 0.1, 0.0]]
 
 
 def test_batch_equals_one_by_one_in_graph_mode(graph_index, sample_questions):

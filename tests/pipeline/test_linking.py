@@ -70,3 +70,17 @@ def test_linking_a_batch_again_reuses_the_result_and_stays_correct(monkeypatch):
     assert len(calls) == 2
     assert [e.entity_id for e in again[0]] == [2, 0]
     assert [e.entity_id for e in other[0]] == [1]
+
+
+def test_the_index_stores_each_alias_key_and_old_indexes_still_link(graph_index):
+    """The alias table carries each name's lookup key, so opening an index does not normalize
+    every alias again (once for linking, once for the second hop); an index written before,
+    without the column, links the same."""
+    from gpurag.resolve.normalize import normalize_name
+
+    table = graph_index.dir.table("tables/aliases.parquet")
+    assert table["key"].tolist() == normalize_name(table["name"].astype(str).tolist())
+    new = EntityLinker(table).link([COMPARISON])
+    old = EntityLinker(table.drop(columns=["key"])).link([COMPARISON])
+    assert new == old and new[0]
+    assert graph_index.retriever.aliases is graph_index.retriever.aliases  # read once

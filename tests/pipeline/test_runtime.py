@@ -13,7 +13,7 @@ from gpurag.runtime import Runtime, Settings, read_settings
 
 from .conftest import SAMPLE
 
-CPU_GRAPH_COMPONENTS = {"device", "embed", "vectors", "extract", "knn", "leiden"}
+CPU_GRAPH_COMPONENTS = {"device", "embed", "vectors", "extract", "knn", "leiden", "lexical"}
 
 
 def test_settings_are_read_in_one_place():

@@ -23,7 +23,7 @@ from gpurag.store import manifest as manifest_mod
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
 QUESTION = "Who founded Kestrel Dynamics?"
-EVERY_FILE = (*layout.REQUIRED_DENSE, *layout.REQUIRED_GRAPH,
+EVERY_FILE = (*layout.REQUIRED_DENSE, *layout.REQUIRED_GRAPH, *layout.LEXICAL_FILES,
               *(f for f in layout.EXTRACT_FILES if f != layout.EXTRACT_DESCRIPTIONS))
 
 
