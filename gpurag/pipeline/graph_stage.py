@@ -267,9 +267,9 @@ def alias_table(aliases: pd.DataFrame) -> pd.DataFrame:
     """The alias table as written: each name with its entity and its lookup key
     (:func:`~gpurag.resolve.normalize.normalize_name`), which question linking and the second
     hop match against; keyed once here instead of on every opening of the index."""
-    from gpurag.resolve.normalize import normalize_name
+    from gpurag.resolve.normalize import alias_keys
 
-    return aliases.assign(key=normalize_name(aliases["name"].astype(str).tolist()))
+    return aliases.assign(key=alias_keys(aliases.drop(columns=["key"], errors="ignore")))
 
 
 def build_facts(chunks: pd.DataFrame, ents: ResolvedEntities) -> Facts:

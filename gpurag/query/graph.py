@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,8 @@ from gpurag.store.writer import IndexDir
 from gpurag.vectors import load_index, query_index, search
 from gpurag.vectors.codec import decode_all
 from gpurag.vectors.grouped import GroupedIndex
+
+log = logging.getLogger(__name__)
 
 # Share of passages that must be another passage's bridge page for the corpus to count as
 # bridged (hotpotqa_train100 0.20, musique_train100 0.12, lihua_world's chat logs 0).
@@ -148,12 +151,10 @@ class GraphRetriever:
         """The alias table (``name``, ``entity_id``, ``key``: the normalized lookup key,
         stored since index builds of stop 13, computed here for older ones); read once."""
         if getattr(self, "_aliases", None) is None:
-            from gpurag.resolve.normalize import normalize_name
+            from gpurag.resolve.normalize import alias_keys
 
             table = self.dir.table(layout.ALIASES)
-            if "key" not in table:
-                table["key"] = normalize_name(table["name"].astype(str).tolist())
-            self._aliases = table
+            self._aliases = table.assign(key=alias_keys(table))
         return self._aliases
 
     @property
@@ -166,15 +167,13 @@ class GraphRetriever:
     def _open_lexical(self):
         """The BM25 model the build saved, or (an index without one, or a copy this bm25s
         cannot read) one built from the chunks."""
-        import logging
-
         from gpurag.query.lexical import BM25Index
 
         if all(self.dir.has(rel) for rel in layout.LEXICAL_FILES):
             try:
                 return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg)
             except Exception as exc:  # a copy this bm25s cannot read is rebuilt, not fatal
-                logging.getLogger(__name__).warning(
+                log.warning(
                     "index %s: its BM25 copy cannot be read (%s); rebuilding it in memory",
                     self.dir.root, exc)
         return BM25Index(self._chunks)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpurag.resolve.normalize import FUNCTION_WORDS, normalize_name
+from gpurag.resolve.normalize import FUNCTION_WORDS, alias_keys, normalize_name
 
 _WORD = re.compile(r"[^\W_][\w'’.\-&]*", re.UNICODE)
 MAX_NGRAM = 6
@@ -43,8 +43,7 @@ class EntityLinker:
         :func:`normalize_name`) where the index stores it."""
         names = aliases["name"].astype(str)
         ids = aliases["entity_id"].to_numpy(np.int64)
-        keys = (aliases["key"].astype(str).tolist() if "key" in aliases
-                else normalize_name(names.tolist()))
+        keys = alias_keys(aliases)
         # Titles such as "Lover Come Back (1961 film)" are also named without their
         # disambiguation; an exact alias wins over such a short form (sorted first below).
         short = names.str.replace(_DISAMBIGUATION, "", regex=True)

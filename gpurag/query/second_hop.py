@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gpurag.resolve.normalize import normalize_name
+from gpurag.resolve.normalize import alias_keys, normalize_name
 
 FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
 BRIDGE_DEPTH = 20  # bridge pages kept per question
@@ -56,6 +56,25 @@ def title_keys(titles: pd.Series) -> list[str]:
     return normalize_name(base.tolist())
 
 
+def titled_pages(title_entity: np.ndarray, titles: pd.Series, names: pd.DataFrame,
+                 n_ent: int, max_pages: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (entity, page) pairs of the passages each entity titles: its title entity,
+    or a name whose key (``names``: ``key``, ``entity``) equals the title's key without
+    disambiguation and qualifier (:func:`title_keys`); sorted by entity, then page. With
+    ``max_pages``, only entities titling at most that many passages (a category titles more)."""
+    has = np.flatnonzero(title_entity >= 0)
+    keys = pd.DataFrame({"key": title_keys(titles), "page": np.arange(len(title_entity))})
+    pairs = names.merge(keys[keys["key"].str.len() >= 3], on="key")
+    e = np.concatenate([title_entity[has], pairs["entity"].to_numpy(np.int64)])
+    p = np.concatenate([has, pairs["page"].to_numpy(np.int64)])
+    uniq = np.unique(e * max(len(title_entity), 1) + p)
+    e, p = uniq // max(len(title_entity), 1), uniq % max(len(title_entity), 1)
+    if max_pages is not None:
+        keep = np.bincount(e, minlength=n_ent)[e] <= max_pages
+        e, p = e[keep], p[keep]
+    return e, p
+
+
 def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.Series,
                   aliases: pd.DataFrame, n_ent: int, max_pages: int) -> sp.csr_array:
     """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions,
@@ -72,19 +91,10 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
     ment = sp.csr_array((np.ones(len(mentions)), (mentions["chunk"].to_numpy(np.int64),
                                                   mentions["entity"].to_numpy(np.int64))),
                         shape=(n_psg, n_ent))
-    has = np.flatnonzero(title_entity >= 0)
-    ents = [title_entity[has]]
-    pages = [has]
-    keys = pd.DataFrame({"key": title_keys(titles), "page": np.arange(n_psg)})
-    names = pd.DataFrame({"key": (aliases["key"].astype(str).tolist() if "key" in aliases
-                                  else normalize_name(aliases["name"].astype(str).tolist())),
+    names = pd.DataFrame({"key": alias_keys(aliases),
                           "entity": aliases["entity_id"].to_numpy(np.int64)})
-    pairs = names.merge(keys[keys["key"].str.len() >= 3], on="key")
-    ents.append(pairs["entity"].to_numpy(np.int64))
-    pages.append(pairs["page"].to_numpy(np.int64))
-    e, p = np.concatenate(ents), np.concatenate(pages)
+    e, p = titled_pages(title_entity, titles, names, n_ent)
     titled = sp.csr_array((np.ones(len(e)), (e, p)), shape=(n_ent, n_psg))
-    titled.data[:] = 1.0  # duplicates summed on construction
     specific = (np.diff(titled.indptr) <= max_pages).astype(np.float64)
     rows, keys = aspect_keys(titles)
     aspects = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")

@@ -265,15 +265,9 @@ def add_score_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--synthetic-index", action="append", metavar="IDX",
                    help="index folder to generate synthetic questions from (repeatable; "
                         "default: the datasets' indexes)")
-    p.add_argument("--synthetic-per-epoch", type=int, default=None, metavar="M",
-                   help="synthetic questions drawn per index and epoch (default: all, or the "
-                        "balanced count with --balance-sets)")
-    p.add_argument("--synthetic-kinds", metavar="KIND=W,...",
-                   help="mix of bridge, chain, comparison and shared questions "
-                        "(default bridge=0.5,chain=0.15,comparison=0.15,shared=0.2)")
-    p.add_argument("--synthetic-trivial-top", type=int, default=2, metavar="K",
-                   help="drop synthetic questions dense retrieval answers in its top K "
-                        "documents (0: keep all)")
+    from gpurag.rerank.synthetic import add_mix_arguments
+
+    add_mix_arguments(p)
     p.add_argument("--eval", action="store_true",
                    help="run gpurag eval (graph vs graph+gat) on the test split and --eval-sets")
     p.add_argument("--eval-sets", nargs="*", metavar="DATASET_DIR",

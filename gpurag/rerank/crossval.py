@@ -167,11 +167,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="candidates per question, in training and when ranking")
     p.add_argument("--synthetic", type=int, default=0, metavar="N",
                    help="synthetic questions per set's index, added to every fold's training")
-    p.add_argument("--synthetic-per-epoch", type=int, default=None, metavar="M",
-                   help="synthetic questions drawn per index and epoch (default: all, or the "
-                        "balanced count with --balance-sets)")
-    p.add_argument("--synthetic-kinds", metavar="KIND=W,...", help="question kind mix")
-    p.add_argument("--synthetic-trivial-top", type=int, default=2, metavar="K")
+    from gpurag.rerank.synthetic import add_mix_arguments, parse_kinds
+
+    add_mix_arguments(p)
     args = p.parse_args(argv)
     jobs = []
     for spec in args.sets:
@@ -181,8 +179,6 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append((index, ds))
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, balance_sets=args.balance_sets,
                       point_loss_weight=args.point_loss, candidates=args.candidates)
-    from gpurag.rerank.synthetic import parse_kinds
-
     res = pooled_cv(jobs, cfg, args.folds, progress=True, synthetic=args.synthetic,
                     synthetic_draw=args.synthetic_per_epoch,
                     synthetic_kinds=parse_kinds(args.synthetic_kinds),

@@ -136,7 +136,7 @@ class Corpus:
                              "start": ment["start"].to_numpy(np.int64),
                              "end": ment["end"].to_numpy(np.int64),
                              "label": ment["label"].astype(str).to_numpy(object)})
-        aliases = r.dir.table(layout.ALIASES)
+        aliases = r.aliases  # with each name's lookup key
         titles = (chunks["title"].fillna("").astype(str).tolist() if "title" in chunks
                   else [""] * len(chunks))
         return cls(chunks["text"].astype(str).tolist(), titles,
@@ -144,7 +144,8 @@ class Corpus:
                    np.asarray(r.title_entity, np.int64), ment,
                    np.asarray(r.entity_names, object),
                    pd.DataFrame({"name": aliases["name"].astype(str).to_numpy(object),
-                                 "entity_id": aliases["entity_id"].to_numpy(np.int64)}))
+                                 "entity_id": aliases["entity_id"].to_numpy(np.int64),
+                                 "key": aliases["key"].to_numpy(object)}))
 
     @property
     def n_psg(self) -> int:
@@ -181,22 +182,17 @@ class Corpus:
         return [str(self.entity_names[entity]), *self._alias_map.get(int(entity), [])]
 
     def titled(self, max_pages: int) -> pd.DataFrame:
-        """``entity, page`` pairs: the passages each entity titles (its title entity, or its
-        name equal to the title without disambiguation), for entities titling at most
-        ``max_pages`` passages (as :func:`gpurag.query.second_hop.bridge_matrix`)."""
-        from gpurag.query.second_hop import title_keys
-        from gpurag.resolve.normalize import normalize_name
+        """``entity, page`` pairs: the passages each entity titles, for entities titling at
+        most ``max_pages`` passages (:func:`gpurag.query.second_hop.titled_pages`, as the
+        second hop's bridge pages)."""
+        from gpurag.query.second_hop import titled_pages
+        from gpurag.resolve.normalize import alias_keys
 
-        has = np.flatnonzero(self.title_entity >= 0)
-        keys = pd.DataFrame({"key": title_keys(pd.Series(self.title)),
-                             "page": np.arange(self.n_psg)})
-        names = pd.DataFrame({"key": normalize_name(self.aliases["name"].tolist()),
+        names = pd.DataFrame({"key": alias_keys(self.aliases),
                               "entity": self.aliases["entity_id"].to_numpy(np.int64)})
-        pairs = names.merge(keys[keys["key"].str.len() >= 3], on="key")
-        out = pd.concat([pd.DataFrame({"entity": self.title_entity[has], "page": has}),
-                         pairs[["entity", "page"]]]).drop_duplicates()
-        n = out.groupby("entity")["page"].transform("size")
-        return out[n <= max_pages].reset_index(drop=True)
+        e, p = titled_pages(self.title_entity, pd.Series(self.title), names,
+                            len(self.entity_names), max_pages)
+        return pd.DataFrame({"entity": e, "page": p})
 
     def title_names(self, row: int) -> list[str]:
         """The title of passage ``row``, without its disambiguation, and its title entity's
@@ -651,6 +647,21 @@ def prepare_synthetic(index, n: int, cfg, seed: int | None = None, draw: int | N
     qs = prepare(index, syn, cfg.candidates, fanout=cfg.fanout)
     qs.draw = draw
     return qs, syn
+
+
+def add_mix_arguments(p) -> None:
+    """The options of how synthetic questions are drawn, made and filtered (``train-scorer``
+    and ``crossval`` share them): ``--synthetic-per-epoch``, ``--synthetic-kinds``,
+    ``--synthetic-trivial-top``."""
+    p.add_argument("--synthetic-per-epoch", type=int, default=None, metavar="M",
+                   help="synthetic questions drawn per index and epoch (default: all, or the "
+                        "balanced count with --balance-sets)")
+    p.add_argument("--synthetic-kinds", metavar="KIND=W,...",
+                   help="mix of bridge, chain, comparison and shared questions "
+                        "(default bridge=0.5,chain=0.15,comparison=0.15,shared=0.2)")
+    p.add_argument("--synthetic-trivial-top", type=int, default=2, metavar="K",
+                   help="drop synthetic questions dense retrieval answers in its top K "
+                        "documents (0: keep all)")
 
 
 def parse_kinds(spec: str | None) -> dict[str, float] | None:

@@ -112,3 +112,11 @@ def number_signature(normalized: Sequence[str]) -> list[str]:
     differ are different things ("apollo 11" / "apollo 12", "3 march 2018" / "3 may 2018")."""
     tag = _MONTH_TAG.get
     return [" ".join(sorted(tag(x, x) for x in _NUMBERS.findall(s))) for s in normalized]
+
+
+def alias_keys(aliases) -> list[str]:
+    """Each alias's lookup key: the ``key`` column an index stores (builds since stop 13), else
+    :func:`normalize_name` of the ``name`` column (older indexes, tables made by hand)."""
+    if "key" in aliases:
+        return aliases["key"].astype(str).tolist()
+    return normalize_name(aliases["name"].astype(str).tolist())
