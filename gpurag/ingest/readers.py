@@ -284,7 +284,7 @@ def _read_parquet(path: Path, root: Path, report: IngestReport,
         _damaged(report, path, row, f"row {row}", exc)
 
 
-def iter_documents(source: str | Path, report: IngestReport | None = None,
+def iter_documents(source: str | Path, report: IngestReport | None = None, *,
                    options: ReadOptions | None = None) -> Iterator[Document]:
     """Yield every good document under ``source``, streaming (no file is loaded whole except
     one-document files: text, PDF, HTML, DOCX). A document whose id was already used is

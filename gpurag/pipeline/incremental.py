@@ -356,7 +356,7 @@ def new_documents(sources: Sequence[str | Path], existing: set[str], report: Ing
     or already read from an earlier source."""
     taken = set(existing)
     for src in sources:
-        for doc in iter_documents(src, report, options):
+        for doc in iter_documents(src, report, options=options):
             if doc.doc_id in taken:
                 report.documents -= 1
                 reason = "already in the index" if doc.doc_id in existing else "duplicate id"
