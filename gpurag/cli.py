@@ -20,7 +20,8 @@ from gpurag.terminal import SafeFormatter, safe
 
 # How each index setting is spelled on the command line (for error messages).
 INDEX_FLAGS = {"embedder": "--embedder", "extractor": "--extractor", "triples": "--triples",
-               "chunk_tokens": "--chunk-tokens", "graph": "--no-graph"}
+               "chunk_tokens": "--chunk-tokens", "graph": "--no-graph",
+               "text_column": "--text-column"}
 
 
 def say(line: str = "", multiline: bool = False) -> None:
@@ -35,6 +36,8 @@ def _add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--triples", help="precomputed triples.jsonl to import instead of extracting")
     p.add_argument("--chunk-tokens", type=int, help="tokens per chunk window")
     p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
+    p.add_argument("--text-column", help="column of CSV/TSV/Parquet files holding the text "
+                   "(default: text)")
 
 
 def _index_config(args: argparse.Namespace):
@@ -43,7 +46,8 @@ def _index_config(args: argparse.Namespace):
     cfg, _ = load_config(args.config)
     overrides = {k: v for k, v in {
         "embedder": args.embedder, "extractor": args.extractor, "triples": args.triples,
-        "chunk_tokens": args.chunk_tokens}.items() if v is not None}
+        "chunk_tokens": args.chunk_tokens,
+        "text_column": getattr(args, "text_column", None)}.items() if v is not None}
     if args.triples:
         if not Path(args.triples).is_file():
             raise InputError(f"--triples {args.triples}: no such file")

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 # The settings each checkpointed stage's output depends on (gpurag.pipeline.workdir): a
 # resume keeps every stage before the first whose settings changed.
 CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_chars",
-                        "vector_precision")
+                        "vector_precision", "text_column")
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
