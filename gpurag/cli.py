@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.memory.cli import add_memory_commands
 from gpurag.rerank.cli import add_score_commands
 from gpurag.serve.cli import add_serve_command
-from gpurag.terminal import SafeFormatter, safe
+from gpurag.terminal import safe
 
 # How each index setting is spelled on the command line (for error messages).
 INDEX_FLAGS = {"embedder": "--embedder", "extractor": "--extractor", "triples": "--triples",
@@ -258,7 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpurag", description=__doc__)
     parser.add_argument("--version", action="version", version=f"gpurag {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars or progress lines")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="stderr log and progress lines as text or one JSON object a line "
+                             "(progress is logged as lines when stderr is not a terminal)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("index", help="index a folder or file of documents")
@@ -330,10 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = logging.StreamHandler()
-    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        handlers=[handler])
+    from gpurag.logs import configure_logging
+
+    configure_logging(args.verbose, args.quiet, args.log_format)
     try:
         if args.command != "info":  # info still reports on a broken environment
             from gpurag.config import check_environment
