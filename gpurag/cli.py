@@ -138,6 +138,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     from gpurag.config import QueryConfig, check_value
 
     check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.communities < 0:
+        raise ConfigError(f"command line: --communities={args.communities} is not valid: it "
+                          "must be a whole number >= 0")
     if args.level < 0:
         raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
                           "whole number >= 0")
@@ -149,15 +152,23 @@ def cmd_query(args: argparse.Namespace) -> int:
     runtime = make_runtime(args)
     index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
                        runtime=runtime)
+    from gpurag.llm.config import LLMConfig, require_server
+
     client = None
-    if args.answer or args.mode == "global":
+    if args.answer or (args.mode == "global" and (args.llm_url or LLMConfig.configured())):
         from gpurag.llm.client import LLMClient
 
-        client = LLMClient(runtime.llm)
+        client = LLMClient(require_server(runtime.llm, given=bool(args.llm_url)))
     if args.mode == "global":
-        from gpurag.query.generate import global_answers
+        from gpurag.query.generate import global_answers, global_results
 
-        results = global_answers(index, questions, client, level=args.level)
+        top = args.communities or None  # 0: every community (eager reports)
+        if client is None:
+            results = global_results(index, questions, k=args.k, level=args.level,
+                                     top=top)
+        else:
+            results = global_answers(index, questions, client, level=args.level,
+                                     communities=top, k=args.k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
         results = index.query_batch(questions, k=args.k, mode=args.mode, **options)
@@ -184,6 +195,10 @@ def cmd_query(args: argparse.Namespace) -> int:
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
         for path in result.paths[:3]:
             say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        if result.communities:
+            from gpurag.query.communities import format_communities
+
+            say(format_communities(result), multiline=True)
         say()
     return _llm_failures(results)
 
@@ -274,9 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
     p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
     p.add_argument("--mode", choices=["dense", "graph", "global"],
-                   help="dense | graph (default) | global (map-reduce over community reports)")
+                   help="dense | graph (default) | global (corpus-wide: the most relevant "
+                        "communities; map-reduce over their reports with an LLM server)")
     p.add_argument("--answer", action="store_true", help="answer with the LLM, citing passages")
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
+    p.add_argument("--communities", type=int, default=5, metavar="N",
+                   help="--mode global: the N communities most relevant to the question "
+                        "(without an LLM server: their entities, passages and sentences; with "
+                        "one: only their reports are written and mapped; 0: every community)")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--verify", action="store_true",
