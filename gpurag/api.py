@@ -17,6 +17,7 @@ from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.embed import DEFAULT_EMBEDDER
 from gpurag.errors import ConfigError
 from gpurag.query.results import Passage, QueryResult
+from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
@@ -227,24 +228,24 @@ class Index:
         qvecs = self.embedder.encode(questions, batch_size=64)
         embed_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         t0 = time.perf_counter()
+        stages = Stages()
         if mode == "dense":
             from gpurag.query.dense import dense_scores
 
             scores, rows = dense_scores(self.passage_search, qvecs, k)
             extras = [{} for _ in questions]
+            stages.lap("dense")
         else:
             scores, rows, extras = self.retriever.retrieve(questions, qvecs, qcfg,
-                                                           self.passage_search)
+                                                           self.passage_search, stages)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-        results = []
-        for i, question in enumerate(questions):
-            passages = self._passages(rows[i], scores[i])
-            results.append(QueryResult(
-                question=question, mode=mode, passages=passages,
-                seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
-                timings_ms={"embed": embed_ms, "retrieve": search_ms},
-            ))
-        return results
+        timings = {"embed": embed_ms, "retrieve": search_ms,
+                   **stages.per_question(len(questions))}
+        return [QueryResult(question=question, mode=mode, passages=passages,
+                            seeds=extra.get("seeds", []), paths=extra.get("paths", []),
+                            timings_ms=dict(timings))
+                for question, passages, extra in zip(
+                    questions, self._passages_batch(rows, scores), extras, strict=True)]
 
     def _global(self, questions: list[str], k: int, options: dict[str, Any]
                 ) -> list[QueryResult]:
@@ -269,13 +270,24 @@ class Index:
         return global_answers(self, questions, llm, level=level, communities=top, k=k)
 
     def _passages(self, rows: np.ndarray, scores: np.ndarray) -> list[Passage]:
+        return self._passages_batch(np.asarray(rows)[None, :], np.asarray(scores)[None, :])[0]
+
+    def _passages_batch(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Passage]]:
+        """Per row of ``rows``/``scores`` (``(q, k)``, -1 padded), its passages: the chunks
+        of the whole batch read in one take."""
         keep = rows >= 0
-        rows, scores = rows[keep], scores[keep]
-        sub = self.chunks.iloc[rows]
-        return [
-            Passage(rank=r + 1, chunk_id=c, doc_id=d, title=t, text=x, char_start=int(s),
+        sub = self.chunks.iloc[rows[keep]]
+        flat = [
+            Passage(rank=0, chunk_id=c, doc_id=d, title=t, text=x, char_start=int(s),
                     char_end=int(e), score=float(sc))
-            for r, (c, d, t, x, s, e, sc) in enumerate(zip(
+            for c, d, t, x, s, e, sc in zip(
                 sub["chunk_id"], sub["doc_id"], sub["title"], sub["text"], sub["char_start"],
-                sub["char_end"], scores, strict=False))
-        ]
+                sub["char_end"], scores[keep], strict=True)]
+        out, start = [], 0
+        for n in keep.sum(axis=1).tolist():
+            row = flat[start:start + n]
+            for r, p in enumerate(row):
+                p.rank = r + 1
+            out.append(row)
+            start += n
+        return out
