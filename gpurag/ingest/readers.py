@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpurag.errors import InputError
+from gpurag.ingest.scan import walk_folder
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +106,12 @@ def _suffix_kind(path: Path) -> str | None:
     return None
 
 
-def scan_inputs(source: str | Path) -> tuple[list[Path], list[Path]]:
+def scan_inputs(source: str | Path, report: IngestReport | None = None,
+                follow_outside_links: bool = False) -> tuple[list[Path], list[Path]]:
     """The readable input files under ``source`` (a file or a folder), in a stable order, and
-    the dangling symbolic links found beside them."""
+    the dangling symbolic links found beside them. What the folder walk could not use
+    (unreadable folders and entries, dangling links, link loops, links leading outside the
+    folder: :mod:`gpurag.ingest.scan`) goes into ``report``."""
     src = Path(source)
     if not src.exists():
         if src.is_symlink():
@@ -118,26 +122,22 @@ def scan_inputs(source: str | Path) -> tuple[list[Path], list[Path]]:
             raise InputError(
                 f"unsupported input file type: {src} (use .txt, .md, .jsonl, .parquet)")
         return [src], []
-    index_dirs = {p.parent for p in src.rglob("manifest.json")}
-    files, dangling = [], []
-    for p in src.rglob("*"):
-        if (any(part.startswith(".") for part in p.relative_to(src).parts)
-                or any(parent in index_dirs for parent in p.parents)):
-            continue
-        if p.is_file():
-            if _suffix_kind(p) is not None:
-                files.append(p)
-        elif p.is_symlink() and not p.exists():
-            dangling.append(p)
+    scan = walk_folder(src, follow_outside_links)
+    if report is not None:
+        scan.report_to(report)
+    files = [p for p in scan.entries if _suffix_kind(p) is not None]
+    dangling = scan.dangling
     if not files:
-        extra = f" ({len(dangling)} dangling links)" if dangling else ""
+        problems = scan.problem_counts()
+        extra = (" (" + ", ".join(f"{n} {what}" for what, n in problems.items()) + ")"
+                 if problems else "")
         raise InputError(f"no .txt, .md, .jsonl or .parquet files under {src}{extra}")
-    return sorted(files), sorted(dangling)
+    return files, dangling
 
 
-def list_input_files(source: str | Path) -> list[Path]:
+def list_input_files(source: str | Path, follow_outside_links: bool = False) -> list[Path]:
     """The readable input files under ``source`` (a file or a folder), in a stable order."""
-    return scan_inputs(source)[0]
+    return scan_inputs(source, follow_outside_links=follow_outside_links)[0]
 
 
 def _target(link: Path) -> str:
@@ -261,17 +261,17 @@ def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Docu
         _damaged(report, path, row, f"row {row}", exc)
 
 
-def iter_documents(source: str | Path, report: IngestReport | None = None) -> Iterator[Document]:
+def iter_documents(source: str | Path, report: IngestReport | None = None,
+                   follow_outside_links: bool = False) -> Iterator[Document]:
     """Yield every good document under ``source``, streaming (no file is loaded whole except
     plain-text files, which are one document each). A document whose id was already used is
-    skipped (the first one is kept)."""
+    skipped (the first one is kept); a link leading outside a source folder is skipped unless
+    ``follow_outside_links``."""
     report = report if report is not None else IngestReport()
     src = Path(source)
     root = src if src.is_dir() else src.parent
     readers = {"text": _read_text_file, "jsonl": _read_jsonl, "parquet": _read_parquet}
-    files, dangling = scan_inputs(src)
-    for link in dangling:
-        report.warn("dangling link", str(link), f"points to missing {_target(link)}")
+    files, _ = scan_inputs(src, report, follow_outside_links)
     seen: set[str] = set()
     for path in files:
         report.files += 1
@@ -285,14 +285,14 @@ def iter_documents(source: str | Path, report: IngestReport | None = None) -> It
             yield doc
 
 
-def source_fingerprint(source: str | Path) -> str:
+def source_fingerprint(source: str | Path, follow_outside_links: bool = False) -> str:
     """What a resume must read again: each input file's name under ``source``, size and
     content digest. Content, not modification times: a corpus copied, restored or checked out
     again (new mtimes, same bytes) still resumes; one byte changed does not."""
     src = Path(source)
     root = src if src.is_dir() else src.parent
     h = hashlib.sha256()
-    for path in list_input_files(src):
+    for path in list_input_files(src, follow_outside_links):
         h.update(f"{_doc_id_for_path(path, root)}\0{file_digest(path)}\n".encode())
     return h.hexdigest()[:16]
 

@@ -102,7 +102,8 @@ def run_chunk_embed(
                                   columns=["chunk_id"]).column(0).to_pylist())
     was_done = stage["done"]
     if not stage["done"]:
-        docs = documents(report) if documents is not None else iter_documents(source, report)
+        docs = documents(report) if documents is not None else iter_documents(
+            source, report, cfg.follow_outside_links)
         parts = iter_parts(docs, cfg.max_part_chars)
         skip = stage["units"]
         if skip:
