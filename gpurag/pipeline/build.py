@@ -14,6 +14,7 @@ from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.llm.config import LLMConfig
 from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 # The settings each checkpointed stage's output depends on (gpurag.pipeline.workdir): a
 # resume keeps every stage before the first whose settings changed.
 CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_chars",
-                        "vector_precision", "follow_outside_links")
+                        "vector_precision", "text_column", "follow_outside_links")
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
@@ -124,14 +125,17 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     timings: dict[str, float] = {}
     record.record("embed", implementation_name(embedder))
 
+    stage("index", f"{source} -> {out}", show)
     t0 = time.perf_counter()
     chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
     timings["chunk_embed_s"] = time.perf_counter() - t0
+    stage("read", report.summary(), show)
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
 
     writer = IndexWriter(out, lock=lock)
     try:
+        stage("passage index", f"{len(chunks):,} chunks", show)
         write_dense_part(writer, chunks, vectors, cfg, record, timings)
         del vectors  # stored: not held through the graph stage
         counts = {"documents": report.documents, "chunks": len(chunks)}
@@ -140,6 +144,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
 
             counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
                                           runtime, record, show))
+        stage("commit", str(out), show)
         writer.commit(
             config=dataclasses.asdict(cfg),
             counts=counts,
@@ -151,4 +156,5 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
         raise
     work.remove()
     log.info("indexed %s", report.summary())
+    stage("index", f"done: {out}", show)
     return out

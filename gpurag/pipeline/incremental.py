@@ -41,6 +41,7 @@ from gpurag.embed.base import Embedder
 from gpurag.errors import IndexFormatError, InputError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
+from gpurag.ingest.formats import ReadOptions, read_options
 from gpurag.ingest.readers import Document, source_fingerprint
 from gpurag.pipeline.build import write_dense_part
 from gpurag.pipeline.chunk_embed import run_chunk_embed
@@ -351,12 +352,13 @@ def _extractor(cfg: IndexConfig, runtime: Runtime, show: bool | None) -> Extract
 
 # -- insert ---------------------------------------------------------------------------------
 def new_documents(sources: Sequence[str | Path], existing: set[str], report: IngestReport,
-                  follow_outside_links: bool = False) -> Iterator[Document]:
+                  follow_outside_links: bool = False,
+                  options: ReadOptions | None = None) -> Iterator[Document]:
     """Documents of ``sources`` in order, skipping (and reporting) ids already in the index
     or already read from an earlier source."""
     taken = set(existing)
     for src in sources:
-        for doc in iter_documents(src, report, follow_outside_links):
+        for doc in iter_documents(src, report, follow_outside_links, options=options):
             if doc.doc_id in taken:
                 report.documents -= 1
                 reason = "already in the index" if doc.doc_id in existing else "duplicate id"
@@ -419,7 +421,7 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
     new_chunks, new_vectors, report = run_chunk_embed(
         sources[0], base, cfg, work, show,
         documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r,
-                                          cfg.follow_outside_links),
+                                          cfg.follow_outside_links, read_options(cfg)),
         seen_chunks=set(old["chunk_id"].astype(str)))
     timings["chunk_embed_s"] = time.perf_counter() - t0
     skipped = {k: int(v) for k, v in report.skipped.items() if v}
