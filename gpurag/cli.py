@@ -55,7 +55,7 @@ def _index_config(args: argparse.Namespace):
         overrides["extractor"] = "triples"
     if args.no_graph:
         overrides["graph"] = False
-    if args.follow_outside_links:
+    if getattr(args, "follow_outside_links", False):
         overrides["follow_outside_links"] = True
     return apply_overrides(cfg, overrides, "command line", INDEX_FLAGS)
 
