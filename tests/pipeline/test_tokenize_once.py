@@ -15,11 +15,11 @@ import pytest
 
 from gpurag.config import IndexConfig
 from gpurag.embed import load_embedder
+from gpurag.ingest.chunker import window_spans
 from gpurag.ingest.parts import DocPart
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.chunk_embed import chunk_batch, embed_texts
 from gpurag.pipeline.chunk_tokens import batch_windows, concat_ranges, tokenizes_once
-from gpurag.ingest.chunker import window_spans
 
 REPO = Path(__file__).resolve().parents[2]
 WIKI = REPO.parent / "shared" / "data" / "enwiki_passages" / "passages.jsonl.gz"
