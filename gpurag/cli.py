@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gpurag.device import DeviceError
-from gpurag.errors import ConfigError, GpuragError, InputError
+from gpurag.errors import ConfigError, GpuragError, InputError, describe_os_error
 from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
@@ -37,6 +37,8 @@ def _add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
     p.add_argument("--text-column", help="column of CSV/TSV/Parquet files holding the text "
                    "(default: text)")
+    p.add_argument("--follow-outside-links", action="store_true",
+                   help="read symbolic links that lead outside the source folder")
 
 
 def _index_config(args: argparse.Namespace):
@@ -53,6 +55,8 @@ def _index_config(args: argparse.Namespace):
         overrides["extractor"] = "triples"
     if args.no_graph:
         overrides["graph"] = False
+    if getattr(args, "follow_outside_links", False):
+        overrides["follow_outside_links"] = True
     return apply_overrides(cfg, overrides, "command line", INDEX_FLAGS)
 
 
@@ -71,7 +75,9 @@ def read_questions(path: str) -> list[str]:
         line = raw[:exc.start].count(b"\n") + 1
         raise InputError(f"--questions-file {p}: not UTF-8 text (line {line}, byte "
                          f"{exc.start})") from None
-    return [q.strip() for q in text.splitlines() if q.strip()]
+    # One question a line, split on "\n" (and "\r\n") only: str.splitlines would also cut
+    # at U+2028, \x0b, \x0c, \x1c-\x1e and \x85, shifting every later answer by a line.
+    return [q.strip() for q in text.split("\n") if q.strip()]
 
 
 def make_runtime(args: argparse.Namespace):
@@ -355,6 +361,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpurag: interrupted (a rerun of the same index command resumes)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # ``gpurag ... | head``: the reader left; stop quietly
+        return _stdout_gone()
+    except OSError as exc:  # a full disk, a read-only or unwritable path: one line
+        print(f"gpurag: error: {safe(describe_os_error(exc))}", file=sys.stderr)
+        return 2
+
+
+def _stdout_gone() -> int:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise; 128 + SIGPIPE."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":

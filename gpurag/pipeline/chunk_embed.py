@@ -109,7 +109,8 @@ def run_chunk_embed(
     was_done = stage["done"]
     if not stage["done"]:
         docs = (documents(report) if documents is not None else
-                iter_documents(source, report, read_options(cfg)))
+                iter_documents(source, report, cfg.follow_outside_links,
+                               options=read_options(cfg)))
         parts = iter_parts(docs, cfg.max_part_chars)
         skip = stage["units"]
         if skip:

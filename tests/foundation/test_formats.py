@@ -26,7 +26,8 @@ def _need_extra() -> None:
 
 def _read(source, **options) -> tuple[dict, IngestReport]:
     report = IngestReport()
-    docs = {d.doc_id: d for d in iter_documents(source, report, ReadOptions(**options))}
+    read = ReadOptions(**options)
+    docs = {d.doc_id: d for d in iter_documents(source, report, options=read)}
     return docs, report
 
 
