@@ -209,7 +209,10 @@ class Index:
         relevance, with key entities, central passages and an extractive summary
         (``QueryResult.communities``); with ``llm=`` an ``LLMClient``, an ``LLMConfig`` or
         ``True`` (the server ``GPURAG_LLM_URL`` names) a lazy map-reduce over just those
-        communities' reports fills ``answer``."""
+        communities' reports fills ``answer``.
+
+        ``evidence=False`` skips the evidence chains of graph results (``QueryResult.chains``,
+        :mod:`gpurag.query.evidence`), which never change the ranking."""
         if k is None:
             k = self.query_config.k
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
@@ -217,6 +220,7 @@ class Index:
         k = int(k)
         if mode == "global" or (mode is None and self.query_config.mode == "global"):
             return self._global(questions, k, dict(options))
+        evidence = bool(options.pop("evidence", True))
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if mode not in MODES:
@@ -248,6 +252,14 @@ class Index:
                 seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
                 timings_ms={"embed": embed_ms, "retrieve": search_ms},
             ))
+        if mode == "graph" and evidence:
+            from gpurag.query.evidence import add_chains
+
+            t0 = time.perf_counter()
+            add_chains(self.retriever, results, rows)
+            evidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+            for r in results:
+                r.timings_ms["evidence"] = evidence_ms
         return results
 
     def _global(self, questions: list[str], k: int, options: dict[str, Any]

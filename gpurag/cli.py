@@ -201,8 +201,15 @@ def cmd_query(args: argparse.Namespace) -> int:
             text = " ".join(p.text.split())
             say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
-        for path in result.paths[:3]:
-            say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        if result.chains:
+            from gpurag.query.evidence import format_chains
+
+            say("   evidence (question entity -[relation: sentence, passage [span]]-> ...):")
+            for line in format_chains(result):
+                say(line)
+        else:
+            for path in result.paths[:3]:
+                say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
         if result.communities:
             from gpurag.query.communities import format_communities
 
