@@ -194,14 +194,15 @@ class Index:
                 "extra": self.manifest.extra}
 
     # -- queries ------------------------------------------------------------------------
-    def query(self, question: str, k: int = 5, mode: str | None = None,
+    def query(self, question: str, k: int | None = None, mode: str | None = None,
               **options: Any) -> QueryResult:
         """Answer one question: a batch of one."""
         return self.query_batch([question], k=k, mode=mode, **options)[0]
 
-    def query_batch(self, questions: list[str], k: int = 5, mode: str | None = None,
+    def query_batch(self, questions: list[str], k: int | None = None, mode: str | None = None,
                     **options: Any) -> list[QueryResult]:
-        """Retrieve the top-``k`` passages for each question, batched end to end.
+        """Retrieve the top-``k`` passages for each question, batched end to end (``k``
+        default: the query config's, i.e. ``GPURAG_QUERY_K`` or ``[query] k``, else 5).
 
         ``mode="global"``: corpus-wide questions answered from the communities of ``level``
         (option, default 0) without an LLM: the top ``communities`` (option, default 5) by
@@ -212,8 +213,11 @@ class Index:
 
         ``evidence=False`` skips the evidence chains of graph results (``QueryResult.chains``,
         :mod:`gpurag.query.evidence`), which never change the ranking."""
-        if k < 1:
-            raise ConfigError(f"k must be at least 1, not {k}")
+        if k is None:
+            k = self.query_config.k
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ConfigError(f"k must be a whole number of at least 1, not {k!r}")
+        k = int(k)
         if mode == "global" or (mode is None and self.query_config.mode == "global"):
             return self._global(questions, k, dict(options))
         evidence = bool(options.pop("evidence", True))
