@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gpurag.device import DeviceError
-from gpurag.errors import ConfigError, GpuragError, InputError
+from gpurag.errors import ConfigError, GpuragError, InputError, describe_os_error
 from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
@@ -37,6 +37,8 @@ def _add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
     p.add_argument("--text-column", help="column of CSV/TSV/Parquet files holding the text "
                    "(default: text)")
+    p.add_argument("--follow-outside-links", action="store_true",
+                   help="read symbolic links that lead outside the source folder")
 
 
 def _index_config(args: argparse.Namespace):
@@ -53,6 +55,8 @@ def _index_config(args: argparse.Namespace):
         overrides["extractor"] = "triples"
     if args.no_graph:
         overrides["graph"] = False
+    if getattr(args, "follow_outside_links", False):
+        overrides["follow_outside_links"] = True
     return apply_overrides(cfg, overrides, "command line", INDEX_FLAGS)
 
 
@@ -71,7 +75,9 @@ def read_questions(path: str) -> list[str]:
         line = raw[:exc.start].count(b"\n") + 1
         raise InputError(f"--questions-file {p}: not UTF-8 text (line {line}, byte "
                          f"{exc.start})") from None
-    return [q.strip() for q in text.splitlines() if q.strip()]
+    # One question a line, split on "\n" (and "\r\n") only: str.splitlines would also cut
+    # at U+2028, \x0b, \x0c, \x1c-\x1e and \x85, shifting every later answer by a line.
+    return [q.strip() for q in text.split("\n") if q.strip()]
 
 
 def make_runtime(args: argparse.Namespace):
@@ -137,7 +143,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
     from gpurag.config import QueryConfig, check_value
 
-    check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.k is not None:  # else the query config's k (GPURAG_QUERY_K, [query] k)
+        check_value(QueryConfig, "k", args.k, "command line", "-k")
     if args.communities < 0:
         raise ConfigError(f"command line: --communities={args.communities} is not valid: it "
                           "must be a whole number >= 0")
@@ -152,6 +159,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     runtime = make_runtime(args)
     index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
                        runtime=runtime)
+    k = args.k if args.k is not None else index.query_config.k
     from gpurag.llm.config import LLMConfig, require_server
 
     client = None
@@ -164,14 +172,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         top = args.communities or None  # 0: every community (eager reports)
         if client is None:
-            results = global_results(index, questions, k=args.k, level=args.level,
+            results = global_results(index, questions, k=k, level=args.level,
                                      top=top)
         else:
             results = global_answers(index, questions, client, level=args.level,
-                                     communities=top, k=args.k)
+                                     communities=top, k=k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
-        results = index.query_batch(questions, k=args.k, mode=args.mode, **options)
+        results = index.query_batch(questions, k=k, mode=args.mode, **options)
         if args.answer:
             from gpurag.query.generate import answer_results
 
@@ -193,8 +201,15 @@ def cmd_query(args: argparse.Namespace) -> int:
             text = " ".join(p.text.split())
             say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
-        for path in result.paths[:3]:
-            say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        if result.chains:
+            from gpurag.query.evidence import format_chains
+
+            say("   evidence (question entity -[relation: sentence, passage [span]]-> ...):")
+            for line in format_chains(result):
+                say(line)
+        else:
+            for path in result.paths[:3]:
+                say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
         if result.communities:
             from gpurag.query.communities import format_communities
 
@@ -287,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", help="index directory")
     p.add_argument("question", nargs="?", help="the question")
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
-    p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
+    p.add_argument("-k", "--k", type=int,
+                   help="passages to return (default: GPURAG_QUERY_K, [query] k, else 5)")
     p.add_argument("--mode", choices=["dense", "graph", "global"],
                    help="dense | graph (default) | global (corpus-wide: the most relevant "
                         "communities; map-reduce over their reports with an LLM server)")
@@ -348,6 +364,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpurag: interrupted (a rerun of the same index command resumes)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # ``gpurag ... | head``: the reader left; stop quietly
+        return _stdout_gone()
+    except OSError as exc:  # a full disk, a read-only or unwritable path: one line
+        print(f"gpurag: error: {safe(describe_os_error(exc))}", file=sys.stderr)
+        return 2
+
+
+def _stdout_gone() -> int:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise; 128 + SIGPIPE."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
+from gpurag.store.diskio import naming
 from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 # The settings each checkpointed stage's output depends on (gpurag.pipeline.workdir): a
 # resume keeps every stage before the first whose settings changed.
 CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_chars",
-                        "vector_precision", "text_column")
+                        "vector_precision", "text_column", "follow_outside_links")
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
@@ -37,7 +38,7 @@ def build_stage_inputs(source: str | Path, cfg: IndexConfig, llm: LLMConfig | No
     """Per checkpointed stage, in pipeline order, what its checkpoints were made from
     (``llm``: the runtime's LLM settings, whose sampling changes an LLM extraction)."""
     settings = dataclasses.asdict(cfg)
-    chunk_embed = {"source": source_fingerprint(source),
+    chunk_embed = {"source": source_fingerprint(source, cfg.follow_outside_links),
                    **{k: settings[k] for k in CHUNK_EMBED_SETTINGS}}
     extract = {k: settings[k] for k in EXTRACT_SETTINGS}
     if cfg.triples and Path(cfg.triples).is_file():
@@ -85,7 +86,7 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
-    with WriteLock(out) as lock:
+    with naming(out), WriteLock(out) as lock:
         return _build_locked(source, out, cfg, show_progress, lock, runtime,
                              source_label or str(source))
 

@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from gpurag.errors import ConfigError  # noqa: E402
-from gpurag.serve.config import ServeConfig  # noqa: E402
+from gpurag.errors import ConfigError
+from gpurag.serve.config import ServeConfig
 
 REPO = Path(__file__).resolve().parents[2]
 TEXTS = ["Skerryvore lighthouse was designed by Alan Stevenson.",
