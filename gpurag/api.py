@@ -23,7 +23,7 @@ from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
-MODES = ("dense", "graph", "global")
+MODES = ("dense", "bm25", "graph", "global")
 
 
 def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
@@ -213,6 +213,18 @@ class Index:
         return self._retriever
 
     @property
+    def lexical(self):
+        """BM25 over the passages (mode ``bm25``): the copy a graph build saved, else one
+        built from the chunks on first use."""
+        if self.retriever is not None:
+            return self.retriever.lexical
+        if getattr(self, "_lexical", None) is None:
+            from gpurag.query.lexical import BM25Index
+
+            self._lexical = BM25Index(self.chunks)
+        return self._lexical
+
+    @property
     def graph(self):
         """Deprecated alias of :attr:`retriever` (it never held the graph itself)."""
         warnings.warn("Index.graph is deprecated: use Index.retriever", DeprecationWarning,
@@ -268,10 +280,14 @@ class Index:
         if not questions:
             return []
         t0 = time.perf_counter()
-        qvecs = self.embedder.encode(questions, batch_size=64)
+        qvecs = (self.embedder.encode(questions, batch_size=64) if mode != "bm25"
+                 else None)  # bm25: lexical only, no question vectors
         embed_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         t0 = time.perf_counter()
-        if mode == "dense":
+        if mode == "bm25":
+            scores, rows = self.lexical.search(questions, k)
+            extras = [{} for _ in questions]
+        elif mode == "dense":
             from gpurag.query.dense import dense_scores
 
             scores, rows = dense_scores(self.passage_search, qvecs, k)

@@ -24,8 +24,8 @@ class QueryRequest(BaseModel):
     questions: list[str] | None = Field(None, min_length=1,
                                         description="several questions, answered as a batch")
     k: int | None = Field(None, ge=1, description="passages per question (default 5)")
-    mode: str | None = Field(None, description="dense | graph (default: graph when the index "
-                             "has a knowledge graph) | global (corpus-wide: the communities "
+    mode: str | None = Field(None, description="dense | bm25 | graph (default: graph when the "
+                             "index has a knowledge graph) | global (corpus-wide: the communities "
                              "most relevant to the question)")
     level: int | None = Field(None, ge=0, description="mode global: the community level")
     communities: int | None = Field(None, ge=1, le=1000,

@@ -83,9 +83,8 @@ def test_second_build_of_the_same_output_is_refused(tmp_path):
     assert set(layout.required_files(index.manifest.config)) <= set(index.manifest.files)
     assert set(index.chunks["doc_id"]) == {r["id"] for r in twice}
     assert index.query(QUESTIONS[0], k=3, mode="graph").passages
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".same.index.embcache", "go", "same.index", "src"], \
-        "no lock, work or temporary folder left (the embedding cache is kept)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["go", "same.index", "src"], \
+        "no lock, work or temporary folder left"
 
 
 def test_build_refused_while_the_lock_is_held(tmp_path):

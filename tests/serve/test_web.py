@@ -135,3 +135,13 @@ def test_web_page_answers_a_typed_question_in_headless_chromium(graph_index_path
     access = [line for line in lines if "gpurag.serve.access" in line]
     assert any('"GET / HTTP/1.1" 200' in line for line in access), out[-2000:]
     assert any('"POST /v1/query HTTP/1.1" 200' in line for line in access), out[-2000:]
+
+
+def test_http_takes_the_bm25_mode_like_python(holder, start_server):
+    live = start_server(holder, insecure_no_auth=True)
+    r = httpx.post(f"{live.url}/v1/query", json={"question": QUESTION, "k": 3, "mode": "bm25"})
+    assert r.status_code == 200, r.text
+    got = r.json()["results"][0]
+    want = holder.current.index.query(QUESTION, k=3, mode="bm25")
+    assert got["mode"] == "bm25"
+    assert [p["chunk_id"] for p in got["passages"]] == [p.chunk_id for p in want.passages]
