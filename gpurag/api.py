@@ -72,14 +72,17 @@ class Index:
     @classmethod
     def build(cls, source: str | os.PathLike, out: str | os.PathLike,
               config: IndexConfig | None = None, show_progress: bool = True,
-              runtime: Runtime | None = None, **overrides: Any) -> Index:
+              runtime: Runtime | None = None, cluster: Any = None, **overrides: Any) -> Index:
         """Index the documents under ``source`` into the directory ``out`` and open it
-        (``runtime``: device, backends, LLM settings; default from the environment)."""
+        (``runtime``: device, backends, LLM settings; default from the environment;
+        ``cluster``: ``"local:N"``, a Dask scheduler address or a ``distributed.Client`` to
+        run chunk + embed and extraction on, for the same index byte for byte)."""
         from gpurag.pipeline.build import build
 
         runtime = runtime or Runtime.create()
         cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
-        return cls(build(source, out, cfg, show_progress=show_progress, runtime=runtime),
+        return cls(build(source, out, cfg, show_progress=show_progress, runtime=runtime,
+                         cluster=cluster),
                    embedder=cfg.embedder, runtime=runtime)
 
     @classmethod

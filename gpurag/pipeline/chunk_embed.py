@@ -77,6 +77,9 @@ def chunk_documents(
                 rows[column].append(value)
     frame = pd.DataFrame(rows)
     types = {"char_start": "int64", "char_end": "int64", "n_tokens": "int32"}
+    if frame.empty:  # every window a duplicate: text columns typed as a non-empty batch's
+        text = pd.Series(["text"]).dtype
+        types.update({c: text for c in ("chunk_id", "doc_id", "title", "text")})
     return frame.astype(types), duplicates
 
 
@@ -116,10 +119,7 @@ def run_chunk_embed(
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
             chunks, dups = chunk_documents(batch, embedder, cfg, seen)
-            vectors = codec.round_trip(embedder.encode(
-                [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
-                batch_size=cfg.embed_batch_size,
-            ))
+            vectors = embed_chunks(chunks, embedder, cfg, codec)
             part = stage["parts"]
             np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
             pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
@@ -137,6 +137,22 @@ def run_chunk_embed(
         stage["done"] = True
         stage["report"] = report.as_dict()
         work.save()
+    return read_chunk_embed(work, stage, embedder, report, was_done)
+
+
+def embed_chunks(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
+                 codec=None) -> np.ndarray:
+    """The vectors of ``chunks`` (title line + text), rounded to their stored precision."""
+    codec = codec or codec_for(cfg.vector_precision, embedder.dim)
+    return codec.round_trip(embedder.encode(
+        [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
+        batch_size=cfg.embed_batch_size,
+    ))
+
+
+def read_chunk_embed(work: WorkDir, stage: dict, embedder: Embedder, report: IngestReport,
+                     was_done: bool) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
+    """The finished stage's chunks, vectors and report, from its checkpoints."""
     chunks = _read_parts(work, stage["parts"])
     vectors = (
         np.concatenate([np.load(work.path(f"emb/part-{i:05d}.npy")) for i in range(stage["parts"])])
