@@ -16,11 +16,18 @@ Two sections, each case in its own child process (so peak memory is the case's o
   ``--knn-max``), each at ``--batches`` 1, 64, 1024: p50/p95 latency per batch, per query,
   queries/s, peak memory.
 
+With ``--cluster local:1,local:2`` (or scheduler addresses) each prefix is built once in one
+process and once per cluster (``gpurag index --cluster``): wall time against the single-process
+build (``over_single``: the engine's overhead at N = 1, its speed-up past it) and whether every
+index file's sha256 is the same (``same_bytes``). Peak RSS is the driver's; the workers' own
+processes are not counted.
+
 Cases run while ``--budget-s`` allows (a case is skipped, and says so, once over budget).
 Writes ``scale_<date>_<device>.json`` under ``--out`` and prints a table.
 
     python bench/scale.py --prefixes 2000 --edges 1e6          # small, CPU (a few minutes)
     python bench/scale.py --device cuda --prefixes 10000,50000,0 --edges 1e7,1e8
+    python bench/scale.py --prefixes 400 --edges '' --no-precision --cluster local:1,local:2
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -162,9 +170,10 @@ def child_build(args: argparse.Namespace) -> dict:
         input_bytes = src.stat().st_size
         out = Path(tmp) / "index"
         t = time.perf_counter()
-        build(src, out, IndexConfig(), show_progress=False)
+        build(src, out, IndexConfig(), show_progress=False, cluster=args.cluster_spec or None)
         wall = time.perf_counter() - t
         manifest = json.loads((out / "manifest.json").read_text())
+        files = {rel: m["sha256"] for rel, m in manifest.get("files", {}).items()}
         timings = manifest.get("extra", manifest).get("timings_s", {})
         stages = {k[:-2]: {"s": v, "passages_per_s": n / v if v > 0 else None}
                   for k, v in timings.items() if isinstance(v, (int, float))}
@@ -179,6 +188,9 @@ def child_build(args: argparse.Namespace) -> dict:
             "index_files": file_bytes(out),
             "peak_rss_bytes": peak_rss_bytes(), **device_peak(),
             "extract_workers": os.environ.get("GPURAG_EXTRACT_WORKERS"),
+            "cluster": args.cluster_spec or None,
+            "files_sha256": hashlib.sha256(json.dumps(files, sort_keys=True).encode()
+                                           ).hexdigest(),
         }
         if not args.no_precision:
             t = time.perf_counter()
@@ -344,7 +356,9 @@ def table(result: dict) -> str:
             continue
         stages = ", ".join(f"{k} {v['passages_per_s']:.0f}/s" for k, v in b["stages"].items()
                            if v["passages_per_s"])
-        lines.append(f"build {b['passages']} passages: {b['passages_per_s']:.1f} passages/s, "
+        on = (f" on {b['cluster']} ({b.get('over_single', 0):.2f}x single, same bytes: "
+              f"{b.get('same_bytes')})" if b.get("cluster") else "")
+        lines.append(f"build {b['passages']} passages{on}: {b['passages_per_s']:.1f} passages/s, "
                      f"peak RSS {b['peak_rss_bytes'] / 2**30:.2f} GiB, index "
                      f"{b.get('index_over_input', 0):.1f}x input "
                      f"({b['index_over_text']:.1f}x text) | {stages}")
@@ -387,6 +401,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--note", default="", help="free text stored with the result")
     ap.add_argument("--child", choices=["build", "graph"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--cluster", default="",
+                    help="also build each prefix on these clusters, comma-separated "
+                    "(local:N or scheduler addresses; needs gpurag[distributed])")
+    ap.add_argument("--cluster-spec", default="", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -418,6 +436,15 @@ def main(argv: list[str] | None = None) -> dict:
         row = {"prefix": n, **run_child("build", ["--n", str(n)], args)}
         result["build"].append(row)
         save()
+        for spec in [c.strip() for c in args.cluster.split(",") if c.strip()]:
+            log(f"build of the first {n or 'all'} passages on --cluster {spec}")
+            on = {"prefix": n, **run_child("build", ["--n", str(n), "--cluster-spec", spec],
+                                           args)}
+            if "wall_s" in on and "wall_s" in row:
+                on["over_single"] = on["wall_s"] / row["wall_s"]
+                on["same_bytes"] = on["files_sha256"] == row["files_sha256"]
+            result["build"].append(on)
+            save()
     for e in [int(float(x)) for x in args.edges.split(",") if x.strip()]:
         log(f"synthetic graph of {e:.3g} edges")
         result["graph"].append({"edges_requested": e,

@@ -168,6 +168,13 @@ class LLMClient:
         self._down: LLMError | None = None
         self.pool = ServerPool(self.config.urls)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (an extractor sent to cluster workers): settings, cache and pool, without
+        this process's event-loop state."""
+        state = dict(self.__dict__)
+        state.update(_http=None, _sem=None, _loop=None, _model_lock=None, _pending={})
+        return state
+
     @property
     def unavailable(self) -> LLMError | None:
         """The connection error that marked the server unreachable in this run, if any."""

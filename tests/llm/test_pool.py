@@ -153,3 +153,18 @@ def test_two_real_servers_one_killed_mid_run(llm_url, second_server, tmp_path: P
     assert [r.content for r in again] == [r.content for r in results]
     assert (alone.usage.cache_hits, alone.usage.requests) == (10, 0)
     alone.close()
+
+
+def test_an_llm_extractor_travels_to_a_cluster_worker_with_its_pool_and_cache(tmp_path):
+    """Pickled as the distributed build sends it: the same servers, the same cache."""
+    import pickle
+
+    from gpurag.config import IndexConfig
+    from gpurag.pipeline.graph_stage import make_stage_extractor
+
+    cfg = LLMConfig(url="h1:8000,h2:8000", cache_dir=str(tmp_path / "c"))
+    sent = make_stage_extractor(IndexConfig(extractor="llm"), cfg)
+    sent.primary.client.cache.put("k", {"content": "x"})
+    got = pickle.loads(pickle.dumps(sent)).primary.client
+    assert [s.url for s in got.pool.servers] == ["http://h1:8000/v1", "http://h2:8000/v1"]
+    assert got.cache.get("k") == {"content": "x"}
