@@ -22,7 +22,7 @@ from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
-MODES = ("dense", "graph")
+MODES = ("dense", "graph", "global")
 
 
 def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
@@ -204,9 +204,18 @@ class Index:
 
     def query_batch(self, questions: list[str], k: int = 5, mode: str | None = None,
                     **options: Any) -> list[QueryResult]:
-        """Retrieve the top-``k`` passages for each question, batched end to end."""
+        """Retrieve the top-``k`` passages for each question, batched end to end.
+
+        ``mode="global"``: corpus-wide questions answered from the communities of ``level``
+        (option, default 0) without an LLM: the top ``communities`` (option, default 5) by
+        relevance, with key entities, central passages and an extractive summary
+        (``QueryResult.communities``); with ``llm=`` an ``LLMClient``, an ``LLMConfig`` or
+        ``True`` (the server ``GPURAG_LLM_URL`` names) a lazy map-reduce over just those
+        communities' reports fills ``answer``."""
         if k < 1:
             raise ConfigError(f"k must be at least 1, not {k}")
+        if mode == "global" or (mode is None and self.query_config.mode == "global"):
+            return self._global(questions, k, dict(options))
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if mode not in MODES:
@@ -239,6 +248,28 @@ class Index:
                 timings_ms={"embed": embed_ms, "retrieve": search_ms},
             ))
         return results
+
+    def _global(self, questions: list[str], k: int, options: dict[str, Any]
+                ) -> list[QueryResult]:
+        from gpurag.query.generate import global_answers, global_results
+
+        level = int(options.pop("level", 0))
+        top = int(options.pop("communities", 5))
+        llm = options.pop("llm", None)
+        if options:
+            raise ConfigError(f"query: {', '.join(sorted(options))} not valid with "
+                              "mode='global' (it takes level, communities, llm)")
+        questions = [str(q) for q in questions]
+        if llm is None or llm is False:
+            return global_results(self, questions, k=k, level=level, top=top)
+        from gpurag.llm.client import LLMClient
+        from gpurag.llm.config import LLMConfig, require_server
+
+        if llm is True:  # the server GPURAG_LLM_URL names; never a localhost default
+            llm = LLMClient(require_server(None))
+        elif isinstance(llm, LLMConfig):
+            llm = LLMClient(llm)
+        return global_answers(self, questions, llm, level=level, communities=top, k=k)
 
     def _passages(self, rows: np.ndarray, scores: np.ndarray) -> list[Passage]:
         keep = rows >= 0

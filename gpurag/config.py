@@ -164,6 +164,11 @@ class IndexConfig:
     # are chunked and checkpointed on their own; one chunk+embed batch holds at most this many
     # characters, so memory and lost work stay bounded whatever one document's size.
     max_part_chars: int = setting(500_000, int, lo=1_000)
+    # The column of CSV, TSV and Parquet files that holds each row's text.
+    text_column: str = setting("text", str)
+    # Read symbolic links in a source folder that lead outside it (off: they are skipped and
+    # reported, so a link to /etc/passwd in a corpus never reaches an index).
+    follow_outside_links: bool = setting(False, bool)
     extractor: str = setting("fast", str, choices=BUILTIN_EXTRACTORS,
                              more_choices=_registered_extractors)
     triples: str | None = setting(None, str, optional=True)

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
 from gpurag.ingest import IngestReport, chunk_id, iter_documents, window_spans
+from gpurag.ingest.formats import read_options
 from gpurag.ingest.parts import DocPart, iter_parts
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.progress import progress_bar
@@ -30,8 +31,13 @@ log = logging.getLogger(__name__)
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "title", "text", "char_start", "char_end", "n_tokens"]
 
 
-def embed_text(title: str, text: str) -> str:
-    """The string embedded for a chunk: its title line, then its text."""
+def embed_text(title: str, text: str, markup: str = "") -> str:
+    """The string embedded for a chunk: its title line, then its text (for Markdown and
+    reStructuredText, without markup and without a first line repeating the title)."""
+    if markup:
+        from gpurag.ingest.formats.markup import preview_text
+
+        text = preview_text(title, text, markup) or text
     return f"{title}\n{text}" if title else text
 
 
@@ -105,7 +111,9 @@ def run_chunk_embed(
                                   columns=["chunk_id"]).column(0).to_pylist())
     was_done = stage["done"]
     if not stage["done"]:
-        docs = documents(report) if documents is not None else iter_documents(source, report)
+        docs = (documents(report) if documents is not None else
+                iter_documents(source, report, cfg.follow_outside_links,
+                               options=read_options(cfg)))
         parts = iter_parts(docs, cfg.max_part_chars)
         skip = stage["units"]
         if skip:
@@ -119,7 +127,8 @@ def run_chunk_embed(
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
             chunks, dups = chunk_documents(batch, embedder, cfg, seen)
-            vectors = embed_chunks(chunks, embedder, cfg, codec)
+            markup = {p.doc_id: p.markup for p in batch if p.markup}
+            vectors = embed_chunks(chunks, embedder, cfg, codec, markup)
             part = stage["parts"]
             np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
             pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
@@ -141,11 +150,14 @@ def run_chunk_embed(
 
 
 def embed_chunks(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
-                 codec=None) -> np.ndarray:
-    """The vectors of ``chunks`` (title line + text), rounded to their stored precision."""
+                 codec=None, markup: dict[str, str] | None = None) -> np.ndarray:
+    """The vectors of ``chunks`` (title line + text; ``markup``: the markup of the documents
+    that have one, by id), rounded to their stored precision."""
     codec = codec or codec_for(cfg.vector_precision, embedder.dim)
+    markup = markup or {}
     return codec.round_trip(embedder.encode(
-        [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
+        [embed_text(t, x, markup.get(d, "")) for t, x, d in zip(
+            chunks["title"], chunks["text"], chunks["doc_id"], strict=False)],
         batch_size=cfg.embed_batch_size,
     ))
 

@@ -142,8 +142,11 @@ class Cluster:
         report = IngestReport()
         was_done = stage["done"]
         if not was_done:
-            _ChunkEmbedRun(self, embedder, cfg, work, stage, show_progress).run(
-                iter_documents(source, report))
+            from gpurag.ingest.formats import read_options
+
+            docs = iter_documents(source, report, cfg.follow_outside_links,
+                                  options=read_options(cfg))
+            _ChunkEmbedRun(self, embedder, cfg, work, stage, show_progress).run(docs)
             stage["done"] = True
             stage["report"] = report.as_dict()
             work.save()
@@ -240,7 +243,8 @@ class _ChunkEmbedRun:
     stage: dict[str, Any]
     show_progress: bool | None
     seen: set[str] = field(default_factory=set)
-    meta: dict[int, tuple[int, int]] = field(default_factory=dict)  # shard: (units, docs)
+    meta: dict[int, tuple[int, int, dict[str, str]]] = field(default_factory=dict)
+    # shard: (units, docs, the markup of its documents that have one)
 
     def run(self, docs: Iterator) -> None:
         from gpurag.pipeline.chunk_embed import _batches
@@ -262,7 +266,8 @@ class _ChunkEmbedRun:
 
         def todo() -> Iterator[int]:
             for i, batch in enumerate(batches):
-                self.meta[i] = (len(batch), sum(p.last for p in batch))
+                self.meta[i] = (len(batch), sum(p.last for p in batch),
+                                {p.doc_id: p.markup for p in batch if p.markup})
                 if i >= stage["parts"] and str(i) not in shards:
                     pending[i] = batch
                     yield i
@@ -282,11 +287,12 @@ class _ChunkEmbedRun:
         """Checkpoint shard ``i``'s raw result, then finish the prefix of shards in order."""
         chunks, vectors, dups, implementation = result
         self.cluster.embed_implementations.add(implementation)
-        units, docs = self.meta[i]
+        units, docs, markup = self.meta[i]
         np.save(self.work.path(f"shards/emb-{i:05d}.npy"), vectors, allow_pickle=False)
         pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
                        self.work.path(f"shards/chunks-{i:05d}.parquet"))
-        self.stage["shards"][str(i)] = {"units": units, "docs": docs, "duplicates": dups}
+        self.stage["shards"][str(i)] = {"units": units, "docs": docs, "duplicates": dups,
+                                        "markup": markup}
         self.work.save()
         self.bar.update(docs)
         self.advance()
@@ -307,7 +313,8 @@ class _ChunkEmbedRun:
             dropped = int((~keep).sum())
             if dropped:
                 chunks = chunks[keep].reset_index(drop=True)
-                vectors = _submit(self.cluster.client, embed_shard, chunks, self.cfg).result()
+                vectors = _submit(self.cluster.client, embed_shard, chunks, self.cfg,
+                                  meta.get("markup") or {}).result()
             elif len(chunks) == 0:
                 vectors = vectors.reshape(0, self.embedder.dim)
             self.seen.update(chunks["chunk_id"].tolist())
@@ -362,14 +369,16 @@ def chunk_embed_shard(batch: list[DocPart], cfg: IndexConfig
 
     embedder = worker_embedder(cfg.embedder)
     chunks, dups = chunk_documents(batch, embedder, cfg, set())
-    return chunks, embed_chunks(chunks, embedder, cfg), dups, implementation_name(embedder)
+    markup = {p.doc_id: p.markup for p in batch if p.markup}
+    return (chunks, embed_chunks(chunks, embedder, cfg, None, markup), dups,
+            implementation_name(embedder))
 
 
-def embed_shard(chunks: pd.DataFrame, cfg: IndexConfig) -> np.ndarray:
+def embed_shard(chunks: pd.DataFrame, cfg: IndexConfig, markup: dict[str, str]) -> np.ndarray:
     """The stored vectors of ``chunks`` (a batch whose duplicates were dropped)."""
     from gpurag.pipeline.chunk_embed import embed_chunks
 
-    return embed_chunks(chunks, worker_embedder(cfg.embedder), cfg)
+    return embed_chunks(chunks, worker_embedder(cfg.embedder), cfg, None, markup)
 
 
 def extract_shard(key: str, payload: bytes, part: pd.DataFrame, offset: int) -> Extraction:
