@@ -363,6 +363,7 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace,
     from gpurag.pipeline.extract_pool import available_cores
 
     env.setdefault("GPURAG_EXTRACT_WORKERS", str(available_cores()))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env,
                               timeout=remaining)
@@ -370,7 +371,11 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace,
         return {"skipped": f"cut at the {args.budget_s:.0f} s budget"}
     if proc.returncode != 0:
         return {"error": f"exit code {proc.returncode}", "stdout_tail": proc.stdout[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the case and every process it started (a cluster's workers included):
+    # steadier than wall time on a shared machine
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "cpu_s": cpu}
 
 
 def machine(device: str) -> dict:
@@ -408,8 +413,9 @@ def table(result: dict) -> str:
         stages = ", ".join(f"{k} {v['passages_per_s']:.0f}/s" for k, v in b["stages"].items()
                            if v["passages_per_s"])
         tag = f"[{b.get('commit') or 'baseline'}] " if b.get("baseline") else ""
-        on = (f" on {b['cluster']} ({b.get('over_single', 0):.2f}x single, same bytes: "
-              f"{b.get('same_bytes')})" if b.get("cluster") else "")
+        on = (f" on {b['cluster']} ({b.get('over_single', 0):.2f}x single's wall time, "
+              f"{b.get('cpu_over_single', 0):.2f}x its CPU, same bytes: {b.get('same_bytes')})"
+              if b.get("cluster") else "")
         lines.append(f"build {tag}{b['passages']} passages{on}: {b['passages_per_s']:.1f} "
                      "passages/s, "
                      f"peak RSS {b['peak_rss_bytes'] / 2**30:.2f} GiB, index "
@@ -508,6 +514,7 @@ def main(argv: list[str] | None = None) -> dict:
                                            args)}
             if "wall_s" in on and "wall_s" in row:
                 on["over_single"] = on["wall_s"] / row["wall_s"]
+                on["cpu_over_single"] = on["cpu_s"] / row["cpu_s"]
                 on["same_bytes"] = on.get("index_sha256") == row.get("index_sha256")
             result["build"].append(on)
             save()

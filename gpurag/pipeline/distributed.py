@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
-from gpurag.errors import ConfigError
+from gpurag.errors import ConfigError, GpuragError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
 from gpurag.ingest.parts import DocPart, iter_parts
@@ -78,6 +78,10 @@ def _import_distributed():
     return distributed
 
 
+class ShardError(GpuragError):
+    """A shard's task failed on the cluster (raised, or its workers kept dying)."""
+
+
 class Cluster:
     """A connection to a Dask cluster (or a local one this object starts and stops).
 
@@ -97,10 +101,13 @@ class Cluster:
             if n is not None:
                 threads = threads or max(1, _cores() // n)
                 env = {"GPURAG_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
-                       "GPURAG_PROGRESS": "0"}
+                       "GPURAG_PROGRESS": "0",
+                       # a failed shard reaches the driver as its exception; a worker's
+                       # heartbeat complaints while the cluster shuts down do not matter
+                       "DASK_LOGGING__DISTRIBUTED": "error"}
                 self._local = distributed.LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True,
-                    dashboard_address=None, env=env, silence_logs=logging.WARNING)
+                    dashboard_address=":0", env=env, silence_logs=logging.WARNING)
                 address = self._local.scheduler_address
             try:
                 self.client = distributed.Client(address, timeout=60)
@@ -116,8 +123,11 @@ class Cluster:
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def close(self) -> None:
+        """Disconnect (and stop the local cluster); called once the per-chunk stages are
+        done, so the graph stage does not share the machine with idle workers."""
         if self._owns_client and getattr(self, "client", None) is not None:
             self.client.close()
+            self._owns_client = False
         if self._local is not None:
             self._local.close()
             self._local = None
@@ -199,6 +209,7 @@ class Cluster:
         bar.close()
         stage.pop("shards", None)
         work.save()
+        self.close()  # the last per-chunk stage: the rest of the build runs in this process
         return read_extraction(work, stage)
 
     def _map(self, todo: list[int] | Iterator[int], submit, done) -> None:
@@ -223,7 +234,12 @@ class Cluster:
         try:
             for future in running:
                 i = index.pop(future.key)
-                result = future.result()
+                try:
+                    result = future.result()
+                except Exception as exc:
+                    raise ShardError(f"shard {i} failed on the cluster ({type(exc).__name__}: "
+                                     f"{exc}); the shards done are checkpointed, a rerun "
+                                     "resumes after them") from exc
                 future.release()
                 done(i, result)
                 top_up()

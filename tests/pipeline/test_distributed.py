@@ -66,7 +66,7 @@ def small_batches():
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None,
+                                  dashboard_address=":0",
                                   env={"GPURAG_THREADS": "1", "GPURAG_PROGRESS": "0"}) as lc, \
             distributed.Client(lc) as c:
         yield c
@@ -96,18 +96,21 @@ def test_two_workers_build_the_same_bytes_as_one_process(single, client, tmp_pat
 
 
 def test_duplicate_chunks_across_shards_are_dropped_as_in_one_process(client, tmp_path):
-    """A chunk seen in an earlier batch is dropped and the rest of its batch embedded again,
-    so every embedding batch holds what it holds in one process."""
+    """A chunk seen in an earlier batch is dropped and the rest of its batch embedded again
+    (Markdown: embedded without its markup), so every embedding batch holds what it holds in
+    one process."""
     recs = [json.loads(x) for x in (SAMPLE / "corpus.jsonl").read_text().splitlines() if x]
-    corpus = recs[:6] + [dict(r, id=r["id"] + "-copy") for r in recs[1:3]] + recs[6:9]
-    path = tmp_path / "dups.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    corpus = recs[:6] + recs[1:3] + recs[6:9]  # two documents again, in a later shard
+    path = tmp_path / "dups"
+    path.mkdir()
+    for i, r in enumerate(corpus):
+        (path / f"{i:02d}-{r['id']}.md").write_text(f"# {r['title']}\n\n**{r['text']}**\n")
     cfg = IndexConfig(ingest_batch_chunks=4, graph=False)
     one = Index.build(path, tmp_path / "one", config=cfg, show_progress=False)
     two = Index.build(path, tmp_path / "two", config=cfg, show_progress=False, cluster=client)
     assert digests(two) == digests(one)
     assert two.manifest.extra["ingest"]["skipped"]["duplicate chunks"] == 2
-    assert len(two.chunks) == 9
+    assert len(two.chunks) == len(one.chunks) == 9
 
 
 def test_a_worker_killed_mid_shard_loses_only_that_shard(single, client, tmp_path,
@@ -211,3 +214,31 @@ def test_a_bad_cluster_spec_is_one_clear_error(spec):
 
     with pytest.raises(ConfigError, match="--cluster"):
         dist.parse_cluster(spec)
+
+
+class FailingExtractor(LoggedExtractor):
+    """Raises on the batch at ``kill_at`` (a bug in an extractor, not a dead worker)."""
+
+    def extract(self, chunks, offset: int = 0):
+        if offset == self.kill_at:
+            raise ValueError("a bad batch")
+        return self.inner.extract(chunks, offset=offset)
+
+
+def test_a_shard_that_keeps_failing_stops_the_build_with_one_clear_error(small_batches, client,
+                                                                        tmp_path, monkeypatch):
+    with_extractor(monkeypatch, FailingExtractor(tmp_path / "log", kill_at=EXTRACT_ROWS))
+    with pytest.raises(dist.ShardError, match=r"shard 1 failed .*a bad batch.*rerun resumes"):
+        Index.build(SAMPLE / "corpus.jsonl", tmp_path / "failing.index", config=CFG,
+                    show_progress=False, cluster=client)
+    assert (tmp_path / ".failing.index.work" / "state.json").exists()  # checkpoints kept
+
+
+def test_local_n_starts_n_workers_sharing_the_cores_and_stops_them():
+    with dist.Cluster("local:1") as on:
+        assert on.n_workers() == 1
+        env = on.client.run(lambda: os.environ.get("GPURAG_THREADS"))
+        assert list(env.values()) == [str(dist._cores())]
+        local = on._local
+    assert local is None or local.status.name == "closed"
+    assert on._local is None
