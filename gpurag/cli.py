@@ -144,7 +144,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
     from gpurag.config import QueryConfig, check_value
 
-    check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.k is not None:  # else the query config's k (GPURAG_QUERY_K, [query] k)
+        check_value(QueryConfig, "k", args.k, "command line", "-k")
     if args.communities < 0:
         raise ConfigError(f"command line: --communities={args.communities} is not valid: it "
                           "must be a whole number >= 0")
@@ -159,6 +160,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     runtime = make_runtime(args)
     index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
                        runtime=runtime)
+    k = args.k if args.k is not None else index.query_config.k
     from gpurag.llm.config import LLMConfig, require_server
 
     client = None
@@ -171,14 +173,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         top = args.communities or None  # 0: every community (eager reports)
         if client is None:
-            results = global_results(index, questions, k=args.k, level=args.level,
+            results = global_results(index, questions, k=k, level=args.level,
                                      top=top)
         else:
             results = global_answers(index, questions, client, level=args.level,
-                                     communities=top, k=args.k)
+                                     communities=top, k=k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
-        results = index.query_batch(questions, k=args.k, mode=args.mode, **options)
+        results = index.query_batch(questions, k=k, mode=args.mode, **options)
         if args.answer:
             from gpurag.query.generate import answer_results
 
@@ -200,8 +202,15 @@ def cmd_query(args: argparse.Namespace) -> int:
             text = " ".join(p.text.split())
             say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
-        for path in result.paths[:3]:
-            say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        if result.chains:
+            from gpurag.query.evidence import format_chains
+
+            say("   evidence (question entity -[relation: sentence, passage [span]]-> ...):")
+            for line in format_chains(result):
+                say(line)
+        else:
+            for path in result.paths[:3]:
+                say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
         if result.communities:
             from gpurag.query.communities import format_communities
 
@@ -296,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", help="index directory")
     p.add_argument("question", nargs="?", help="the question")
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
-    p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
+    p.add_argument("-k", "--k", type=int,
+                   help="passages to return (default: GPURAG_QUERY_K, [query] k, else 5)")
     p.add_argument("--mode", choices=["dense", "graph", "global"],
                    help="dense | graph (default) | global (corpus-wide: the most relevant "
                         "communities; map-reduce over their reports with an LLM server)")

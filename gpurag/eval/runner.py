@@ -91,7 +91,8 @@ def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]
                 return f"rerank {rerank!r} unavailable: {exc}"
 
         def run_index(qs: list[str], k: int) -> list[list[str]]:
-            return [r.doc_ids for r in index.query_batch(qs, k=k, mode=base, **options)]
+            return [r.doc_ids for r in index.query_batch(qs, k=k, mode=base, evidence=False,
+                                                           **options)]
 
         return run_index
     if mode == "memory":

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpurag.config import IndexConfig
@@ -47,6 +46,7 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = 'the distributed build needs dask: pip install "gpurag[distributed]"'
 IN_FLIGHT_PER_WORKER = 2  # shards queued per worker: enough to keep it busy, memory bounded
+BACKLOG_PER_WORKER = 8  # chunk+embed batches held per worker (running, or out of order)
 
 
 def parse_cluster(spec: str) -> tuple[str, int | None]:
@@ -212,9 +212,10 @@ class Cluster:
         self.close()  # the last per-chunk stage: the rest of the build runs in this process
         return read_extraction(work, stage)
 
-    def _map(self, todo: list[int] | Iterator[int], submit, done) -> None:
-        """Run ``submit(i)`` for each shard, at most a few per worker in flight, and
-        ``done(i, result)`` in the driver as each finishes (any order)."""
+    def _map(self, todo: list[int] | Iterator[int], submit, done, ready=lambda: True) -> None:
+        """Run ``submit(i)`` for each shard, at most a few per worker in flight (and none
+        while ``ready()`` is false), and ``done(i, result)`` in the driver as each finishes
+        (any order)."""
         distributed = _import_distributed()
         limit = IN_FLIGHT_PER_WORKER * self.n_workers()
         queue = iter(todo)
@@ -222,7 +223,7 @@ class Cluster:
         index: dict[str, int] = {}
 
         def top_up() -> None:
-            while running.count() < limit:
+            while running.count() < limit and (ready() or not running.count()):
                 i = next(queue, None)
                 if i is None:
                     return
@@ -250,7 +251,12 @@ class Cluster:
 
 @dataclass
 class _ChunkEmbedRun:
-    """The driver's side of the distributed chunk + embed stage."""
+    """The driver's side of the distributed chunk + embed stage.
+
+    A batch stays in memory from when it is read until its shard is a checkpoint part (at
+    most ``BACKLOG_PER_WORKER`` shards a worker), so one that repeats chunks of an earlier
+    batch can be chunked and embedded again without them, exactly as one process does.
+    """
 
     cluster: Cluster
     embedder: Embedder
@@ -259,8 +265,7 @@ class _ChunkEmbedRun:
     stage: dict[str, Any]
     show_progress: bool | None
     seen: set[str] = field(default_factory=set)
-    meta: dict[int, tuple[int, int, dict[str, str]]] = field(default_factory=dict)
-    # shard: (units, docs, the markup of its documents that have one)
+    batches: dict[int, list[DocPart]] = field(default_factory=dict)
 
     def run(self, docs: Iterator) -> None:
         from gpurag.pipeline.chunk_embed import _batches
@@ -278,70 +283,72 @@ class _ChunkEmbedRun:
         self.bar.update(stage["docs"] + sum(s["docs"] for s in shards.values()))
         batches = _batches(iter_parts(docs, self.cfg.max_part_chars),
                            max(1, self.cfg.ingest_batch_chunks // 2), self.cfg.max_part_chars)
-        pending: dict[int, list[DocPart]] = {}
+        backlog = BACKLOG_PER_WORKER * self.cluster.n_workers()
 
         def todo() -> Iterator[int]:
             for i, batch in enumerate(batches):
-                self.meta[i] = (len(batch), sum(p.last for p in batch),
-                                {p.doc_id: p.markup for p in batch if p.markup})
-                if i >= stage["parts"] and str(i) not in shards:
-                    pending[i] = batch
+                if i < stage["parts"]:
+                    continue
+                self.batches[i] = batch
+                if str(i) in shards:  # came back before the driver stopped
+                    self.advance()
+                else:
                     yield i
-            self.advance()  # every batch read: finish the prefix already on disk
 
         def submit(i: int):
-            return _submit(self.cluster.client, chunk_embed_shard, pending.pop(i), self.cfg)
+            return _submit(self.cluster.client, chunk_embed_shard, self.batches[i], self.cfg,
+                           set())
 
-        self.cluster._map(todo(), submit, self.done)
+        self.cluster._map(todo(), submit, self.done, ready=lambda: len(self.batches) < backlog)
         self.advance()
-        if shards:  # cannot happen: every shard was finalized in order
+        if shards:  # cannot happen: every shard was made a part in order
             raise RuntimeError(f"chunk+embed shards left unfinished: {sorted(shards)}")
         self.bar.close()
         stage.pop("shards", None)
 
     def done(self, i: int, result: tuple[pd.DataFrame, np.ndarray, int, str]) -> None:
-        """Checkpoint shard ``i``'s raw result, then finish the prefix of shards in order."""
+        """Checkpoint shard ``i``'s result, then make the shards that continue the finished
+        prefix checkpoint parts, in order."""
+        from gpurag.pipeline.chunk_embed import write_part
+
         chunks, vectors, dups, implementation = result
         self.cluster.embed_implementations.add(implementation)
-        units, docs, markup = self.meta[i]
-        np.save(self.work.path(f"shards/emb-{i:05d}.npy"), vectors, allow_pickle=False)
-        pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
-                       self.work.path(f"shards/chunks-{i:05d}.parquet"))
-        self.stage["shards"][str(i)] = {"units": units, "docs": docs, "duplicates": dups,
-                                        "markup": markup}
+        batch = self.batches[i]
+        docs = sum(p.last for p in batch)
+        write_part(self.work, i, chunks, vectors, prefix="shards/")
+        self.stage["shards"][str(i)] = {"units": len(batch), "docs": docs, "duplicates": dups}
         self.work.save()
         self.bar.update(docs)
         self.advance()
 
     def advance(self) -> None:
-        """Turn the raw shards that continue the finished prefix into checkpoint parts: drop
-        chunks an earlier batch already has and, if any, embed the rest again as one batch."""
+        """Turn the shards that continue the finished prefix into checkpoint parts. A shard
+        holding chunks an earlier batch has is chunked and embedded again without them."""
+        from gpurag.pipeline.chunk_embed import write_part
+
         stage, work = self.stage, self.work
         shards = stage["shards"]
-        while str(stage["parts"]) in shards:
+        while str(stage["parts"]) in shards and stage["parts"] in self.batches:
             i = stage["parts"]
             meta = shards[str(i)]
             raw = work.path(f"shards/chunks-{i:05d}.parquet")
             raw_emb = work.path(f"shards/emb-{i:05d}.npy")
             chunks = pq.read_table(raw).to_pandas()
-            vectors = np.load(raw_emb)
-            keep = ~chunks["chunk_id"].isin(self.seen).to_numpy()
-            dropped = int((~keep).sum())
-            if dropped:
-                chunks = chunks[keep].reset_index(drop=True)
-                vectors = _submit(self.cluster.client, embed_shard, chunks, self.cfg,
-                                  meta.get("markup") or {}).result()
-            elif len(chunks) == 0:
-                vectors = vectors.reshape(0, self.embedder.dim)
+            repeated = set(chunks["chunk_id"]) & self.seen
+            dups = meta["duplicates"]
+            if repeated:
+                chunks, vectors, dups, _ = _submit(self.cluster.client, chunk_embed_shard,
+                                                   self.batches[i], self.cfg, repeated).result()
+            else:
+                vectors = np.load(raw_emb)
             self.seen.update(chunks["chunk_id"].tolist())
-            np.save(work.path(f"emb/part-{i:05d}.npy"), vectors, allow_pickle=False)
-            pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
-                           work.path(f"chunks/part-{i:05d}.parquet"))
+            write_part(work, i, chunks, vectors)
             del shards[str(i)]
+            del self.batches[i]
             stage["parts"] += 1
             stage["units"] += meta["units"]
             stage["docs"] += meta["docs"]
-            stage["duplicates"] += meta["duplicates"] + dropped
+            stage["duplicates"] += dups
             work.save()
             raw.unlink(missing_ok=True)
             raw_emb.unlink(missing_ok=True)
@@ -376,25 +383,16 @@ def worker_embedder(spec: str | None) -> Embedder:
     return _EMBEDDERS[key]
 
 
-def chunk_embed_shard(batch: list[DocPart], cfg: IndexConfig
+def chunk_embed_shard(batch: list[DocPart], cfg: IndexConfig, seen: set[str]
                       ) -> tuple[pd.DataFrame, np.ndarray, int, str]:
-    """Chunks of one batch (duplicates inside the batch dropped), their vectors as stored,
-    the number dropped, and the embedder's implementation."""
-    from gpurag.pipeline.chunk_embed import chunk_documents, embed_chunks
+    """Chunks of one batch (those in ``seen`` and repeats inside the batch dropped), their
+    vectors as stored, the number dropped, and the embedder's implementation."""
+    from gpurag.pipeline.chunk_embed import embed_batch
     from gpurag.runtime import implementation_name
 
     embedder = worker_embedder(cfg.embedder)
-    chunks, dups = chunk_documents(batch, embedder, cfg, set())
-    markup = {p.doc_id: p.markup for p in batch if p.markup}
-    return (chunks, embed_chunks(chunks, embedder, cfg, None, markup), dups,
-            implementation_name(embedder))
-
-
-def embed_shard(chunks: pd.DataFrame, cfg: IndexConfig, markup: dict[str, str]) -> np.ndarray:
-    """The stored vectors of ``chunks`` (a batch whose duplicates were dropped)."""
-    from gpurag.pipeline.chunk_embed import embed_chunks
-
-    return embed_chunks(chunks, worker_embedder(cfg.embedder), cfg, None, markup)
+    chunks, vectors, dups = embed_batch(batch, embedder, cfg, set(seen))
+    return chunks, vectors, dups, implementation_name(embedder)
 
 
 def extract_shard(key: str, payload: bytes, part: pd.DataFrame, offset: int) -> Extraction:

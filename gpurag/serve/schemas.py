@@ -75,6 +75,32 @@ class EntityPath(BaseModel):
     relations: list[str]
 
 
+class EvidenceStep(BaseModel):
+    source: str
+    relation: str
+    target: str
+    target_kind: str
+    text: str
+    chunk_id: str
+    doc_id: str
+    char_start: int
+    char_end: int
+    rank: int | None = None
+    triple: str | None = None
+
+
+class EvidenceChain(BaseModel):
+    """A chain from a question entity to a passage (``gpurag.query.evidence``)."""
+
+    rank: int
+    chunk_id: str
+    doc_id: str
+    score: float
+    entities: list[str]
+    steps: list[EvidenceStep] = []
+    bridge: bool = False
+
+
 class Sentence(BaseModel):
     text: str
     chunk_id: str
@@ -111,6 +137,7 @@ class QueryResult(BaseModel):
     answer: str | None = None
     citations: list[str] = []
     error: str | None = None
+    chains: list[EvidenceChain] = []
     communities: list[Community] = []
 
 
