@@ -100,7 +100,8 @@ def test_duplicate_chunks_across_shards_are_dropped_as_in_one_process(client, tm
     (Markdown: embedded without its markup), so every embedding batch holds what it holds in
     one process."""
     recs = [json.loads(x) for x in (SAMPLE / "corpus.jsonl").read_text().splitlines() if x]
-    corpus = recs[:6] + recs[1:3] + recs[6:9]  # two documents again, in a later shard
+    # two documents again in later shards (2 a shard): one beside a new document, one alone
+    corpus = recs[:6] + [recs[1]] + recs[6:9] + [recs[2]]
     path = tmp_path / "dups"
     path.mkdir()
     for i, r in enumerate(corpus):
