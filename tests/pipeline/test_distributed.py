@@ -101,7 +101,7 @@ def test_duplicate_chunks_across_shards_are_dropped_as_in_one_process(client, tm
     one process."""
     recs = [json.loads(x) for x in (SAMPLE / "corpus.jsonl").read_text().splitlines() if x]
     # two documents again in later shards (2 a shard): one beside a new document, one alone
-    corpus = recs[:6] + [recs[1]] + recs[6:9] + [recs[2]]
+    corpus = [*recs[:6], recs[1], *recs[6:9], recs[2]]
     path = tmp_path / "dups"
     path.mkdir()
     for i, r in enumerate(corpus):
