@@ -75,12 +75,14 @@ class Index:
     def build(cls, source: str | os.PathLike | Iterable[str | dict[str, Any]],
               out: str | os.PathLike, config: IndexConfig | None = None,
               show_progress: bool = True, runtime: Runtime | None = None,
-              **overrides: Any) -> Index:
+              cluster: Any = None, **overrides: Any) -> Index:
         """Index ``source`` into the directory ``out`` and open it. ``source``: a folder or
         file of documents, or the documents themselves: strings, or records
         ``{"id": ..., "text": ..., "title": ...}`` (``id`` and ``title`` optional; a text
         without an id gets ``doc-`` and a digest of its text). ``runtime``: device, backends,
-        LLM settings (default from the environment)."""
+        LLM settings (default from the environment). ``cluster``: ``"local:N"``, a Dask
+        scheduler address or a ``distributed.Client`` to run chunk + embed and extraction
+        on, for the same index byte for byte."""
         from gpurag.ingest.texts import is_texts, split_sources, texts_source
         from gpurag.pipeline.build import build
 
@@ -94,9 +96,11 @@ class Index:
                                  "insert the others after)")
             with texts_source(texts, Path(out)) as path:
                 built = build(path, out, cfg, show_progress=show_progress, runtime=runtime,
-                              source_label="<texts given to Index.build>")
+                              source_label="<texts given to Index.build>",
+                              cluster=cluster)
         else:
-            built = build(source, out, cfg, show_progress=show_progress, runtime=runtime)
+            built = build(source, out, cfg, show_progress=show_progress, runtime=runtime,
+                          cluster=cluster)
         return cls(built, embedder=cfg.embedder, runtime=runtime)
 
     @classmethod
