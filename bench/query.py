@@ -124,8 +124,8 @@ def run_batches(index, questions: list[str], mode: str, batch: int, n: int) -> d
 
 def table(run: dict) -> str:
     """One markdown table of a prefix's runs: ms per question per stage."""
-    cols = ["embed", "dense", "bm25", "linking", "seeds", "walk", "fusion", "second_hop",
-            "expansion_bm25", "paths"]
+    cols = ["embed", "retrieve", "dense", "bm25", "linking", "seeds", "walk", "fusion",
+            "second_hop", "expansion_bm25", "paths", "evidence"]
     lines = [f"{run['passages']} passages",
              "| mode | batch | p50 | p95 | ms/q | q/s | " + " | ".join(cols) + " |",
              "|---" * (6 + len(cols)) + "|"]
