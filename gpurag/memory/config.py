@@ -24,7 +24,7 @@ class MemoryConfig:
     recency: float = 0.0  # bonus of the most recent best-covering session
     session_weight: float = 0.0  # share of a trace's score taken from its session's best
     w_claim: float = 0.5  # bonus of a trace claiming the asked attribute of a named entity
-    neighbour: float = 0.0  # share of the better neighbouring turn's score a turn gets
+    neighbour: float = 0.2  # share of the better neighbouring turn's score a turn gets
     discourse: bool = True  # write-time pronoun/possessive chains, relative dates, claims
     candidates: int = 100  # per view, before fusion
     policy: str = "recent"  # consistency filter: recent | score
