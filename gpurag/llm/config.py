@@ -71,7 +71,9 @@ class LLMConfig:
     max_failure_rate: float = 0.05
 
     def __post_init__(self) -> None:
-        self.url = normalize_url(self.url)
+        from gpurag.llm.pool import split_urls
+
+        self.url = ",".join(split_urls(self.url, normalize_url))  # a pool: several, by commas
         if self.structured not in STRUCTURED_MODES:
             raise LLMConfigError(
                 f"structured must be one of {STRUCTURED_MODES}, got {self.structured!r}")
@@ -93,6 +95,11 @@ class LLMConfig:
     def replace(self, **changes: Any) -> LLMConfig:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
+
+    @property
+    def urls(self) -> list[str]:
+        """The servers' base URLs (several: a pool, :mod:`gpurag.llm.pool`)."""
+        return self.url.split(",")
 
     def fingerprint(self) -> str:
         """Short hash of the settings that change answers (model and sampling), for names."""
@@ -150,3 +157,18 @@ def _parse_field(name: str, raw: str) -> Any:
             raise ValueError(f"GPURAG_LLM_EXTRA_BODY must be a JSON object, got {raw!r}")
         return value
     return raw
+
+
+NO_SERVER = ("no LLM server is configured: set GPURAG_LLM_URL or pass --llm-url (e.g. "
+             "http://127.0.0.1:8000/v1; `gpurag llm serve` starts a local one); without one, "
+             "--mode global answers extractively (communities, entities, passages, sentences)")
+
+
+def require_server(config: LLMConfig | None, given: bool = False) -> LLMConfig:
+    """``config`` when a server was named (``given``: by the caller, e.g. ``--llm-url``; or
+    ``GPURAG_LLM_URL``; or a config built by the caller), never a silent localhost default."""
+    if config is not None and (given or LLMConfig.configured()):
+        return config
+    if config is None and LLMConfig.configured():
+        return LLMConfig.from_env()
+    raise LLMConfigError(NO_SERVER)

@@ -14,9 +14,11 @@ from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.llm.config import LLMConfig
 from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
+from gpurag.store.diskio import naming
 from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 # The settings each checkpointed stage's output depends on (gpurag.pipeline.workdir): a
 # resume keeps every stage before the first whose settings changed.
 CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_chars",
-                        "vector_precision")
+                        "vector_precision", "text_column", "follow_outside_links")
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
@@ -36,7 +38,7 @@ def build_stage_inputs(source: str | Path, cfg: IndexConfig, llm: LLMConfig | No
     """Per checkpointed stage, in pipeline order, what its checkpoints were made from
     (``llm``: the runtime's LLM settings, whose sampling changes an LLM extraction)."""
     settings = dataclasses.asdict(cfg)
-    chunk_embed = {"source": source_fingerprint(source),
+    chunk_embed = {"source": source_fingerprint(source, cfg.follow_outside_links),
                    **{k: settings[k] for k in CHUNK_EMBED_SETTINGS}}
     extract = {k: settings[k] for k in EXTRACT_SETTINGS}
     if cfg.triples and Path(cfg.triples).is_file():
@@ -70,21 +72,26 @@ def pin_llm(cfg: IndexConfig, runtime: Runtime) -> IndexConfig:
 
 
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
-          show_progress: bool = True, runtime: Runtime | None = None) -> Path:
+          show_progress: bool = True, runtime: Runtime | None = None,
+          source_label: str | None = None, cluster: Any = None) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
 
     The whole build holds the write lock of ``out``: a second build of the same path fails at
     once with :class:`~gpurag.errors.IndexBusyError` instead of sharing its work folder.
     ``runtime`` (default: from the environment) gives the device, the backends and the LLM
     settings; what this build ran is recorded in its manifest, and nothing else.
+    ``cluster`` (``local:N``, a Dask scheduler address or a ``distributed.Client``) runs
+    chunk + embed and extraction as tasks on that cluster (:mod:`gpurag.pipeline.distributed`):
+    the same index, byte for byte.
     """
     runtime = runtime or Runtime.create()
     cfg = pin_llm(cfg or IndexConfig(), runtime)
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
-    with WriteLock(out) as lock:
-        return _build_locked(source, out, cfg, show_progress, lock, runtime)
+    with naming(out), WriteLock(out) as lock:
+        return _build_locked(source, out, cfg, show_progress, lock, runtime,
+                             source_label or str(source), cluster)
 
 
 def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
@@ -108,29 +115,53 @@ def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
 
 
 def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
-                  lock: WriteLock, runtime: Runtime) -> Path:
+                  lock: WriteLock, runtime: Runtime, source_label: str,
+                  cluster: Any = None) -> Path:
     record = BuildRecord()
     record.record("device", runtime.device)
     show = runtime.show_progress(show_progress)
     check_target(out)
-    embedder = runtime.embedder(cfg.embedder)
+    embedder = runtime.embedder(cfg.embedder,
+                                cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
     work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
-    timings: dict[str, float] = {}
     record.record("embed", implementation_name(embedder))
+    if cluster is not None:
+        from gpurag.pipeline.distributed import Cluster
 
+        with Cluster(cluster) as on:
+            return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
+                                 work, source_label, on)
+    return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
+                         source_label)
+
+
+def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,
+                  lock: WriteLock, runtime: Runtime, record: BuildRecord, embedder,
+                  work: WorkDir, source_label: str, cluster: Any = None) -> Path:
+    """The stages after the checks, in this process or (``cluster``) on a cluster."""
+    timings: dict[str, float] = {}
+
+    stage("index", f"{source} -> {out}", show)
     t0 = time.perf_counter()
-    chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
+    if cluster is None:
+        chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
+    else:
+        chunks, vectors, report = cluster.run_chunk_embed(source, embedder, cfg, work, show)
+        if cluster.embed_implementations - {implementation_name(embedder)}:
+            record.record("embed", "+".join(sorted(cluster.embed_implementations)))
     timings["chunk_embed_s"] = time.perf_counter() - t0
+    stage("read", report.summary(), show)
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
 
     writer = IndexWriter(out, lock=lock)
     try:
+        stage("passage index", f"{len(chunks):,} chunks", show)
         write_dense_part(writer, chunks, vectors, cfg, record, timings)
         del vectors  # stored: not held through the graph stage
         counts = {"documents": report.documents, "chunks": len(chunks)}
@@ -138,16 +169,18 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
             from gpurag.pipeline.graph_stage import run_graph_stage
 
             counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
-                                          runtime, record, show))
+                                          runtime, record, show, cluster=cluster))
+        stage("commit", str(out), show)
         writer.commit(
             config=dataclasses.asdict(cfg),
             counts=counts,
             components=record.as_dict(),
-            extra={"ingest": report.as_dict(), "timings_s": timings, "source": str(source)},
+            extra={"ingest": report.as_dict(), "timings_s": timings, "source": source_label},
         )
     except BaseException:
         writer.abort()
         raise
     work.remove()
     log.info("indexed %s", report.summary())
+    stage("index", f"done: {out}", show)
     return out
