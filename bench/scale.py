@@ -215,11 +215,20 @@ def child_build(args: argparse.Namespace) -> dict:
         }
         if args.index_digest:
             result["index_sha256"] = index_digest(out)
+            result["index_files_sha256"] = file_digests(out)
         if not args.no_precision and not args.host_only:
             t = time.perf_counter()
             result["precision"] = storage_precision(out)
             result["precision_s"] = time.perf_counter() - t
     return result
+
+
+def file_digests(index_dir: Path) -> dict[str, str]:
+    """sha256 of every file of an index but the manifest, by relative path."""
+    import hashlib
+
+    return {p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(index_dir.rglob("*")) if p.is_file() and p.name != "manifest.json"}
 
 
 def index_digest(index_dir: Path) -> str:
