@@ -135,13 +135,15 @@ def run_chunk_embed(
     show_progress: bool | None, *,
     documents: Callable[[IngestReport], Iterator[Document]] | None = None,
     seen_chunks: set[str] | None = None,
+    on_part: Callable[[pd.DataFrame], None] | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
     """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints.
 
     ``documents`` (default: every document under ``source``) gives the documents from a report
     to fill; chunks whose id is in ``seen_chunks`` (an index's existing chunks) are duplicates.
     ``parts`` counts checkpoint files, ``units`` the document parts they hold (a resume skips
-    that many), ``docs`` the documents finished."""
+    that many), ``docs`` the documents finished. ``on_part`` is given each new checkpoint's
+    chunks once it is saved (:mod:`gpurag.pipeline.extract_ahead`)."""
     stage = work.state.setdefault("chunk_embed", {"parts": 0, "units": 0, "docs": 0,
                                                    "duplicates": 0, "report": None,
                                                    "done": False})
@@ -184,6 +186,8 @@ def run_chunk_embed(
             stage["docs"] += finished
             stage["duplicates"] += dups
             work.save()
+            if on_part is not None:
+                on_part(chunks)
             n_chunks += len(chunks)
             bar.update(finished)
             bar.set_postfix(chunks=n_chunks)

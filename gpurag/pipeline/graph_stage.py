@@ -74,8 +74,7 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     batches of a CPU-bound extractor run in worker processes (:mod:`extract_pool`)."""
     from gpurag.pipeline.extract_pool import extract_batches, pool_workers
 
-    stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {},
-                                              "batch_stats": []})
+    stage = extract_state(work)
     bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
                        show=show_progress)
     bar.update(stage["done_rows"])
@@ -83,20 +82,7 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     first = stage["done_rows"]
     workers = pool_workers(extractor, -(-(len(chunks) - first) // batch_size))
     for start, rows, part in extract_batches(chunks, extractor, first, batch_size, workers):
-        i = stage["parts"]
-        pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
-        pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
-        descriptions = getattr(part, "descriptions", None)
-        if descriptions is not None and len(descriptions):
-            pq.write_table(_to_arrow(descriptions),
-                           work.path(f"extract/descriptions-{i:05d}.parquet"))
-        for key, value in part.stats.items():
-            stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
-        stage.setdefault("batch_stats", []).append(
-            {"start": start, "stats": {k: int(v) for k, v in part.stats.items()}})
-        stage["parts"] += 1
-        stage["done_rows"] = start + rows
-        work.save()
+        checkpoint_extraction(work, start, rows, part)
         bar.update(rows)
     bar.close()
     parts = stage["parts"]
@@ -116,6 +102,32 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
                                  ignore_index=True) if desc_parts else None)
     ex.batch_stats = batch_stats_frame(stage.get("batch_stats", []))
     return ex
+
+
+def extract_state(work: WorkDir) -> dict[str, Any]:
+    """The extract stage's checkpoint state in ``work`` (made empty when absent)."""
+    return work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {},
+                                             "batch_stats": []})
+
+
+def checkpoint_extraction(work: WorkDir, start: int, rows: int, part: Extraction) -> None:
+    """Write the extraction of chunk rows ``[start, start + rows)`` (the next batch in order)
+    as the stage's next checkpoint and save the state naming it."""
+    stage = extract_state(work)
+    i = stage["parts"]
+    pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
+    pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
+    descriptions = getattr(part, "descriptions", None)
+    if descriptions is not None and len(descriptions):
+        pq.write_table(_to_arrow(descriptions),
+                       work.path(f"extract/descriptions-{i:05d}.parquet"))
+    for key, value in part.stats.items():
+        stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
+    stage.setdefault("batch_stats", []).append(
+        {"start": start, "stats": {k: int(v) for k, v in part.stats.items()}})
+    stage["parts"] += 1
+    stage["done_rows"] = start + rows
+    work.save()
 
 
 def batch_stats_frame(batches: list[dict[str, Any]]) -> pd.DataFrame:
