@@ -170,7 +170,10 @@ def run_chunk_embed(
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
             chunks, dups, inputs = chunk_batch(batch, embedder, cfg, seen)
-            if inputs is not None:  # the chunker's token ids: tokenized once
+            if inputs is not None and hasattr(type(embedder), "encode_inputs_for"):
+                fresh = embedder.encode_inputs_for(embed_texts(chunks, batch), *inputs,
+                                                   batch_size=cfg.embed_batch_size)
+            elif inputs is not None:  # the chunker's token ids: tokenized once
                 fresh = embedder.encode_tokens(*inputs, batch_size=cfg.embed_batch_size)
             else:
                 fresh = embedder.encode(embed_texts(chunks, batch),
