@@ -211,12 +211,17 @@ class Index:
         communities' reports fills ``answer``.
 
         ``evidence=False`` skips the evidence chains of graph results (``QueryResult.chains``,
-        :mod:`gpurag.query.evidence`), which never change the ranking."""
+        :mod:`gpurag.query.evidence`), which never change the ranking. Every result of an index
+        with a graph has an absolute ``confidence`` (:mod:`gpurag.query.confidence`);
+        ``min_confidence=c`` returns no passages for a question whose confidence is below c."""
         if k < 1:
             raise ConfigError(f"k must be at least 1, not {k}")
         if mode == "global" or (mode is None and self.query_config.mode == "global"):
             return self._global(questions, k, dict(options))
         evidence = bool(options.pop("evidence", True))
+        min_confidence = options.pop("min_confidence", None)
+        if min_confidence is not None and not 0.0 <= float(min_confidence) <= 1.0:
+            raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if mode not in MODES:
@@ -248,6 +253,14 @@ class Index:
                 seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
                 timings_ms={"embed": embed_ms, "retrieve": search_ms},
             ))
+        if self.retriever is not None:
+            from gpurag.query.confidence import add_confidence
+
+            t0 = time.perf_counter()
+            add_confidence(self, results, qvecs)
+            confidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+            for r in results:
+                r.timings_ms["confidence"] = confidence_ms
         if mode == "graph" and evidence:
             from gpurag.query.evidence import add_chains
 
@@ -256,6 +269,10 @@ class Index:
             evidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
             for r in results:
                 r.timings_ms["evidence"] = evidence_ms
+        if min_confidence is not None:
+            from gpurag.query.confidence import withhold
+
+            withhold(results, float(min_confidence))
         return results
 
     def _global(self, questions: list[str], k: int, options: dict[str, Any]
