@@ -7,6 +7,7 @@ import functools
 import os
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,14 @@ import pandas as pd
 
 from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.embed import DEFAULT_EMBEDDER
-from gpurag.errors import ConfigError
+from gpurag.errors import ConfigError, InputError
 from gpurag.query.results import Passage, QueryResult
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
-MODES = ("dense", "graph", "global")
+MODES = ("dense", "bm25", "graph", "global")
 
 
 def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
@@ -70,17 +71,32 @@ class Index:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def build(cls, source: str | os.PathLike, out: str | os.PathLike,
-              config: IndexConfig | None = None, show_progress: bool = True,
-              runtime: Runtime | None = None, **overrides: Any) -> Index:
-        """Index the documents under ``source`` into the directory ``out`` and open it
-        (``runtime``: device, backends, LLM settings; default from the environment)."""
+    def build(cls, source: str | os.PathLike | Iterable[str | dict[str, Any]],
+              out: str | os.PathLike, config: IndexConfig | None = None,
+              show_progress: bool = True, runtime: Runtime | None = None,
+              **overrides: Any) -> Index:
+        """Index ``source`` into the directory ``out`` and open it. ``source``: a folder or
+        file of documents, or the documents themselves: strings, or records
+        ``{"id": ..., "text": ..., "title": ...}`` (``id`` and ``title`` optional; a text
+        without an id gets ``doc-`` and a digest of its text). ``runtime``: device, backends,
+        LLM settings (default from the environment)."""
+        from gpurag.ingest.texts import is_texts, split_sources, texts_source
         from gpurag.pipeline.build import build
 
         runtime = runtime or Runtime.create()
         cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
-        return cls(build(source, out, cfg, show_progress=show_progress, runtime=runtime),
-                   embedder=cfg.embedder, runtime=runtime)
+        if is_texts(source):
+            paths, texts = split_sources(source)
+            if paths:
+                raise InputError("Index.build takes one folder or file, or a list of texts; "
+                                 f"got a list of {len(paths)} paths (index one folder, or "
+                                 "insert the others after)")
+            with texts_source(texts, Path(out)) as path:
+                built = build(path, out, cfg, show_progress=show_progress, runtime=runtime,
+                              source_label="<texts given to Index.build>")
+        else:
+            built = build(source, out, cfg, show_progress=show_progress, runtime=runtime)
+        return cls(built, embedder=cfg.embedder, runtime=runtime)
 
     @classmethod
     def open(cls, path: str | os.PathLike, verify: bool = False,
@@ -95,10 +111,12 @@ class Index:
         return cls(Path(path), verify=verify, embedder=embedder, runtime=runtime)
 
     # -- incremental updates ------------------------------------------------------------
-    def insert(self, sources: str | os.PathLike | list[str | os.PathLike],
-               show_progress: bool = True) -> Index:
-        """Add the documents under ``sources`` (files or folders) as a new version of this
-        index and return it opened; this object stays pinned to its own version.
+    def insert(self, sources: str | os.PathLike | list[str | os.PathLike]
+               | Iterable[str | dict[str, Any]], show_progress: bool = True) -> Index:
+        """Add the documents under ``sources`` (files or folders, or, as for :meth:`build`,
+        the documents themselves: strings or ``{"id", "text", "title"}`` records) as a new
+        version of this index and return it opened; this object stays pinned to its own
+        version.
 
         Like :meth:`delete`, it updates the path's current version (under its write lock),
         whichever version this object reads. Only the new documents are chunked, embedded and
@@ -106,13 +124,20 @@ class Index:
         over all chunks, so the result equals a full build of the union. Documents whose id is
         already indexed are skipped and reported (``last_update.skipped``).
         """
+        from gpurag.ingest.texts import split_sources, texts_source
         from gpurag.pipeline.incremental import insert_documents
 
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
+        paths, texts = split_sources(sources)
         spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
-        result = insert_documents(self.path, list(sources), runtime=self.runtime,
-                                  embedder=spec, show_progress=show_progress)
+        if texts:
+            with texts_source(texts, self.path) as path:
+                result = insert_documents(self.path, [path], runtime=self.runtime,
+                                          embedder=spec, show_progress=show_progress)
+        else:
+            result = insert_documents(self.path, paths, runtime=self.runtime,
+                                      embedder=spec, show_progress=show_progress)
         return self._reopened(result)
 
     def delete(self, doc_ids: list[str], show_progress: bool = True) -> Index:
@@ -131,6 +156,14 @@ class Index:
         new = Index(self.path, embedder=self._embedder_given, runtime=self.runtime)
         new.last_update = result
         return new
+
+    def __repr__(self) -> str:
+        counts = self.manifest.counts or {}
+        graph = (f"graph of {counts.get('entities', 0):,} entities"
+                 if self.dir.has(layout.ENTITIES) else "dense only")
+        return (f"<gpurag.Index {str(self.path)!r}: {counts.get('documents', 0):,} documents, "
+                f"{counts.get('chunks', len(self.chunks)):,} chunks, {graph}, "
+                f"embedder {self.config.embedder!r}, built {self.manifest.created}>")
 
     def close(self) -> None:
         """Release the files of the opened version now (also done when collected)."""
@@ -180,6 +213,18 @@ class Index:
         return self._retriever
 
     @property
+    def lexical(self):
+        """BM25 over the passages (mode ``bm25``): the copy a graph build saved, else one
+        built from the chunks on first use."""
+        if self.retriever is not None:
+            return self.retriever.lexical
+        if getattr(self, "_lexical", None) is None:
+            from gpurag.query.lexical import BM25Index
+
+            self._lexical = BM25Index(self.chunks)
+        return self._lexical
+
+    @property
     def graph(self):
         """Deprecated alias of :attr:`retriever` (it never held the graph itself)."""
         warnings.warn("Index.graph is deprecated: use Index.retriever", DeprecationWarning,
@@ -188,20 +233,24 @@ class Index:
 
     def info(self) -> dict[str, Any]:
         """Manifest facts (see :func:`gpurag.info.manifest_info`), with config and extra."""
+        from gpurag.embed.cache import cache_stats
         from gpurag.info import manifest_info
 
         return {**manifest_info(self.manifest, self.path), "config": self.manifest.config,
-                "extra": self.manifest.extra}
+                "extra": self.manifest.extra,
+                "embed_cache": cache_stats(layout.sibling(self.path,
+                                                          layout.EMBED_CACHE_SUFFIX))}
 
     # -- queries ------------------------------------------------------------------------
-    def query(self, question: str, k: int = 5, mode: str | None = None,
+    def query(self, question: str, k: int | None = None, mode: str | None = None,
               **options: Any) -> QueryResult:
         """Answer one question: a batch of one."""
         return self.query_batch([question], k=k, mode=mode, **options)[0]
 
-    def query_batch(self, questions: list[str], k: int = 5, mode: str | None = None,
+    def query_batch(self, questions: list[str], k: int | None = None, mode: str | None = None,
                     **options: Any) -> list[QueryResult]:
-        """Retrieve the top-``k`` passages for each question, batched end to end.
+        """Retrieve the top-``k`` passages for each question, batched end to end (``k``
+        default: the query config's, i.e. ``GPURAG_QUERY_K`` or ``[query] k``, else 5).
 
         ``mode="global"``: corpus-wide questions answered from the communities of ``level``
         (option, default 0) without an LLM: the top ``communities`` (option, default 5) by
@@ -214,8 +263,11 @@ class Index:
         :mod:`gpurag.query.evidence`), which never change the ranking. Every result of an index
         with a graph has an absolute ``confidence`` (:mod:`gpurag.query.confidence`);
         ``min_confidence=c`` returns no passages for a question whose confidence is below c."""
-        if k < 1:
-            raise ConfigError(f"k must be at least 1, not {k}")
+        if k is None:
+            k = self.query_config.k
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ConfigError(f"k must be a whole number of at least 1, not {k!r}")
+        k = int(k)
         if mode == "global" or (mode is None and self.query_config.mode == "global"):
             return self._global(questions, k, dict(options))
         evidence = bool(options.pop("evidence", True))
@@ -233,10 +285,14 @@ class Index:
         if not questions:
             return []
         t0 = time.perf_counter()
-        qvecs = self.embedder.encode(questions, batch_size=64)
+        qvecs = (self.embedder.encode(questions, batch_size=64) if mode != "bm25"
+                 else None)  # bm25: lexical only, no question vectors
         embed_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         t0 = time.perf_counter()
-        if mode == "dense":
+        if mode == "bm25":
+            scores, rows = self.lexical.search(questions, k)
+            extras = [{} for _ in questions]
+        elif mode == "dense":
             from gpurag.query.dense import dense_scores
 
             scores, rows = dense_scores(self.passage_search, qvecs, k)
@@ -253,7 +309,7 @@ class Index:
                 seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
                 timings_ms={"embed": embed_ms, "retrieve": search_ms},
             ))
-        if self.retriever is not None:
+        if self.retriever is not None and qvecs is not None:  # bm25 mode has no vectors
             from gpurag.query.confidence import add_confidence
 
             t0 = time.perf_counter()

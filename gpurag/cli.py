@@ -143,7 +143,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
     from gpurag.config import QueryConfig, check_value
 
-    check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.k is not None:  # else the query config's k (GPURAG_QUERY_K, [query] k)
+        check_value(QueryConfig, "k", args.k, "command line", "-k")
     if args.communities < 0:
         raise ConfigError(f"command line: --communities={args.communities} is not valid: it "
                           "must be a whole number >= 0")
@@ -158,6 +159,11 @@ def cmd_query(args: argparse.Namespace) -> int:
     runtime = make_runtime(args)
     index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
                        runtime=runtime)
+    if getattr(args, "config", None):  # --config FILE: its [query] table (then GPURAG_QUERY_*)
+        from gpurag.config import load_config
+
+        index.query_config = load_config(args.config)[1]
+    k = args.k if args.k is not None else index.query_config.k
     from gpurag.llm.config import LLMConfig, require_server
 
     client = None
@@ -170,16 +176,16 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         top = args.communities or None  # 0: every community (eager reports)
         if client is None:
-            results = global_results(index, questions, k=args.k, level=args.level,
+            results = global_results(index, questions, k=k, level=args.level,
                                      top=top)
         else:
             results = global_answers(index, questions, client, level=args.level,
-                                     communities=top, k=args.k)
+                                     communities=top, k=k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
         if args.min_confidence is not None:
             options["min_confidence"] = args.min_confidence
-        results = index.query_batch(questions, k=args.k, mode=args.mode, **options)
+        results = index.query_batch(questions, k=k, mode=args.mode, **options)
         if args.answer:
             from gpurag.query.generate import answer_results
 
@@ -203,7 +209,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         if result.seeds:
             say("   seeds: " + ", ".join(s.name for s in result.seeds[:8]))
         for p in result.passages:
-            text = " ".join(p.text.split())
+            from gpurag.ingest.formats.markup import preview_text
+
+            text = " ".join(preview_text(p.title, p.text).split())  # no markup, no title again
             say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
         if result.chains:
@@ -309,10 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", help="index directory")
     p.add_argument("question", nargs="?", help="the question")
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
-    p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
-    p.add_argument("--mode", choices=["dense", "graph", "global"],
-                   help="dense | graph (default) | global (corpus-wide: the most relevant "
-                        "communities; map-reduce over their reports with an LLM server)")
+    p.add_argument("-k", "--k", type=int,
+                   help="passages to return (default: GPURAG_QUERY_K, [query] k, else 5)")
+    p.add_argument("--mode", choices=["dense", "bm25", "graph", "global"],
+                   help="dense | bm25 | graph (default) | global (corpus-wide: the most "
+                        "relevant communities; map-reduce over their reports with an LLM "
+                        "server)")
+    p.add_argument("--config", help="TOML file whose [query] table sets the query defaults")
     p.add_argument("--answer", action="store_true", help="answer with the LLM, citing passages")
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--communities", type=int, default=5, metavar="N",
@@ -354,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_commands(sub)
     add_score_commands(sub)
     add_serve_command(sub)
+    # the description names every registered command (so it cannot fall behind)
+    parser.description = ("gpurag: GraphRAG on one GPU or a laptop CPU. Commands: "
+                          + ", ".join(sub.choices) + ". Run \"gpurag COMMAND --help\" for a "
+                          "command's own options.")
     return parser
 
 

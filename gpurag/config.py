@@ -199,7 +199,7 @@ class IndexConfig:
 class QueryConfig:
     """How questions are answered."""
 
-    mode: str = setting("graph", str, choices=("dense", "graph", "global"))
+    mode: str = setting("graph", str, choices=("dense", "graph", "global", "bm25"))
     k: int = setting(5, int, **POS_INT)
     # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
     damping: float = setting(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
@@ -384,6 +384,11 @@ def load_config(path: str | os.PathLike | None = None,
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {p}: {exc}") from exc
+        unknown = sorted(set(data) - {"index", "query"})
+        if unknown:  # a misspelled [indx] would otherwise be silently ignored
+            raise ConfigError(f"{p}: unknown table{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(f'[{t}]' for t in unknown)}: gpurag reads [index] "
+                              "and [query] (a setting outside a table counts as one)")
         for table in ("index", "query"):
             if not isinstance(data.get(table, {}), dict):
                 raise ConfigError(f"{p}: {table!r} must be a [{table}] table of settings, "

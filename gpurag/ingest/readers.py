@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpurag.errors import InputError
 from gpurag.ingest.formats import ReadOptions
+from gpurag.ingest.gzcheck import damaged_member_start
 from gpurag.ingest.scan import walk_folder
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,8 @@ class IngestReport:
     warnings: Counter = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
 
-    def skip(self, reason: str, where: str, detail: str = "") -> None:
-        self.skipped[reason] += 1
+    def skip(self, reason: str, where: str, detail: str = "", count: int = 1) -> None:
+        self.skipped[reason] += count
         self._note(f"{where}: skipped ({reason}){': ' + detail if detail else ''}")
 
     def warn(self, reason: str, where: str, detail: str = "") -> None:
@@ -207,20 +208,49 @@ def _record_to_document(
         report.skip("empty text", where)
         return None
     doc_id = record.get("id", record.get("doc_id"))
-    doc_id = str(doc_id) if doc_id not in (None, "") else fallback_id
+    doc_id = _as_text(doc_id) if doc_id not in (None, "", b"") else fallback_id
     title = record.get("title")
-    title = str(title) if title is not None else ""
+    title = _as_text(title) if title is not None else ""
+    for name, value in (("text", text), ("id", doc_id), ("title", title)):
+        if not _encodable(value):
+            report.skip("invalid Unicode", where, f"the {name} holds a lone surrogate "
+                        "(an unpaired \\ud800-\\udfff escape), which no UTF-8 file can store")
+            return None
     return Document(doc_id, title, text, source, where)
 
 
-def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    base = _doc_id_for_path(path, root)
-    lineno = records = 0
+def _as_text(value: object) -> str:
+    """An id or title as text: bytes (a Parquet binary column) decoded as UTF-8, not their
+    Python repr."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _encodable(text: str) -> bool:
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+    gz = path.name.lower().endswith(".gz")
+    opener = gzip.open if gz else open
+    base = _doc_id_for_path(path, root)
+    lineno = records = dropped = offset = 0
+    trusted = None  # decompressed bytes before the first damaged gzip member
+    try:
+        if gz:
+            trusted = damaged_member_start(path)
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 where = f"{path}:{lineno}"
+                offset += len(raw)
+                if trusted is not None and offset > trusted:  # from a member that fails
+                    dropped += bool(raw.strip())
+                    continue
                 if not raw.strip():
                     continue
                 records += 1
@@ -234,6 +264,9 @@ def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Docume
                 except json.JSONDecodeError as exc:
                     report.skip("broken JSON", where, exc.msg)
                     continue
+                except RecursionError:
+                    report.skip("broken JSON", where, "nested too deeply to parse")
+                    continue
                 doc = _record_to_document(record, where, f"{base}#{lineno}", str(path), report)
                 if doc is not None:
                     yield doc
@@ -241,7 +274,13 @@ def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Docume
         report.warn("truncated file", str(path), f"{records} records read before the "
                     f"truncation after line {lineno}; the rest is lost ({exc})")
     except (OSError, zlib.error) as exc:
-        _damaged(report, path, records, f"line {lineno}", exc)
+        if trusted is not None and dropped:
+            report.skip("damaged gzip member", str(path),
+                        f"{dropped} records from decompressed byte {trusted} on were dropped: "
+                        f"their gzip member failed its check ({exc}); {records} records "
+                        "before it were read; anything after it is lost", count=dropped)
+        else:
+            _damaged(report, path, records, f"line {lineno}", exc)
 
 
 def _damaged(report: IngestReport, path: Path, records: int, at: str, exc: BaseException) -> None:

@@ -72,7 +72,8 @@ def pin_llm(cfg: IndexConfig, runtime: Runtime) -> IndexConfig:
 
 
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
-          show_progress: bool = True, runtime: Runtime | None = None) -> Path:
+          show_progress: bool = True, runtime: Runtime | None = None,
+          source_label: str | None = None) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
 
     The whole build holds the write lock of ``out``: a second build of the same path fails at
@@ -86,7 +87,8 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
     with naming(out), WriteLock(out) as lock:
-        return _build_locked(source, out, cfg, show_progress, lock, runtime)
+        return _build_locked(source, out, cfg, show_progress, lock, runtime,
+                             source_label or str(source))
 
 
 def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
@@ -110,12 +112,13 @@ def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
 
 
 def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
-                  lock: WriteLock, runtime: Runtime) -> Path:
+                  lock: WriteLock, runtime: Runtime, source_label: str) -> Path:
     record = BuildRecord()
     record.record("device", runtime.device)
     show = runtime.show_progress(show_progress)
     check_target(out)
-    embedder = runtime.embedder(cfg.embedder)
+    embedder = runtime.embedder(cfg.embedder,
+                                cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
@@ -149,7 +152,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
             config=dataclasses.asdict(cfg),
             counts=counts,
             components=record.as_dict(),
-            extra={"ingest": report.as_dict(), "timings_s": timings, "source": str(source)},
+            extra={"ingest": report.as_dict(), "timings_s": timings, "source": source_label},
         )
     except BaseException:
         writer.abort()

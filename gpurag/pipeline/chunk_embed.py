@@ -30,6 +30,12 @@ from gpurag.vectors.codec import codec_for
 log = logging.getLogger(__name__)
 
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "title", "text", "char_start", "char_end", "n_tokens"]
+# Every checkpoint part has this schema, an empty one too (a batch whose chunks were all
+# duplicates): inferred from an empty frame its text columns were null and no later part fit.
+CHUNK_SCHEMA = pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()),
+                          ("title", pa.string()), ("text", pa.string()),
+                          ("char_start", pa.int64()), ("char_end", pa.int64()),
+                          ("n_tokens", pa.int32())])
 
 
 def embed_text(title: str, text: str, markup: str = "") -> str:
@@ -170,7 +176,7 @@ def run_chunk_embed(
             vectors = codec.round_trip(fresh)
             part = stage["parts"]
             np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
-            pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
+            pq.write_table(pa.Table.from_pandas(chunks, schema=CHUNK_SCHEMA, preserve_index=False),
                            work.path(f"chunks/part-{part:05d}.parquet"))
             finished = sum(p.last for p in batch)
             stage["parts"] += 1
@@ -192,12 +198,26 @@ def run_chunk_embed(
     )
     if was_done:  # finished by an earlier run: its report, as saved
         report = IngestReport.from_dict(stage["report"] or {})
-    report.skipped["duplicate chunks"] = stage["duplicates"]
+    if stage["duplicates"]:  # not "0 duplicate chunks" in every summary
+        report.skipped["duplicate chunks"] = stage["duplicates"]
+    else:
+        report.skipped.pop("duplicate chunks", None)
     return chunks, vectors, report
 
 
 def _read_parts(work: WorkDir, n_parts: int) -> pd.DataFrame:
     if not n_parts:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in CHUNK_COLUMNS})
-    tables = [pq.read_table(work.path(f"chunks/part-{i:05d}.parquet")) for i in range(n_parts)]
+    tables = [_as_chunk_schema(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet")))
+              for i in range(n_parts)]
     return pa.concat_tables(tables).to_pandas()
+
+
+def _as_chunk_schema(table: pa.Table) -> pa.Table:
+    """A checkpoint part in :data:`CHUNK_SCHEMA` (an empty part an older build wrote with null
+    columns is cast, so its resume does not fail on it again)."""
+    if table.schema.equals(CHUNK_SCHEMA):
+        return table
+    if table.num_rows == 0:
+        return CHUNK_SCHEMA.empty_table()
+    return table.select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA)
