@@ -94,7 +94,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
     index = Index.build(args.source, args.out, config=_index_config(args),
-                        show_progress=not args.quiet, runtime=make_runtime(args))
+                        show_progress=not args.quiet, runtime=make_runtime(args),
+                        cluster=args.cluster)
     info = index.info()
     ingest = info["extra"].get("ingest", {})
     say(f"index written to {index.path}")
@@ -297,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index a folder or file of documents")
     p.add_argument("source", help="folder of .txt/.md/.jsonl/.parquet, or one such file")
     p.add_argument("-o", "--out", required=True, help="index directory to write")
+    p.add_argument("--cluster", help="run chunk+embed and extraction on a Dask cluster: "
+                   "local:N (N local workers) or a scheduler address (gpurag[distributed])")
     _add_index_options(p)
     add_llm_options(p)
     p.set_defaults(func=cmd_index)
