@@ -60,6 +60,8 @@ def add_serve_command(subparsers: Any) -> None:
     p.add_argument("--body-timeout", type=float, default=d.body_timeout_s,
                    help="seconds a client may take to send a request body; then 408 "
                         "(default 30)")
+    p.add_argument("--config", help="TOML file whose [query] table sets the query defaults "
+                                    "(as GPURAG_CONFIG does)")
     p.add_argument("--no-access-log", action="store_true",
                    help="no access log line per request (on stderr, Common Log Format)")
     add_llm_options(p)
@@ -137,6 +139,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gpurag.serve.holder import IndexHolder
 
     config = config_from_args(args)
+    if getattr(args, "config", None):  # checked now; every (re)opened index reads it
+        import os
+
+        from gpurag.config import load_config
+
+        load_config(args.config)
+        os.environ["GPURAG_CONFIG"] = str(args.config)
     # reloads and the access log at INFO on stderr (the root logger shows warnings only)
     logging.getLogger("gpurag.serve").setLevel(logging.INFO)
     if getattr(args, "no_access_log", False):

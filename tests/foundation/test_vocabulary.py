@@ -78,3 +78,17 @@ def test_passage_previews_have_no_markup_or_repeated_title(tmp_path):
     assert "#" not in line and "**" not in line and "](" not in line
     stored = Index.open(out).chunks["text"].iloc[0]
     assert stored.startswith("# Haymo of Faversham")  # the stored text is as written
+
+
+def test_eval_takes_a_config_file(tmp_path):
+    from .conftest import SAMPLE_DIR
+
+    config = tmp_path / "e.toml"
+    config.write_text("[index]\nchunk_tokens = 96\ngraph = false\n", encoding="utf-8")
+    out = tmp_path / "idx"
+    proc = gpurag("eval", SAMPLE_DIR, "--modes", "dense", "--index", out, "--config", config)
+    assert proc.returncode == 0, proc.stderr
+    assert Index.open(out).config.chunk_tokens == 96
+    config.write_text("[indx]\nchunk_tokens = 96\n", encoding="utf-8")
+    bad = gpurag("eval", SAMPLE_DIR, "--modes", "dense", "--config", config)
+    assert bad.returncode == 2 and "[indx]" in bad.stderr

@@ -167,3 +167,32 @@ def test_serve_refuses_bad_numbers_with_one_line(tiny_index, args, needle):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert ConfigError.__name__ not in proc.stderr
+
+
+def test_serve_takes_a_config_file(tiny_index, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[query]\nk = 0\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "gpurag", "serve", str(tiny_index),
+                           "--insecure-no-auth", "--config", str(bad)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and "[query] k" in proc.stderr and str(bad) in proc.stderr
+    good = tmp_path / "good.toml"
+    good.write_text("[query]\nk = 1\n", encoding="utf-8")
+    server = subprocess.Popen([sys.executable, "-m", "gpurag", "serve", str(tiny_index),
+                               "--insecure-no-auth", "--port", "0", "--reload-poll", "0",
+                               "--config", str(good)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        first = server.stdout.readline()
+        assert first.startswith("gpurag serve: http://127.0.0.1:"), first
+        url = f"http://127.0.0.1:{int(first.split('127.0.0.1:')[1].split()[0])}"
+        r = httpx.post(f"{url}/v1/query", json={"question": "Skerryvore?"}, timeout=60)
+        assert r.status_code == 200 and len(r.json()["results"][0]["passages"]) == 1
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
