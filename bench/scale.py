@@ -21,6 +21,14 @@ Writes ``scale_<date>_<device>.json`` under ``--out`` and prints a table.
 
     python bench/scale.py --prefixes 2000 --edges 1e6          # small, CPU (a few minutes)
     python bench/scale.py --device cuda --prefixes 10000,50000,0 --edges 1e7,1e8
+
+``--host-only`` builds with a deterministic stand-in embedder (``bench/standin.py``: the real
+tokenizer, then a seeded hash projection of the token ids, 384-d float32) so every host stage
+does its real work and its throughput can be measured on any CPU; ``--baseline DIR`` builds
+each prefix first with the gpurag of another checkout (``git worktree add /tmp/base COMMIT``),
+in the same run, so before/after figures share the machine and its load:
+
+    python bench/scale.py --host-only --prefixes 10000,50000 --edges '' --baseline /tmp/base
 """
 
 from __future__ import annotations
@@ -43,7 +51,9 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# GPURAG_BENCH_TREE: the checkout whose gpurag a --baseline child builds with
+TREE = Path(os.environ.get("GPURAG_BENCH_TREE") or REPO)
+sys.path.insert(0, str(TREE))
 sys.path.insert(0, str(REPO / "bench"))
 DEFAULT_PASSAGES = REPO.parent / "shared" / "data" / "enwiki_passages" / "passages.jsonl.gz"
 _START = [time.perf_counter()]  # reset by main(): the budget counts from the run's start
@@ -150,11 +160,33 @@ def storage_precision(index_dir: Path, k: int = 10, sample: int = 3000,
     return rows
 
 
+def host_only_runtime(device: str) -> Any:
+    """A runtime whose every embedder is the stand-in (``bench/standin.py``)."""
+    from standin import HashProjectionEmbedder
+
+    from gpurag.runtime import Runtime
+
+    runtime = Runtime.create(device=device)
+    standin = HashProjectionEmbedder()
+    runtime.embedder = lambda spec=None, cache=True: standin  # type: ignore[method-assign]
+    return runtime
+
+
+def tree_commit(tree: Path) -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def child_build(args: argparse.Namespace) -> dict:
     os.environ["GPURAG_DEVICE"] = args.device
     os.environ.setdefault("GPURAG_PROGRESS", "0")
     from gpurag.config import IndexConfig
     from gpurag.pipeline.build import build
+
+    runtime = host_only_runtime(args.device) if args.host_only else None
 
     with tempfile.TemporaryDirectory(prefix="gpurag-scale-") as tmp:
         src = Path(tmp) / "corpus.jsonl"
@@ -162,7 +194,7 @@ def child_build(args: argparse.Namespace) -> dict:
         input_bytes = src.stat().st_size
         out = Path(tmp) / "index"
         t = time.perf_counter()
-        build(src, out, IndexConfig(), show_progress=False)
+        build(src, out, IndexConfig(), show_progress=False, runtime=runtime)
         wall = time.perf_counter() - t
         manifest = json.loads((out / "manifest.json").read_text())
         timings = manifest.get("extra", manifest).get("timings_s", {})
@@ -179,12 +211,29 @@ def child_build(args: argparse.Namespace) -> dict:
             "index_files": file_bytes(out),
             "peak_rss_bytes": peak_rss_bytes(), **device_peak(),
             "extract_workers": os.environ.get("GPURAG_EXTRACT_WORKERS"),
+            "tree": str(TREE), "commit": tree_commit(TREE), "host_only": args.host_only,
         }
-        if not args.no_precision:
+        if args.index_digest:
+            result["index_sha256"] = index_digest(out)
+        if not args.no_precision and not args.host_only:
             t = time.perf_counter()
             result["precision"] = storage_precision(out)
             result["precision_s"] = time.perf_counter() - t
     return result
+
+
+def index_digest(index_dir: Path) -> str:
+    """One sha256 over every file's relative path and sha256 (the manifest, which holds
+    timings and dates, left out): equal digests mean byte-identical indexes."""
+    import hashlib
+
+    whole = hashlib.sha256()
+    for p in sorted(q for q in index_dir.rglob("*") if q.is_file()):
+        rel = p.relative_to(index_dir).as_posix()
+        if rel == "manifest.json":
+            continue
+        whole.update(f"{rel}\0{hashlib.sha256(p.read_bytes()).hexdigest()}\n".encode())
+    return whole.hexdigest()
 
 
 # -- graph case (child) ------------------------------------------------------------------------
@@ -283,7 +332,8 @@ def knn_latency(n_nodes: int, batches: list[int], args: argparse.Namespace) -> l
 
 
 # -- parent --------------------------------------------------------------------------------------
-def run_child(kind: str, extra: list[str], args: argparse.Namespace) -> dict:
+def run_child(kind: str, extra: list[str], args: argparse.Namespace,
+              tree: str | None = None) -> dict:
     remaining = args.budget_s - elapsed()
     if remaining < 5:
         return {"skipped": f"over the {args.budget_s:.0f} s budget"}
@@ -293,8 +343,12 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace) -> dict:
            "--knn-max", str(args.knn_max), "--passages", str(args.passages), *extra]
     if args.no_precision:
         cmd.append("--no-precision")
+    cmd += ["--host-only"] if args.host_only else []
+    cmd += ["--index-digest"] if args.index_digest else []
+    root = Path(tree) if tree else REPO
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        [str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "GPURAG_BENCH_TREE": str(root)}
     # The child is this script, guarded by `if __name__ == "__main__"`, so it may spawn
     # extraction workers as the command line does (a script is not trusted to by default).
     from gpurag.pipeline.extract_pool import available_cores
@@ -344,10 +398,12 @@ def table(result: dict) -> str:
             continue
         stages = ", ".join(f"{k} {v['passages_per_s']:.0f}/s" for k, v in b["stages"].items()
                            if v["passages_per_s"])
-        lines.append(f"build {b['passages']} passages: {b['passages_per_s']:.1f} passages/s, "
+        tag = f"[{b.get('commit') or 'baseline'}] " if b.get("baseline") else ""
+        lines.append(f"build {tag}{b['passages']} passages: {b['passages_per_s']:.1f} passages/s, "
                      f"peak RSS {b['peak_rss_bytes'] / 2**30:.2f} GiB, index "
                      f"{b.get('index_over_input', 0):.1f}x input "
-                     f"({b['index_over_text']:.1f}x text) | {stages}")
+                     f"({b['index_over_text']:.1f}x text) | {stages}"
+                     + (f" | sha256 {b['index_sha256'][:12]}" if b.get("index_sha256") else ""))
         for p in b.get("precision", []):
             lines.append(f"  {p['vectors']:<20} n={p['n']:<7} recall@{p['k']} fp16 "
                          f"{p['recall_fp16']:.4f} int8 {p['recall_int8']:.4f}")
@@ -385,6 +441,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-precision", action="store_true")
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     ap.add_argument("--note", default="", help="free text stored with the result")
+    ap.add_argument("--host-only", action="store_true",
+                    help="build with the stand-in embedder (bench/standin.py): host stages only")
+    ap.add_argument("--baseline", default="",
+                    help="another checkout: each prefix is built with its gpurag first")
+    ap.add_argument("--index-digest", action="store_true",
+                    help="store one sha256 over the built index's files (manifest left out)")
     ap.add_argument("--child", choices=["build", "graph"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -403,6 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", result["machine"].get("gpu", args.device)).strip("-")
+    slug += "_hostonly" if args.host_only else ""
     path = out_dir / f"scale_{date[:10]}_{slug.lower()}.json"
 
     def save() -> None:
@@ -414,10 +477,13 @@ def main(argv: list[str] | None = None) -> dict:
         result["build"].append({"skipped": f"passages file not found: {args.passages}"})
         prefixes = []
     for n in prefixes:
-        log(f"build of the first {n or 'all'} passages")
-        row = {"prefix": n, **run_child("build", ["--n", str(n)], args)}
-        result["build"].append(row)
-        save()
+        for tree in ([args.baseline] if args.baseline else []) + [None]:
+            log(f"build of the first {n or 'all'} passages"
+                + (f" with {tree}" if tree else ""))
+            row = {"prefix": n, "baseline": bool(tree),
+                   **run_child("build", ["--n", str(n)], args, tree)}
+            result["build"].append(row)
+            save()
     for e in [int(float(x)) for x in args.edges.split(",") if x.strip()]:
         log(f"synthetic graph of {e:.3g} edges")
         result["graph"].append({"edges_requested": e,

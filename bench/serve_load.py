@@ -6,8 +6,12 @@ off, ...) so that a change in the machine's load hits both alike; in each round 
 single questions back to back for a bounded time. Reports requests/s, p50/p99 latency, errors
 and the mean batch size (from each server's /metrics), and the throughput ratio on/off.
 
+``--keepalive N`` also times N requests one after another on one kept-alive connection and
+N on a fresh connection each (p50/min ms per server): a gap between the two is a transport
+stall (Nagle against delayed ACK cost ~43 ms per keep-alive request).
+
 Usage: python bench/serve_load.py [--index PATH] [--clients 32] [--seconds 4] [--rounds 3]
-                                  [--out FILE]
+                                  [--keepalive N] [--out FILE]
 Without --index the bundled sample corpus is indexed into --work first. Prints one JSON object
 on stdout (and writes it to --out); progress on stderr.
 """
@@ -96,6 +100,38 @@ async def load(url: str, clients: int, seconds: float, qs: list[str], mode: str 
     return latencies, errors, wall
 
 
+def keepalive(url: str, n: int, qs: list[str], mode: str | None, k: int) -> dict:
+    """p50/min ms of ``n`` sequential requests on one kept-alive connection and on a fresh
+    connection each (``http.client``, as most HTTP clients send: head and body apart)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    out = {}
+    for how in ("keepalive", "fresh"):
+        conn = http.client.HTTPConnection(host, port)
+        ms = []
+        for i in range(n + 1):
+            if how == "fresh":
+                conn.close()
+                conn = http.client.HTTPConnection(host, port)
+            body = json.dumps({"question": qs[i % len(qs)], "k": k, "mode": mode}).encode()
+            t0 = time.perf_counter()
+            conn.putrequest("POST", "/v1/query")
+            conn.putheader("content-type", "application/json")
+            conn.putheader("content-length", str(len(body)))
+            conn.endheaders()
+            conn.send(body)  # the body in its own write, as requests/urllib3 do
+            resp = conn.getresponse()
+            resp.read()
+            if i:  # the first opens the connection
+                ms.append((time.perf_counter() - t0) * 1000)
+        conn.close()
+        out[f"{how}_p50_ms"] = round(float(np.percentile(ms, 50)), 2)
+        out[f"{how}_min_ms"] = round(float(np.min(ms)), 2)
+    return out
+
+
 def batch_mean(url: str) -> float | None:
     text = httpx.get(f"{url}/metrics").text
     total = re.search(r"^gpurag_batch_size_sum (\S+)$", text, re.M)
@@ -131,6 +167,9 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0,
                     help="GPURAG_THREADS for the servers (0: leave as is); 1 suits a busy CPU")
+    ap.add_argument("--keepalive", type=int, default=0, metavar="N",
+                    help="also time N sequential requests kept-alive and N on fresh "
+                    "connections per server")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
     index = args.index
@@ -154,6 +193,11 @@ def main() -> None:
                 log(f"round {r + 1} batching {'on ' if on else 'off'}: "
                     f"{len(lat) / wall:.1f} req/s")
         rows = [summarize(on, *totals[on], batch_mean(servers[on][1])) for on in servers]
+        if args.keepalive:
+            for row, (on, (_, url)) in zip(rows, servers.items(), strict=True):
+                row["sequential"] = keepalive(url, args.keepalive, questions(), args.mode,
+                                              args.k)
+                log(f"batching {'on ' if on else 'off'} sequential: {row['sequential']}")
     finally:
         for proc, _ in servers.values():
             proc.send_signal(signal.SIGTERM)

@@ -22,7 +22,7 @@ from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
-MODES = ("dense", "graph")
+MODES = ("dense", "graph", "global")
 
 
 def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
@@ -206,16 +206,33 @@ class Index:
                 "extra": self.manifest.extra}
 
     # -- queries ------------------------------------------------------------------------
-    def query(self, question: str, k: int = 5, mode: str | None = None,
+    def query(self, question: str, k: int | None = None, mode: str | None = None,
               **options: Any) -> QueryResult:
         """Answer one question: a batch of one."""
         return self.query_batch([question], k=k, mode=mode, **options)[0]
 
-    def query_batch(self, questions: list[str], k: int = 5, mode: str | None = None,
+    def query_batch(self, questions: list[str], k: int | None = None, mode: str | None = None,
                     **options: Any) -> list[QueryResult]:
-        """Retrieve the top-``k`` passages for each question, batched end to end."""
-        if k < 1:
-            raise ConfigError(f"k must be at least 1, not {k}")
+        """Retrieve the top-``k`` passages for each question, batched end to end (``k``
+        default: the query config's, i.e. ``GPURAG_QUERY_K`` or ``[query] k``, else 5).
+
+        ``mode="global"``: corpus-wide questions answered from the communities of ``level``
+        (option, default 0) without an LLM: the top ``communities`` (option, default 5) by
+        relevance, with key entities, central passages and an extractive summary
+        (``QueryResult.communities``); with ``llm=`` an ``LLMClient``, an ``LLMConfig`` or
+        ``True`` (the server ``GPURAG_LLM_URL`` names) a lazy map-reduce over just those
+        communities' reports fills ``answer``.
+
+        ``evidence=False`` skips the evidence chains of graph results (``QueryResult.chains``,
+        :mod:`gpurag.query.evidence`), which never change the ranking."""
+        if k is None:
+            k = self.query_config.k
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ConfigError(f"k must be a whole number of at least 1, not {k!r}")
+        k = int(k)
+        if mode == "global" or (mode is None and self.query_config.mode == "global"):
+            return self._global(questions, k, dict(options))
+        evidence = bool(options.pop("evidence", True))
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if mode not in MODES:
@@ -247,7 +264,37 @@ class Index:
                 seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
                 timings_ms={"embed": embed_ms, "retrieve": search_ms},
             ))
+        if mode == "graph" and evidence:
+            from gpurag.query.evidence import add_chains
+
+            t0 = time.perf_counter()
+            add_chains(self.retriever, results, rows)
+            evidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+            for r in results:
+                r.timings_ms["evidence"] = evidence_ms
         return results
+
+    def _global(self, questions: list[str], k: int, options: dict[str, Any]
+                ) -> list[QueryResult]:
+        from gpurag.query.generate import global_answers, global_results
+
+        level = int(options.pop("level", 0))
+        top = int(options.pop("communities", 5))
+        llm = options.pop("llm", None)
+        if options:
+            raise ConfigError(f"query: {', '.join(sorted(options))} not valid with "
+                              "mode='global' (it takes level, communities, llm)")
+        questions = [str(q) for q in questions]
+        if llm is None or llm is False:
+            return global_results(self, questions, k=k, level=level, top=top)
+        from gpurag.llm.client import LLMClient
+        from gpurag.llm.config import LLMConfig, require_server
+
+        if llm is True:  # the server GPURAG_LLM_URL names; never a localhost default
+            llm = LLMClient(require_server(None))
+        elif isinstance(llm, LLMConfig):
+            llm = LLMClient(llm)
+        return global_answers(self, questions, llm, level=level, communities=top, k=k)
 
     def _passages(self, rows: np.ndarray, scores: np.ndarray) -> list[Passage]:
         keep = rows >= 0

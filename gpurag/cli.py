@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 
 from gpurag.device import DeviceError
-from gpurag.errors import ConfigError, GpuragError, InputError
+from gpurag.errors import ConfigError, GpuragError, InputError, describe_os_error
 from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.memory.cli import add_memory_commands
 from gpurag.rerank.cli import add_score_commands
 from gpurag.serve.cli import add_serve_command
-from gpurag.terminal import SafeFormatter, safe
+from gpurag.terminal import safe
 
 # How each index setting is spelled on the command line (for error messages).
 INDEX_FLAGS = {"embedder": "--embedder", "extractor": "--extractor", "triples": "--triples",
-               "chunk_tokens": "--chunk-tokens", "graph": "--no-graph"}
+               "chunk_tokens": "--chunk-tokens", "graph": "--no-graph",
+               "text_column": "--text-column"}
 
 
 def say(line: str = "", multiline: bool = False) -> None:
@@ -35,6 +35,10 @@ def _add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--triples", help="precomputed triples.jsonl to import instead of extracting")
     p.add_argument("--chunk-tokens", type=int, help="tokens per chunk window")
     p.add_argument("--no-graph", action="store_true", help="dense index only (no graph stage)")
+    p.add_argument("--text-column", help="column of CSV/TSV/Parquet files holding the text "
+                   "(default: text)")
+    p.add_argument("--follow-outside-links", action="store_true",
+                   help="read symbolic links that lead outside the source folder")
 
 
 def _index_config(args: argparse.Namespace):
@@ -43,13 +47,16 @@ def _index_config(args: argparse.Namespace):
     cfg, _ = load_config(args.config)
     overrides = {k: v for k, v in {
         "embedder": args.embedder, "extractor": args.extractor, "triples": args.triples,
-        "chunk_tokens": args.chunk_tokens}.items() if v is not None}
+        "chunk_tokens": args.chunk_tokens,
+        "text_column": getattr(args, "text_column", None)}.items() if v is not None}
     if args.triples:
         if not Path(args.triples).is_file():
             raise InputError(f"--triples {args.triples}: no such file")
         overrides["extractor"] = "triples"
     if args.no_graph:
         overrides["graph"] = False
+    if getattr(args, "follow_outside_links", False):
+        overrides["follow_outside_links"] = True
     return apply_overrides(cfg, overrides, "command line", INDEX_FLAGS)
 
 
@@ -68,7 +75,9 @@ def read_questions(path: str) -> list[str]:
         line = raw[:exc.start].count(b"\n") + 1
         raise InputError(f"--questions-file {p}: not UTF-8 text (line {line}, byte "
                          f"{exc.start})") from None
-    return [q.strip() for q in text.splitlines() if q.strip()]
+    # One question a line, split on "\n" (and "\r\n") only: str.splitlines would also cut
+    # at U+2028, \x0b, \x0c, \x1c-\x1e and \x85, shifting every later answer by a line.
+    return [q.strip() for q in text.split("\n") if q.strip()]
 
 
 def make_runtime(args: argparse.Namespace):
@@ -150,7 +159,11 @@ def cmd_query(args: argparse.Namespace) -> int:
     from gpurag import Index
     from gpurag.config import QueryConfig, check_value
 
-    check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.k is not None:  # else the query config's k (GPURAG_QUERY_K, [query] k)
+        check_value(QueryConfig, "k", args.k, "command line", "-k")
+    if args.communities < 0:
+        raise ConfigError(f"command line: --communities={args.communities} is not valid: it "
+                          "must be a whole number >= 0")
     if args.level < 0:
         raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
                           "whole number >= 0")
@@ -162,18 +175,27 @@ def cmd_query(args: argparse.Namespace) -> int:
     runtime = make_runtime(args)
     index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
                        runtime=runtime)
+    k = args.k if args.k is not None else index.query_config.k
+    from gpurag.llm.config import LLMConfig, require_server
+
     client = None
-    if args.answer or args.mode == "global":
+    if args.answer or (args.mode == "global" and (args.llm_url or LLMConfig.configured())):
         from gpurag.llm.client import LLMClient
 
-        client = LLMClient(runtime.llm)
+        client = LLMClient(require_server(runtime.llm, given=bool(args.llm_url)))
     if args.mode == "global":
-        from gpurag.query.generate import global_answers
+        from gpurag.query.generate import global_answers, global_results
 
-        results = global_answers(index, questions, client, level=args.level)
+        top = args.communities or None  # 0: every community (eager reports)
+        if client is None:
+            results = global_results(index, questions, k=k, level=args.level,
+                                     top=top)
+        else:
+            results = global_answers(index, questions, client, level=args.level,
+                                     communities=top, k=k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
-        results = index.query_batch(questions, k=args.k, mode=args.mode, **options)
+        results = index.query_batch(questions, k=k, mode=args.mode, **options)
         if args.answer:
             from gpurag.query.generate import answer_results
 
@@ -195,8 +217,19 @@ def cmd_query(args: argparse.Namespace) -> int:
             text = " ".join(p.text.split())
             say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
-        for path in result.paths[:3]:
-            say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        if result.chains:
+            from gpurag.query.evidence import format_chains
+
+            say("   evidence (question entity -[relation: sentence, passage [span]]-> ...):")
+            for line in format_chains(result):
+                say(line)
+        else:
+            for path in result.paths[:3]:
+                say(f"   path to {path.chunk_id}: {' -> '.join(path.entities)}")
+        if result.communities:
+            from gpurag.query.communities import format_communities
+
+            say(format_communities(result), multiline=True)
         say()
     return _llm_failures(results)
 
@@ -255,7 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpurag", description=__doc__)
     parser.add_argument("--version", action="version", version=f"gpurag {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars or progress lines")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="stderr log and progress lines as text or one JSON object a line "
+                             "(progress is logged as lines when stderr is not a terminal)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("index", help="index a folder or file of documents")
@@ -289,11 +326,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", help="index directory")
     p.add_argument("question", nargs="?", help="the question")
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
-    p.add_argument("-k", "--k", type=int, default=5, help="passages to return")
+    p.add_argument("-k", "--k", type=int,
+                   help="passages to return (default: GPURAG_QUERY_K, [query] k, else 5)")
     p.add_argument("--mode", choices=["dense", "graph", "global"],
-                   help="dense | graph (default) | global (map-reduce over community reports)")
+                   help="dense | graph (default) | global (corpus-wide: the most relevant "
+                        "communities; map-reduce over their reports with an LLM server)")
     p.add_argument("--answer", action="store_true", help="answer with the LLM, citing passages")
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
+    p.add_argument("--communities", type=int, default=5, metavar="N",
+                   help="--mode global: the N communities most relevant to the question "
+                        "(without an LLM server: their entities, passages and sentences; with "
+                        "one: only their reports are written and mapped; 0: every community)")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--verify", action="store_true",
@@ -330,10 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = logging.StreamHandler()
-    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        handlers=[handler])
+    from gpurag.logs import configure_logging
+
+    configure_logging(args.verbose, args.quiet, args.log_format)
     try:
         if args.command != "info":  # info still reports on a broken environment
             from gpurag.config import check_environment
@@ -346,6 +388,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpurag: interrupted (a rerun of the same index command resumes)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # ``gpurag ... | head``: the reader left; stop quietly
+        return _stdout_gone()
+    except OSError as exc:  # a full disk, a read-only or unwritable path: one line
+        print(f"gpurag: error: {safe(describe_os_error(exc))}", file=sys.stderr)
+        return 2
+
+
+def _stdout_gone() -> int:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise; 128 + SIGPIPE."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":

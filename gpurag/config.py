@@ -164,6 +164,11 @@ class IndexConfig:
     # are chunked and checkpointed on their own; one chunk+embed batch holds at most this many
     # characters, so memory and lost work stay bounded whatever one document's size.
     max_part_chars: int = setting(500_000, int, lo=1_000)
+    # The column of CSV, TSV and Parquet files that holds each row's text.
+    text_column: str = setting("text", str)
+    # Read symbolic links in a source folder that lead outside it (off: they are skipped and
+    # reported, so a link to /etc/passwd in a corpus never reaches an index).
+    follow_outside_links: bool = setting(False, bool)
     extractor: str = setting("fast", str, choices=BUILTIN_EXTRACTORS,
                              more_choices=_registered_extractors)
     triples: str | None = setting(None, str, optional=True)
@@ -379,6 +384,11 @@ def load_config(path: str | os.PathLike | None = None,
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {p}: {exc}") from exc
+        unknown = sorted(set(data) - {"index", "query"})
+        if unknown:  # a misspelled [indx] would otherwise be silently ignored
+            raise ConfigError(f"{p}: unknown table{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(f'[{t}]' for t in unknown)}: gpurag reads [index] "
+                              "and [query] (a setting outside a table counts as one)")
         for table in ("index", "query"):
             if not isinstance(data.get(table, {}), dict):
                 raise ConfigError(f"{p}: {table!r} must be a [{table}] table of settings, "

@@ -82,13 +82,24 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
         ``batch_size`` rows, fewer where long texts would exceed the memory budgets of
         :func:`~gpurag.embed.tokens.length_batches`; rows come back in input order."""
         texts = list(texts)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return self._encode_inputs(*self.model_inputs(texts), batch_size=batch_size)
+
+    def encode_tokens(self, flat: np.ndarray, lengths: np.ndarray,
+                      batch_size: int = 64) -> np.ndarray:
+        """Embed texts given as model inputs (``model_inputs``' layout: every text's ids with
+        [CLS]/[SEP], concatenated, and each text's length), e.g. the chunker's token ids."""
+        return self._encode_inputs(flat, lengths, batch_size=batch_size)
+
+    def _encode_inputs(self, flat: np.ndarray, lengths: np.ndarray,
+                       batch_size: int = 64) -> np.ndarray:
+        out = np.empty((len(lengths), self.dim), dtype=np.float32)
+        if not len(lengths):
             return out
-        flat, lengths = self.model_inputs(texts)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         order = np.argsort(lengths, kind="stable")
-        session = self._small_session if len(texts) <= SMALL_BATCH else self._session
+        session = self._small_session if len(lengths) <= SMALL_BATCH else self._session
         for start, stop in length_batches(lengths[order], max_rows=batch_size):
             idx = order[start:stop]
             ids, mask = padded_batch(flat, starts, lengths, idx)

@@ -50,6 +50,42 @@ class MiniLMTokens:
         encodings = self._plain_tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2) for e in encodings]
 
+    def token_ids_offsets(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One tokenization (no special tokens, no truncation) of every text: all texts' token
+        ids concatenated, their char ``(start, end)`` offsets, and each text's token count."""
+        encodings = self._plain_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        counts = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64,
+                             count=len(encodings))
+        total = int(counts.sum())
+        ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings),
+                          dtype=np.int64, count=total)
+        offsets = np.fromiter(itertools.chain.from_iterable(
+            itertools.chain.from_iterable(e.offsets for e in encodings)),
+            dtype=np.int64, count=2 * total).reshape(-1, 2)
+        return ids, offsets, counts
+
+    def wrap_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """The special ids ``model_inputs`` puts before and after a text's ids ([CLS], [SEP])."""
+        if not hasattr(self, "_wrap"):
+            around = self.tokenizer.encode("", add_special_tokens=True)
+            plain = self._plain_tokenizer.encode("", add_special_tokens=False).ids
+            ids = np.asarray(around.ids, dtype=np.int64)
+            if plain or len(ids) != 2:  # not the BERT layout: [CLS] text [SEP]
+                raise ValueError("the tokenizer does not wrap texts as [CLS] ... [SEP]")
+            self._wrap = (ids[:1], ids[1:])
+        return self._wrap
+
+    def continuation_ids(self) -> np.ndarray:
+        """Per vocabulary id: whether it continues a word (``##...``): a window starting at one
+        starts inside a word, where the window's own tokenization differs from the slice."""
+        if not hasattr(self, "_continuation"):
+            vocab = self._plain_tokenizer.get_vocab(with_added_tokens=True)
+            mask = np.zeros(max(vocab.values(), default=-1) + 1, dtype=bool)
+            cont = [i for t, i in vocab.items() if t.startswith("##")]
+            mask[np.asarray(cont, dtype=np.int64)] = True
+            self._continuation = mask
+        return self._continuation
+
     def model_inputs(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """All texts' token ids (with [CLS]/[SEP], truncated to ``max_tokens``) concatenated,
         and each text's length: ``(flat_ids int64, lengths int64)``."""

@@ -152,13 +152,24 @@ class TorchMiniLMEmbedder(MiniLMTokens):
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Embed texts in length-sorted batches; rows come back in input order."""
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return self._encode_inputs(*self.model_inputs(texts), batch_size=batch_size)
+
+    def encode_tokens(self, flat: np.ndarray, lengths: np.ndarray,
+                      batch_size: int = 64) -> np.ndarray:
+        """Embed texts given as model inputs (``model_inputs``' layout), e.g. the chunker's
+        token ids; rows come back in input order."""
+        return self._encode_inputs(flat, lengths, batch_size=batch_size)
+
+    def _encode_inputs(self, flat: np.ndarray, lengths: np.ndarray,
+                       batch_size: int = 64) -> np.ndarray:
         import torch
 
-        texts = list(texts)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if not texts:
+        out = np.empty((len(lengths), self.dim), dtype=np.float32)
+        if not len(lengths):
             return out
-        flat, lengths = self.model_inputs(texts)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         order = np.argsort(lengths, kind="stable")
         sorted_len = lengths[order]

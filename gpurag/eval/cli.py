@@ -35,7 +35,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             from gpurag.llm.client import LLMClient
 
             client = LLMClient(config_from_args(args))
-        result = evaluate(ds, index, modes, index_time_s=index_s, answer_client=client)
+        result = evaluate(ds, index, modes, index_time_s=index_s, answer_client=client,
+                          show=False if args.quiet else None)
     finally:
         if tmp is not None:
             tmp.cleanup()

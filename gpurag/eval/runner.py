@@ -91,7 +91,8 @@ def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]
                 return f"rerank {rerank!r} unavailable: {exc}"
 
         def run_index(qs: list[str], k: int) -> list[list[str]]:
-            return [r.doc_ids for r in index.query_batch(qs, k=k, mode=base, **options)]
+            return [r.doc_ids for r in index.query_batch(qs, k=k, mode=base, evidence=False,
+                                                           **options)]
 
         return run_index
     if mode == "memory":
@@ -117,8 +118,12 @@ def answer_quality(index, questions: list[Question], mode: str, client, k: int =
 
 
 def evaluate(ds: Dataset, index, modes: list[str], index_time_s: float = 0.0,
-             latency_sample: int | None = None, answer_client=None) -> dict[str, Any]:
-    """Score each mode; latency is measured one question at a time (the interactive case)."""
+             latency_sample: int | None = None, answer_client=None,
+             show: bool | None = False) -> dict[str, Any]:
+    """Score each mode; latency is measured one question at a time (the interactive case).
+    ``show``: progress (None: bars on a terminal, log lines elsewhere; False: none)."""
+    from gpurag.pipeline.progress import progress_bar, stage
+
     questions = ds.questions
     texts = [q.question for q in questions]
     out: dict[str, Any] = {
@@ -137,15 +142,19 @@ def evaluate(ds: Dataset, index, modes: list[str], index_time_s: float = 0.0,
             out["unavailable"][mode] = runner
             log.warning("mode %s unavailable: %s", mode, runner)
             continue
+        stage("eval", f"{mode}: ranking {len(texts):,} questions as one batch", show)
         t0 = time.perf_counter()
         ranked = runner(texts, RANK_DEPTH)
         batch_s = time.perf_counter() - t0
         sample = texts[: latency_sample or len(texts)]
         lat = []
+        bar = progress_bar(len(sample), f"eval {mode} latency", "question", show)
         for q in sample:
             t1 = time.perf_counter()
             runner([q], RANK_DEPTH)
             lat.append((time.perf_counter() - t1) * 1000)
+            bar.update(1)
+        bar.close()
         ranks = [gold_ranks(r, q.gold_ids) for r, q in zip(ranked, questions, strict=False)]
         row = summarize(ranks)
         row.update({

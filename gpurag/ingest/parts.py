@@ -28,6 +28,7 @@ class DocPart:
     source: str
     offset: int = 0
     last: bool = True  # the document's final part
+    markup: str = ""  # the document's markup ("markdown", "rst"), stripped when embedded
 
 
 def cut_points(text: str, max_chars: int) -> list[int]:
@@ -55,7 +56,7 @@ def split_document(doc: Document, max_chars: int) -> Iterator[DocPart]:
     bounds = [0, *cut_points(text, max_chars), len(text)]
     for i in range(len(bounds) - 1):
         yield DocPart(doc.doc_id, doc.title, text[bounds[i]:bounds[i + 1]], doc.source,
-                      offset=bounds[i], last=i == len(bounds) - 2)
+                      offset=bounds[i], last=i == len(bounds) - 2, markup=doc.markup)
 
 
 def iter_parts(docs: Iterable[Document], max_chars: int) -> Iterator[DocPart]:

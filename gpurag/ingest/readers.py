@@ -1,4 +1,6 @@
-"""Stream documents from a folder or file: .txt/.md, .jsonl(.gz) and Parquet.
+"""Stream documents from a folder or file: .txt/.md, .jsonl(.gz) and Parquet here; PDF, HTML,
+DOCX, reStructuredText and CSV through :mod:`gpurag.ingest.formats`. A file of any other
+format is skipped and counted as ``unsupported format``.
 
 Bad records (non-UTF-8, missing, empty or non-string text, broken JSON line, a document id
 already used, unreadable file) are skipped with a message naming the file and line, and counted
@@ -19,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpurag.errors import InputError
+from gpurag.ingest.formats import ReadOptions
+from gpurag.ingest.gzcheck import damaged_member_start
+from gpurag.ingest.scan import walk_folder
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +42,7 @@ class Document:
     text: str
     source: str
     where: str = ""  # file (and line or row) it came from, for messages
+    markup: str = ""  # "markdown" or "rst": stripped from what is embedded, kept in the text
 
 
 @dataclass
@@ -53,8 +59,8 @@ class IngestReport:
     warnings: Counter = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
 
-    def skip(self, reason: str, where: str, detail: str = "") -> None:
-        self.skipped[reason] += 1
+    def skip(self, reason: str, where: str, detail: str = "", count: int = 1) -> None:
+        self.skipped[reason] += count
         self._note(f"{where}: skipped ({reason}){': ' + detail if detail else ''}")
 
     def warn(self, reason: str, where: str, detail: str = "") -> None:
@@ -102,12 +108,19 @@ def _suffix_kind(path: Path) -> str | None:
         return "parquet"
     if name.endswith(TEXT_SUFFIXES):
         return "text"
-    return None
+    from gpurag.ingest.formats import format_for
+
+    return "format" if format_for(path) is not None else None
 
 
-def scan_inputs(source: str | Path) -> tuple[list[Path], list[Path]]:
-    """The readable input files under ``source`` (a file or a folder), in a stable order, and
-    the dangling symbolic links found beside them."""
+def scan_inputs(source: str | Path, report: IngestReport | None = None,
+                follow_outside_links: bool = False) -> tuple[list[Path], list[Path]]:
+    """The input files under ``source`` (a file or a folder), in a stable order, and the
+    dangling symbolic links found beside them. Files of an unsupported format are listed
+    too (reading reports and counts them), unless none of a supported format is there. What
+    the folder walk could not use (unreadable folders and entries, dangling links, link
+    loops, links leading outside the folder: :mod:`gpurag.ingest.scan`) goes into
+    ``report``."""
     src = Path(source)
     if not src.exists():
         if src.is_symlink():
@@ -115,29 +128,29 @@ def scan_inputs(source: str | Path) -> tuple[list[Path], list[Path]]:
         raise InputError(f"input not found: {src}")
     if src.is_file():
         if _suffix_kind(src) is None:
-            raise InputError(
-                f"unsupported input file type: {src} (use .txt, .md, .jsonl, .parquet)")
+            from gpurag.ingest.formats import supported_names
+
+            raise InputError(f"unsupported input file type: {src} (gpurag reads "
+                             f"{supported_names()})")
         return [src], []
-    index_dirs = {p.parent for p in src.rglob("manifest.json")}
-    files, dangling = [], []
-    for p in src.rglob("*"):
-        if (any(part.startswith(".") for part in p.relative_to(src).parts)
-                or any(parent in index_dirs for parent in p.parents)):
-            continue
-        if p.is_file():
-            if _suffix_kind(p) is not None:
-                files.append(p)
-        elif p.is_symlink() and not p.exists():
-            dangling.append(p)
-    if not files:
-        extra = f" ({len(dangling)} dangling links)" if dangling else ""
-        raise InputError(f"no .txt, .md, .jsonl or .parquet files under {src}{extra}")
-    return sorted(files), sorted(dangling)
+    scan = walk_folder(src, follow_outside_links)
+    if report is not None:
+        scan.report_to(report)
+    files = scan.entries
+    if not any(_suffix_kind(p) is not None for p in files):
+        from gpurag.ingest.formats import supported_names
+
+        notes = [f"{len(files)} files of other formats"] if files else []
+        notes += [f"{n} {what}" for what, n in scan.problem_counts().items()]
+        extra = f" ({', '.join(notes)})" if notes else ""
+        raise InputError(f"no readable files under {src}{extra}: gpurag reads "
+                         f"{supported_names()}")
+    return files, scan.dangling
 
 
-def list_input_files(source: str | Path) -> list[Path]:
+def list_input_files(source: str | Path, follow_outside_links: bool = False) -> list[Path]:
     """The readable input files under ``source`` (a file or a folder), in a stable order."""
-    return scan_inputs(source)[0]
+    return scan_inputs(source, follow_outside_links=follow_outside_links)[0]
 
 
 def _target(link: Path) -> str:
@@ -168,12 +181,14 @@ def _read_text_file(path: Path, root: Path, report: IngestReport) -> Iterator[Do
     if not text.strip():
         report.skip("empty text", str(path))
         return
-    title = path.stem
+    title, markup = path.stem, ""
     if path.suffix.lower() in (".md", ".markdown"):
+        markup = "markdown"
         first = text.lstrip().splitlines()[0] if text.strip() else ""
         if first.startswith("#"):
             title = first.lstrip("#").strip() or title
-    yield Document(_doc_id_for_path(path, root), title, text, str(path), str(path))
+    yield Document(_doc_id_for_path(path, root), title, text, str(path), str(path),
+                   markup=markup)
 
 
 def _record_to_document(
@@ -193,20 +208,49 @@ def _record_to_document(
         report.skip("empty text", where)
         return None
     doc_id = record.get("id", record.get("doc_id"))
-    doc_id = str(doc_id) if doc_id not in (None, "") else fallback_id
+    doc_id = _as_text(doc_id) if doc_id not in (None, "", b"") else fallback_id
     title = record.get("title")
-    title = str(title) if title is not None else ""
+    title = _as_text(title) if title is not None else ""
+    for name, value in (("text", text), ("id", doc_id), ("title", title)):
+        if not _encodable(value):
+            report.skip("invalid Unicode", where, f"the {name} holds a lone surrogate "
+                        "(an unpaired \\ud800-\\udfff escape), which no UTF-8 file can store")
+            return None
     return Document(doc_id, title, text, source, where)
 
 
-def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    base = _doc_id_for_path(path, root)
-    lineno = records = 0
+def _as_text(value: object) -> str:
+    """An id or title as text: bytes (a Parquet binary column) decoded as UTF-8, not their
+    Python repr."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _encodable(text: str) -> bool:
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+    gz = path.name.lower().endswith(".gz")
+    opener = gzip.open if gz else open
+    base = _doc_id_for_path(path, root)
+    lineno = records = dropped = offset = 0
+    trusted = None  # decompressed bytes before the first damaged gzip member
+    try:
+        if gz:
+            trusted = damaged_member_start(path)
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 where = f"{path}:{lineno}"
+                offset += len(raw)
+                if trusted is not None and offset > trusted:  # from a member that fails
+                    dropped += bool(raw.strip())
+                    continue
                 if not raw.strip():
                     continue
                 records += 1
@@ -220,6 +264,9 @@ def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Docume
                 except json.JSONDecodeError as exc:
                     report.skip("broken JSON", where, exc.msg)
                     continue
+                except RecursionError:
+                    report.skip("broken JSON", where, "nested too deeply to parse")
+                    continue
                 doc = _record_to_document(record, where, f"{base}#{lineno}", str(path), report)
                 if doc is not None:
                     yield doc
@@ -227,7 +274,13 @@ def _read_jsonl(path: Path, root: Path, report: IngestReport) -> Iterator[Docume
         report.warn("truncated file", str(path), f"{records} records read before the "
                     f"truncation after line {lineno}; the rest is lost ({exc})")
     except (OSError, zlib.error) as exc:
-        _damaged(report, path, records, f"line {lineno}", exc)
+        if trusted is not None and dropped:
+            report.skip("damaged gzip member", str(path),
+                        f"{dropped} records from decompressed byte {trusted} on were dropped: "
+                        f"their gzip member failed its check ({exc}); {records} records "
+                        "before it were read; anything after it is lost", count=dropped)
+        else:
+            _damaged(report, path, records, f"line {lineno}", exc)
 
 
 def _damaged(report: IngestReport, path: Path, records: int, at: str, exc: BaseException) -> None:
@@ -239,18 +292,26 @@ def _damaged(report: IngestReport, path: Path, records: int, at: str, exc: BaseE
         report.skip("unreadable file", str(path), str(exc))
 
 
-def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+def _read_parquet(path: Path, root: Path, report: IngestReport,
+                  options: ReadOptions | None = None) -> Iterator[Document]:
     import pyarrow.parquet as pq
 
+    from gpurag.ingest.formats.tables import no_text_column, pick_columns
+
+    options = options or ReadOptions()
     base = _doc_id_for_path(path, root)
     row = 0
     try:
         pf = pq.ParquetFile(path)
-        columns = [c for c in ("id", "doc_id", "title", "text") if c in pf.schema_arrow.names]
-        if "text" not in columns:
-            report.skip("no 'text' column", str(path))
+        names = pf.schema_arrow.names
+        text_col, id_col, title_col = pick_columns(names, options)
+        if text_col is None:
+            no_text_column(report, path, names, options)
             return
-        for batch in pf.iter_batches(batch_size=8192, columns=columns):
+        wanted = {text_col: "text", id_col: "id", title_col: "title"}
+        wanted.pop(None, None)
+        for batch in pf.iter_batches(batch_size=8192, columns=list(wanted)):
+            batch = batch.rename_columns([wanted[n] for n in batch.schema.names])
             for record in batch.to_pylist():
                 row += 1
                 where = f"{path}:row {row}"
@@ -261,17 +322,24 @@ def _read_parquet(path: Path, root: Path, report: IngestReport) -> Iterator[Docu
         _damaged(report, path, row, f"row {row}", exc)
 
 
-def iter_documents(source: str | Path, report: IngestReport | None = None) -> Iterator[Document]:
+def iter_documents(source: str | Path, report: IngestReport | None = None,
+                   follow_outside_links: bool = False, *,
+                   options: ReadOptions | None = None) -> Iterator[Document]:
     """Yield every good document under ``source``, streaming (no file is loaded whole except
-    plain-text files, which are one document each). A document whose id was already used is
-    skipped (the first one is kept)."""
+    one-document files: text, PDF, HTML, DOCX). A document whose id was already used is
+    skipped (the first one is kept); a link leading outside a source folder is skipped unless
+    ``follow_outside_links``. ``options``: the text column of CSV and Parquet files."""
+    from gpurag.ingest.formats import read_format, read_unsupported
+
     report = report if report is not None else IngestReport()
+    options = options or ReadOptions()
     src = Path(source)
     root = src if src.is_dir() else src.parent
-    readers = {"text": _read_text_file, "jsonl": _read_jsonl, "parquet": _read_parquet}
-    files, dangling = scan_inputs(src)
-    for link in dangling:
-        report.warn("dangling link", str(link), f"points to missing {_target(link)}")
+    readers = {"text": _read_text_file, "jsonl": _read_jsonl,
+               "parquet": lambda p, r, rep: _read_parquet(p, r, rep, options),
+               "format": lambda p, r, rep: read_format(p, r, rep, options),
+               None: read_unsupported}
+    files, _ = scan_inputs(src, report, follow_outside_links)
     seen: set[str] = set()
     for path in files:
         report.files += 1
@@ -285,14 +353,14 @@ def iter_documents(source: str | Path, report: IngestReport | None = None) -> It
             yield doc
 
 
-def source_fingerprint(source: str | Path) -> str:
+def source_fingerprint(source: str | Path, follow_outside_links: bool = False) -> str:
     """What a resume must read again: each input file's name under ``source``, size and
     content digest. Content, not modification times: a corpus copied, restored or checked out
     again (new mtimes, same bytes) still resumes; one byte changed does not."""
     src = Path(source)
     root = src if src.is_dir() else src.parent
     h = hashlib.sha256()
-    for path in list_input_files(src):
+    for path in list_input_files(src, follow_outside_links):
         h.update(f"{_doc_id_for_path(path, root)}\0{file_digest(path)}\n".encode())
     return h.hexdigest()[:16]
 

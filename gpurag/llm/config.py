@@ -150,3 +150,18 @@ def _parse_field(name: str, raw: str) -> Any:
             raise ValueError(f"GPURAG_LLM_EXTRA_BODY must be a JSON object, got {raw!r}")
         return value
     return raw
+
+
+NO_SERVER = ("no LLM server is configured: set GPURAG_LLM_URL or pass --llm-url (e.g. "
+             "http://127.0.0.1:8000/v1; `gpurag llm serve` starts a local one); without one, "
+             "--mode global answers extractively (communities, entities, passages, sentences)")
+
+
+def require_server(config: LLMConfig | None, given: bool = False) -> LLMConfig:
+    """``config`` when a server was named (``given``: by the caller, e.g. ``--llm-url``; or
+    ``GPURAG_LLM_URL``; or a config built by the caller), never a silent localhost default."""
+    if config is not None and (given or LLMConfig.configured()):
+        return config
+    if config is None and LLMConfig.configured():
+        return LLMConfig.from_env()
+    raise LLMConfigError(NO_SERVER)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from gpurag.errors import InputError
+from gpurag.terminal import safe
 
 
 def _read_jsonl(path: str) -> list[dict]:
@@ -32,7 +33,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     if args.text is None and not args.file and not args.corpus:
         raise InputError("give a trace text, --file traces.jsonl or --corpus corpus.jsonl")
-    with Memory.open(args.memory, create=True) as mem:
+    with Memory.open(args.memory, create=True, lock_timeout=args.lock_timeout) as mem:
+        before = len(mem)
         ids: list[int] = []
         if args.text is not None:
             ids.append(mem.add(args.text, session=args.session, turn=args.turn, time=args.time))
@@ -43,8 +45,11 @@ def cmd_add(args: argparse.Namespace) -> int:
             ids.extend(mem.add_many(traces[lo:lo + 256]))
         if args.compact:
             mem.compact()
-        print(f"added {len(ids)} trace(s) (ids {ids[0]}..{ids[-1]}); memory holds {len(mem)}"
-              if ids else "added nothing")
+        new = [i for i in ids if i >= before]
+        known = len(ids) - len(new)
+        skipped = f", {known} already present (same key) skipped" if known else ""
+        print(f"added {len(new)} trace(s) (ids {new[0]}..{new[-1]}){skipped}; memory holds "
+              f"{len(mem)}" if new else f"added nothing{skipped}")
     return 0
 
 
@@ -60,12 +65,13 @@ def cmd_search(args: argparse.Namespace) -> int:
             "hits": [vars(h) for h in res.hits],
             "dropped": [vars(d) for d in res.dropped]}, indent=1))
         return 0
-    print(f"anchors: {', '.join(res.anchors) or '-'}  relational weight: "
-          f"{res.relational_weight:.2f}  confidence: {res.confidence:.3f}")
+    # stored text, session names and anchors are untrusted: control characters escaped
+    print(safe(f"anchors: {', '.join(res.anchors) or '-'}  relational weight: "
+               f"{res.relational_weight:.2f}  confidence: {res.confidence:.3f}"))
     for rank, h in enumerate(res.hits, start=1):
-        print(f"{rank:>2}. [{h.score:.3f}] #{h.id} {h.session}/{h.turn}: {h.text[:160]}")
+        print(safe(f"{rank:>2}. [{h.score:.3f}] #{h.id} {h.session}/{h.turn}: {h.text[:160]}"))
     for d in res.dropped:
-        print(f"    dropped #{d.trace}: {d.reason}")
+        print(safe(f"    dropped #{d.trace}: {d.reason}"))
     return 0
 
 
@@ -78,15 +84,18 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=1))
     else:
         for key in ("path", "traces", "sessions", "entities", "vocabulary", "graph_edges",
-                    "compacted_traces", "dim"):
-            print(f"{key:<17} {info[key]}")
+                    "compacted_traces", "dim", "damaged_traces"):
+            print(safe(f"{key:<17} {info[key]}"))
+        for d in info["damaged"]:
+            print(safe(f"  damaged record at line {d['line']} (trace {d['id']}): {d['reason']}"
+                       f"; kept aside in {info['quarantine']}"))
     return 0
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from gpurag.memory import Memory
 
-    with Memory.open(args.memory) as mem:
+    with Memory.open(args.memory, lock_timeout=args.lock_timeout) as mem:
         stats = mem.compact()
     print("compacted: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
     return 0
@@ -141,6 +150,8 @@ def add_memory_commands(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--file", help="JSONL of {text, session, turn, time, meta} records")
     a.add_argument("--corpus", help="corpus.jsonl whose passages are chat sessions")
     a.add_argument("--compact", action="store_true", help="compact after adding")
+    a.add_argument("--lock-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="wait this long for another writer to finish (default 30)")
     a.set_defaults(func=cmd_add)
 
     s = msub.add_parser("search", help="the best traces for a question")
@@ -157,6 +168,8 @@ def add_memory_commands(sub: argparse._SubParsersAction) -> None:
 
     c = msub.add_parser("compact", help="re-tag every trace and persist the derived state")
     c.add_argument("memory", help="memory folder")
+    c.add_argument("--lock-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="wait this long for another writer to finish (default 30)")
     c.set_defaults(func=cmd_compact)
 
     e = msub.add_parser("eval", help="cross-validated memory retrieval and abstention")

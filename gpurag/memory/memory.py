@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gpurag.errors import ConfigError, InputError
+from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
-from gpurag.memory.log import Trace, TraceLog, parse_time
+from gpurag.memory.log import QUARANTINE, Trace, TraceLog, content_key, parse_time
 from gpurag.memory.snapshot import read_snapshot, write_snapshot
 from gpurag.memory.views import (
     anchor_hits,
@@ -44,6 +44,37 @@ FORMAT = "gpurag-memory"
 FORMAT_VERSION = 1
 CONFIG_FILE = "memory.json"
 SNAPSHOT = "compact"
+LOCK_TIMEOUT = 30.0  # seconds a writable open waits for another writer by default
+
+
+def acquire_lock(path: Path, timeout: float):
+    """The exclusive writer lock of a memory, waiting up to ``timeout`` seconds for the
+    current holder (whose pid the lock file names) to release it."""
+    if not timeout >= 0:
+        raise ConfigError(f"memory lock timeout must be a number >= 0, got {timeout}")
+    fh = open(path, "a+")  # noqa: SIM115 (held while open)
+    deadline = _time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if _time.monotonic() >= deadline:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise IndexBusyError(
+                    f"memory {path.parent} is still open for writing by another process (pid "
+                    f"{holder}) after waiting {timeout:g} s; retry later or raise "
+                    "--lock-timeout") from None
+            _time.sleep(min(pause, max(deadline - _time.monotonic(), 0.0)))
+            pause = min(pause * 2, 0.2)
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
 
 
 @dataclass
@@ -80,7 +111,8 @@ class Memory:
     """An append-only trace memory with dense, lexical, relational and temporal retrieval."""
 
     def __init__(self, path: Path, config: MemoryConfig, dim: int, writable: bool,
-                 embedder: Any = None, device: str = "cpu") -> None:
+                 embedder: Any = None, device: str = "cpu",
+                 lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = path
         self.config = config
         self.dim = dim
@@ -88,13 +120,7 @@ class Memory:
         self._embedder = embedder
         self._lock = None
         if writable:
-            self._lock = open(path / ".lock", "a")  # noqa: SIM115 (held while open)
-            try:
-                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                self._lock.close()
-                raise InputError(f"memory {path} is open for writing by another process; "
-                                 "open it with readonly=True to search") from None
+            self._lock = acquire_lock(path / ".lock", lock_timeout)
         self.log = TraceLog(path, dim, writable)
         self.texts: list[str] = []
         self.sessions: list[str] = []
@@ -102,6 +128,7 @@ class Memory:
         self._session_of: list[int] = []
         self.turns: list[int] = []
         self.times: list[float] = []
+        self._stored_keys: list[str] = []
         self._vec = np.zeros((0, dim), dtype=np.float32)
         self._n = 0
         self.vocab = Vocabulary()
@@ -113,11 +140,13 @@ class Memory:
         self._lex = None  # (retriever, n covered)
         self._lex_tail = None
         self._ppr = None
+        self._damaged = np.zeros(0, np.int64)  # id slots of damaged log records
+        self._keys: dict[str, int] | None = None  # idempotency key -> trace id (built lazily)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str | os.PathLike, embedder: Any = None, device: str = "cpu",
-               **settings: Any) -> Memory:
+               lock_timeout: float = LOCK_TIMEOUT, **settings: Any) -> Memory:
         """Create an empty memory folder (an existing memory is an error); ``settings`` (see
         :class:`MemoryConfig`) are stored and apply at every open, other settings follow the
         defaults of the gpurag version that opens it."""
@@ -139,17 +168,20 @@ class Memory:
         for name in ("log.jsonl", "vectors.f32"):
             (root / name).touch()
         fsync_dir(root)
-        return cls.open(root, embedder=emb, device=device)
+        return cls.open(root, embedder=emb, device=device, lock_timeout=lock_timeout)
 
     @classmethod
     def open(cls, path: str | os.PathLike, readonly: bool = False, embedder: Any = None,
-             device: str = "cpu", create: bool = False, **overrides: Any) -> Memory:
-        """Open a memory folder (``create=True``: create it when absent)."""
+             device: str = "cpu", create: bool = False, lock_timeout: float = LOCK_TIMEOUT,
+             **overrides: Any) -> Memory:
+        """Open a memory folder (``create=True``: create it when absent). A writable open
+        waits up to ``lock_timeout`` seconds for another writer to close it."""
         root = Path(path)
         cfg_path = root / CONFIG_FILE
         if not cfg_path.exists():
             if create:
-                return cls.create(root, embedder=embedder, device=device, **overrides)
+                return cls.create(root, embedder=embedder, device=device,
+                                  lock_timeout=lock_timeout, **overrides)
             raise InputError(f"{root} is not a gpurag memory (no {CONFIG_FILE}); "
                              "create one with `gpurag memory add` or Memory.create")
         try:
@@ -162,9 +194,15 @@ class Memory:
             dim = int(meta["dim"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
-        mem = cls(root, config, dim, not readonly, embedder, device)
-        traces, vectors = mem.log.read()
-        mem._load(traces, vectors)
+        mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout)
+        try:
+            traces, vectors = mem.log.read()
+            mem._load(traces, vectors)
+        except BaseException:
+            mem.close()
+            raise
+        mem._damaged = np.asarray(sorted({d.id for d in mem.log.damaged if d.id >= 0}),
+                                  dtype=np.int64)
         return mem
 
     def close(self) -> None:
@@ -203,21 +241,58 @@ class Memory:
                  vectors: np.ndarray | None = None) -> list[int]:
         """Append traces (strings or dicts with ``text``, ``session``, ``turn``, ``time``,
         ``meta``) in one durable write; ``vectors`` are precomputed unit-norm embeddings."""
+        keys = self._key_index()
         items: list[Trace] = []
+        ids: list[int] = []
+        fresh: list[int] = []  # positions in ``traces`` of the traces actually added
         for i, t in enumerate(traces):
             last = items[-1] if items else None
-            items.append(self._validate(t, self._n + i, last))
+            item = self._validate(t, self._n + len(items), last)
+            known = keys.get(item.key) if item.key else None
+            if known is not None:  # added before (a rerun after a kill, say): keep the old one
+                ids.append(known)
+                continue
+            if item.key:
+                keys[item.key] = item.id
+            items.append(item)
+            ids.append(item.id)
+            fresh.append(i)
         if not items:
-            return []
+            return ids
         if vectors is None:
             vectors = self.embedder.encode([t.text for t in items])
+        else:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(ids):
+                raise InputError(f"vectors have shape {vectors.shape}, expected "
+                                 f"({len(ids)}, {self.dim})")
+            vectors = vectors[fresh]
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.shape != (len(items), self.dim):
             raise InputError(f"vectors have shape {vectors.shape}, expected "
                              f"({len(items)}, {self.dim})")
-        self.log.append(items, vectors)
+        try:
+            self.log.append(items, vectors)
+        except BaseException:
+            for t in items:
+                if t.key:
+                    keys.pop(t.key, None)
+            raise
         self._ingest(items, vectors, learn=True)
-        return [t.id for t in items]
+        return ids
+
+    def _key_index(self) -> dict[str, int]:
+        """Idempotency key -> trace id of every stored trace (built on the first add)."""
+        if self._keys is None:
+            dead = set(self._damaged.tolist())
+            self._keys = {}
+            for i in range(self._n):
+                if i in dead:
+                    continue
+                key = self._stored_keys[i] or content_key(
+                    self.sessions[i], self.turns[i], self.times[i], self.texts[i])
+                self._keys.setdefault(key, i)
+        return self._keys
 
     def _validate(self, raw: str | dict[str, Any], tid: int, last: Trace | None) -> Trace:
         where = f"trace {tid}"
@@ -231,6 +306,7 @@ class Memory:
         session = str(session) if session not in (None, "") else (
             last.session if last else "default")
         turn = rec.get("turn")
+        given_turn = turn is not None
         if turn is None:
             turn = last.turn + 1 if last is not None and last.session == session else 0
         try:
@@ -242,7 +318,16 @@ class Memory:
         meta = rec.get("meta") or {}
         if not isinstance(meta, dict):
             raise InputError(f"{where}: meta must be an object")
-        return Trace(tid, text, session, turn, when, meta)
+        key = rec.get("key")
+        if key is not None and (not isinstance(key, str | int) or isinstance(key, bool)
+                                or str(key) == ""):
+            raise InputError(f"{where}: key must be a non-empty string or integer")
+        if key is not None:
+            key = f"k:{key}"
+        elif rec.get("session") not in (None, "") and t is not None:
+            # a session and time given: a content digest (turn too when given) identifies it
+            key = content_key(session, turn if given_turn else None, when, text)
+        return Trace(tid, text, session, turn, when, meta, key or "")
 
     def _load(self, traces: list[Trace], vectors: np.ndarray) -> None:
         snap = read_snapshot(self.path / SNAPSHOT)
@@ -278,6 +363,7 @@ class Memory:
         self.sessions.extend(t.session for t in items)
         self.turns.extend(t.turn for t in items)
         self.times.extend(t.time for t in items)
+        self._stored_keys.extend(t.key for t in items)
         need = self._n + len(items)
         if need > len(self._vec):
             grown = np.zeros((max(need, 2 * len(self._vec), 1024), self.dim), dtype=np.float32)
@@ -311,6 +397,10 @@ class Memory:
                 "entities": int((self.vocab.canonical() >= 0).sum()) if len(self.vocab) else 0,
                 "vocabulary": len(self.vocab), "graph_edges": int(self._graph.n_edges),
                 "compacted_traces": int(compacted), "dim": self.dim,
+                "damaged_traces": len(self.log.damaged),
+                "damaged": [{"id": d.id, "line": d.line, "reason": d.reason}
+                            for d in self.log.damaged],
+                "quarantine": str(self.path / QUARANTINE),
                 "config": self.config.to_dict()}
 
     # -- derived read structures --------------------------------------------------------------
@@ -469,6 +559,8 @@ class Memory:
             if a:
                 cand |= set(_top(rel, depth).tolist()) | set(_top(temp, depth).tolist())
             cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
+            if len(self._damaged):  # damaged records are placeholders: never returned
+                cand_arr = cand_arr[~np.isin(cand_arr, self._damaged)]
             out.append({
                 "ids": cand_arr,
                 "dense": self._vec[cand_arr] @ qv[qi],

@@ -14,9 +14,11 @@ from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.llm.config import LLMConfig
 from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
+from gpurag.store.diskio import naming
 from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 # The settings each checkpointed stage's output depends on (gpurag.pipeline.workdir): a
 # resume keeps every stage before the first whose settings changed.
 CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_chars",
-                        "vector_precision")
+                        "vector_precision", "text_column", "follow_outside_links")
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
@@ -36,7 +38,7 @@ def build_stage_inputs(source: str | Path, cfg: IndexConfig, llm: LLMConfig | No
     """Per checkpointed stage, in pipeline order, what its checkpoints were made from
     (``llm``: the runtime's LLM settings, whose sampling changes an LLM extraction)."""
     settings = dataclasses.asdict(cfg)
-    chunk_embed = {"source": source_fingerprint(source),
+    chunk_embed = {"source": source_fingerprint(source, cfg.follow_outside_links),
                    **{k: settings[k] for k in CHUNK_EMBED_SETTINGS}}
     extract = {k: settings[k] for k in EXTRACT_SETTINGS}
     if cfg.triples and Path(cfg.triples).is_file():
@@ -83,7 +85,7 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
-    with WriteLock(out) as lock:
+    with naming(out), WriteLock(out) as lock:
         return _build_locked(source, out, cfg, show_progress, lock, runtime)
 
 
@@ -123,14 +125,17 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     timings: dict[str, float] = {}
     record.record("embed", implementation_name(embedder))
 
+    stage("index", f"{source} -> {out}", show)
     t0 = time.perf_counter()
     chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
     timings["chunk_embed_s"] = time.perf_counter() - t0
+    stage("read", report.summary(), show)
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
 
     writer = IndexWriter(out, lock=lock)
     try:
+        stage("passage index", f"{len(chunks):,} chunks", show)
         write_dense_part(writer, chunks, vectors, cfg, record, timings)
         del vectors  # stored: not held through the graph stage
         counts = {"documents": report.documents, "chunks": len(chunks)}
@@ -139,6 +144,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
 
             counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
                                           runtime, record, show))
+        stage("commit", str(out), show)
         writer.commit(
             config=dataclasses.asdict(cfg),
             counts=counts,
@@ -150,4 +156,5 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
         raise
     work.remove()
     log.info("indexed %s", report.summary())
+    stage("index", f"done: {out}", show)
     return out

@@ -18,9 +18,11 @@ import pyarrow.parquet as pq
 
 from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
-from gpurag.ingest import IngestReport, chunk_id, iter_documents, window_spans
+from gpurag.ingest import IngestReport, chunk_id, iter_documents
+from gpurag.ingest.formats import read_options
 from gpurag.ingest.parts import DocPart, iter_parts
 from gpurag.ingest.readers import Document
+from gpurag.pipeline.chunk_tokens import batch_windows, model_inputs_of_windows, tokenizes_once
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.vectors.codec import codec_for
@@ -28,10 +30,21 @@ from gpurag.vectors.codec import codec_for
 log = logging.getLogger(__name__)
 
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "title", "text", "char_start", "char_end", "n_tokens"]
+# Every checkpoint part has this schema, an empty one too (a batch whose chunks were all
+# duplicates): inferred from an empty frame its text columns were null and no later part fit.
+CHUNK_SCHEMA = pa.schema([("chunk_id", pa.string()), ("doc_id", pa.string()),
+                          ("title", pa.string()), ("text", pa.string()),
+                          ("char_start", pa.int64()), ("char_end", pa.int64()),
+                          ("n_tokens", pa.int32())])
 
 
-def embed_text(title: str, text: str) -> str:
-    """The string embedded for a chunk: its title line, then its text."""
+def embed_text(title: str, text: str, markup: str = "") -> str:
+    """The string embedded for a chunk: its title line, then its text (for Markdown and
+    reStructuredText, without markup and without a first line repeating the title)."""
+    if markup:
+        from gpurag.ingest.formats.markup import preview_text
+
+        text = preview_text(title, text, markup) or text
     return f"{title}\n{text}" if title else text
 
 
@@ -58,26 +71,63 @@ def chunk_documents(
 ) -> tuple[pd.DataFrame, int]:
     """Token-window chunks of ``docs`` (whole documents or parts of them: spans are in the
     original document's characters) not in ``seen`` (updated); returns (chunks, duplicates)."""
-    offsets = embedder.token_offsets_batch([d.text for d in docs])
-    rows: dict[str, list] = {c: [] for c in CHUNK_COLUMNS}
-    duplicates = 0
-    for doc, offs in zip(docs, offsets, strict=False):
-        windows = window_spans(offs, cfg.chunk_tokens, cfg.chunk_overlap)
-        base = getattr(doc, "offset", 0)
-        for start, end, n_tokens in windows.tolist():
-            text = doc.text[start:end]
-            cid = chunk_id(text)
-            if cid in seen:
-                duplicates += 1
-                continue
-            seen.add(cid)
-            for column, value in zip(CHUNK_COLUMNS, (cid, doc.doc_id, doc.title, text,
-                                                     base + start, base + end, n_tokens),
-                                     strict=False):
-                rows[column].append(value)
-    frame = pd.DataFrame(rows)
-    types = {"char_start": "int64", "char_end": "int64", "n_tokens": "int32"}
-    return frame.astype(types), duplicates
+    chunks, duplicates, _ = chunk_batch(docs, embedder, cfg, seen)
+    return chunks, duplicates
+
+
+def chunk_batch(
+    docs: Sequence[Document | DocPart], embedder: Embedder, cfg: IndexConfig, seen: set[str]
+) -> tuple[pd.DataFrame, int, tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`chunk_documents`, plus the chunks' model inputs (``model_inputs``' layout) from
+    the same tokenization when the embedder takes token ids (else None: embed the texts of
+    :func:`embed_texts`)."""
+    doc_texts = [d.text for d in docs]
+    if tokenizes_once(embedder):
+        ids, offsets, counts = embedder.token_ids_offsets(doc_texts)
+    else:
+        per_doc = embedder.token_offsets_batch(doc_texts)
+        counts = np.fromiter((len(o) for o in per_doc), dtype=np.int64, count=len(per_doc))
+        offsets = (np.concatenate(per_doc).reshape(-1, 2) if len(per_doc)
+                   else np.zeros((0, 2), np.int64))
+        ids = None
+    win = batch_windows(counts, cfg.chunk_tokens, cfg.chunk_overlap)
+    starts = offsets[win.start, 0].tolist()
+    ends = offsets[win.stop - 1, 1].tolist()
+    texts = [doc_texts[d][a:b] for d, a, b in zip(win.doc.tolist(), starts, ends, strict=True)]
+    cids = [chunk_id(t) for t in texts]
+    # new chunks: not seen before this batch, and the first of their id within it
+    keep = (~pd.Series(cids, dtype=object).duplicated().to_numpy()
+            & np.fromiter((c not in seen for c in cids), dtype=bool, count=len(cids)))
+    kept = np.flatnonzero(keep)
+    seen.update(cids[i] for i in kept)
+    kept_docs = win.doc[kept].tolist()
+    base = np.fromiter((getattr(d, "offset", 0) for d in docs), dtype=np.int64,
+                       count=len(docs))[win.doc[kept]]
+    frame = pd.DataFrame({
+        "chunk_id": [cids[i] for i in kept],
+        "doc_id": [docs[d].doc_id for d in kept_docs],
+        "title": [docs[d].title for d in kept_docs],
+        "text": [texts[i] for i in kept],
+        "char_start": base + offsets[win.start[kept], 0],
+        "char_end": base + offsets[win.stop[kept] - 1, 1],
+        "n_tokens": win.stop[kept] - win.start[kept],
+    }, columns=CHUNK_COLUMNS)
+    frame = frame.astype({"char_start": "int64", "char_end": "int64", "n_tokens": "int32"})
+    inputs = None
+    if ids is not None:
+        markup = np.fromiter((bool(getattr(docs[d], "markup", "")) for d in kept_docs),
+                             dtype=bool, count=len(kept_docs))
+        inputs = model_inputs_of_windows(
+            embedder, ids, win, keep, frame["title"].tolist(), markup,
+            lambda rows: embed_texts(frame.iloc[rows], docs))
+    return frame, len(cids) - len(kept), inputs
+
+
+def embed_texts(chunks: pd.DataFrame, docs: Sequence[Document | DocPart]) -> list[str]:
+    """The strings embedded for ``chunks`` of ``docs`` (:func:`embed_text`)."""
+    markup = {d.doc_id: d.markup for d in docs if getattr(d, "markup", "")}
+    return [embed_text(t, x, markup.get(d, "")) for t, x, d in
+            zip(chunks["title"], chunks["text"], chunks["doc_id"], strict=True)]
 
 
 def run_chunk_embed(
@@ -102,7 +152,9 @@ def run_chunk_embed(
                                   columns=["chunk_id"]).column(0).to_pylist())
     was_done = stage["done"]
     if not stage["done"]:
-        docs = documents(report) if documents is not None else iter_documents(source, report)
+        docs = (documents(report) if documents is not None else
+                iter_documents(source, report, cfg.follow_outside_links,
+                               options=read_options(cfg)))
         parts = iter_parts(docs, cfg.max_part_chars)
         skip = stage["units"]
         if skip:
@@ -115,14 +167,16 @@ def run_chunk_embed(
         n_chunks = len(seen)
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
-            chunks, dups = chunk_documents(batch, embedder, cfg, seen)
-            vectors = codec.round_trip(embedder.encode(
-                [embed_text(t, x) for t, x in zip(chunks["title"], chunks["text"], strict=False)],
-                batch_size=cfg.embed_batch_size,
-            ))
+            chunks, dups, inputs = chunk_batch(batch, embedder, cfg, seen)
+            if inputs is not None:  # the chunker's token ids: tokenized once
+                fresh = embedder.encode_tokens(*inputs, batch_size=cfg.embed_batch_size)
+            else:
+                fresh = embedder.encode(embed_texts(chunks, batch),
+                                        batch_size=cfg.embed_batch_size)
+            vectors = codec.round_trip(fresh)
             part = stage["parts"]
             np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
-            pq.write_table(pa.Table.from_pandas(chunks, preserve_index=False),
+            pq.write_table(pa.Table.from_pandas(chunks, schema=CHUNK_SCHEMA, preserve_index=False),
                            work.path(f"chunks/part-{part:05d}.parquet"))
             finished = sum(p.last for p in batch)
             stage["parts"] += 1
@@ -144,12 +198,26 @@ def run_chunk_embed(
     )
     if was_done:  # finished by an earlier run: its report, as saved
         report = IngestReport.from_dict(stage["report"] or {})
-    report.skipped["duplicate chunks"] = stage["duplicates"]
+    if stage["duplicates"]:  # not "0 duplicate chunks" in every summary
+        report.skipped["duplicate chunks"] = stage["duplicates"]
+    else:
+        report.skipped.pop("duplicate chunks", None)
     return chunks, vectors, report
 
 
 def _read_parts(work: WorkDir, n_parts: int) -> pd.DataFrame:
     if not n_parts:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in CHUNK_COLUMNS})
-    tables = [pq.read_table(work.path(f"chunks/part-{i:05d}.parquet")) for i in range(n_parts)]
+    tables = [_as_chunk_schema(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet")))
+              for i in range(n_parts)]
     return pa.concat_tables(tables).to_pandas()
+
+
+def _as_chunk_schema(table: pa.Table) -> pa.Table:
+    """A checkpoint part in :data:`CHUNK_SCHEMA` (an empty part an older build wrote with null
+    columns is cast, so its resume does not fail on it again)."""
+    if table.schema.equals(CHUNK_SCHEMA):
+        return table
+    if table.num_rows == 0:
+        return CHUNK_SCHEMA.empty_table()
+    return table.select(CHUNK_SCHEMA.names).cast(CHUNK_SCHEMA)

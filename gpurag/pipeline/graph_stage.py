@@ -187,6 +187,7 @@ class ResolvedEntities:
     merged_names: int
     stats: Counter
     descriptions: pd.DataFrame | None = None
+    alias_keys: list[str] | None = None  # each alias's lookup key, as resolution computed it
 
 
 @dataclass
@@ -259,16 +260,19 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
         name_counts=counts.to_numpy(np.int64), name_vectors=name_vecs,
         mentions=mentions, relations=rel,
         merged_names=int(resolution.stats.get("merged", 0)), stats=Counter(ex.stats),
-        descriptions=getattr(ex, "descriptions", None),
+        descriptions=getattr(ex, "descriptions", None), alias_keys=resolution.keys,
     )
 
 
-def alias_table(aliases: pd.DataFrame) -> pd.DataFrame:
+def alias_table(aliases: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
     """The alias table as written: each name with its entity and its lookup key
-    (:func:`~gpurag.resolve.normalize.normalize_name`), which question linking and the second
-    hop match against; keyed once here instead of on every opening of the index."""
+    (:func:`~gpurag.resolve.normalize.normalize_name`, or ``keys`` when alias resolution
+    already computed them), which question linking and the second hop match against; keyed
+    once here instead of on every opening of the index."""
     from gpurag.resolve.normalize import alias_keys
 
+    if keys is not None and len(keys) == len(aliases):
+        return aliases.assign(key=keys)
     return aliases.assign(key=alias_keys(aliases.drop(columns=["key"], errors="ignore")))
 
 
@@ -371,7 +375,7 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
                            codec=codec), writer.path(layout.FACTS_FAISS))
     writer.write_table(layout.ENTITIES, ents.entities)
-    writer.write_table(layout.ALIASES, alias_table(ents.aliases))
+    writer.write_table(layout.ALIASES, alias_table(ents.aliases, ents.alias_keys))
     writer.write_table(layout.MENTIONS,
                        ents.mentions[["entity", "chunk", "name", "label", "start", "end"]])
     writer.write_table(layout.RELATIONS,

@@ -41,6 +41,7 @@ from gpurag.embed.base import Embedder
 from gpurag.errors import IndexFormatError, InputError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
+from gpurag.ingest.formats import ReadOptions, read_options
 from gpurag.ingest.readers import Document, source_fingerprint
 from gpurag.pipeline.build import write_dense_part
 from gpurag.pipeline.chunk_embed import run_chunk_embed
@@ -53,6 +54,7 @@ from gpurag.pipeline.graph_stage import (
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
+from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
@@ -358,13 +360,14 @@ def _extractor(cfg: IndexConfig, runtime: Runtime, show: bool | None) -> Extract
 
 
 # -- insert ---------------------------------------------------------------------------------
-def new_documents(sources: Sequence[str | Path], existing: set[str], report: IngestReport
-                  ) -> Iterator[Document]:
+def new_documents(sources: Sequence[str | Path], existing: set[str], report: IngestReport,
+                  follow_outside_links: bool = False,
+                  options: ReadOptions | None = None) -> Iterator[Document]:
     """Documents of ``sources`` in order, skipping (and reporting) ids already in the index
     or already read from an earlier source."""
     taken = set(existing)
     for src in sources:
-        for doc in iter_documents(src, report):
+        for doc in iter_documents(src, report, follow_outside_links, options=options):
             if doc.doc_id in taken:
                 report.documents -= 1
                 reason = "already in the index" if doc.doc_id in existing else "duplicate id"
@@ -406,7 +409,7 @@ def insert_documents(index: str | Path, sources: Sequence[str | Path],
     for s in sources:
         if not s.exists():
             raise InputError(f"insert source {s}: no such file or folder")
-    with WriteLock(out) as lock:
+    with naming(out), WriteLock(out) as lock:
         if not exact:
             from gpurag.pipeline import incremental_local as local
 
@@ -443,7 +446,8 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
     t0 = time.perf_counter()
     new_chunks, new_vectors, report = run_chunk_embed(
         sources[0], base, cfg, work, show,
-        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r),
+        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r,
+                                          cfg.follow_outside_links, read_options(cfg)),
         seen_chunks=set(old["chunk_id"].astype(str)))
     timings["chunk_embed_s"] = time.perf_counter() - t0
     skipped = {k: int(v) for k, v in report.skipped.items() if v}
@@ -485,7 +489,7 @@ def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime
     wanted = list(dict.fromkeys(str(i) for i in doc_ids))
     if not wanted:
         raise InputError("delete: no document ids given")
-    with WriteLock(out) as lock:
+    with naming(out), WriteLock(out) as lock:
         return _delete_locked(out, lock, _read_stored(out), wanted, runtime, embedder, show)
 
 
@@ -537,4 +541,5 @@ def read_ids_file(path: str | Path) -> list[str]:
         raise InputError(f"--ids-file {p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"--ids-file {p}: cannot read it ({exc})") from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    return [line.strip() for line in text.split("\n") if line.strip()]  # not splitlines: an
+    # id may hold U+2028, \x0b, \x0c, \x1c-\x1e or \x85

@@ -61,6 +61,7 @@ from gpurag.resolve.incremental import resolve_new_names
 from gpurag.resolve.normalize import alias_keys, normalize_name
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
+from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
@@ -549,7 +550,7 @@ def compact_index(index: str | Path, runtime: Runtime | None = None, embedder: s
     runtime = runtime or Runtime.create()
     show = runtime.show_progress(show_progress)
     out = Path(index).resolve()
-    with WriteLock(out) as lock:
+    with naming(out), WriteLock(out) as lock:
         d = open_index_dir(out)
         try:
             if (d.manifest.extra.get("incremental") or {}).get("mode") != LOCAL:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from gpurag.errors import ConfigError
 from gpurag.query.results import QueryResult
 
 
@@ -56,30 +58,93 @@ def graph_tables(index: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 
 def global_answers(index: Any, questions: list[str], client: Any, level: int = 0,
-                   report_max_tokens: int = 600, answer_max_tokens: int = 500
-                   ) -> list[QueryResult]:
-    """Map-reduce over the community reports of ``level`` (written lazily, then cached).
+                   report_max_tokens: int = 600, answer_max_tokens: int = 500,
+                   communities: int | None = None, k: int = 5,
+                   results: list[QueryResult] | None = None) -> list[QueryResult]:
+    """Map-reduce over community reports of ``level`` (written lazily, then cached).
+
+    ``communities`` ``None``: over every community of the level (eager: one report each).
+    A number: lazy, as LazyGraphRAG does: the communities are ranked for each question without
+    an LLM (:func:`global_results`) and reports are written and mapped only for its top
+    ``communities``; the results keep that ranking (communities, passages).
+    ``results``: that ranking already made (``Index.query_batch(mode="global")``), filled in.
 
     ``error`` is set on each result whose answer rests on failed LLM calls (reports that could
     not be written, failed map or reduce calls)."""
     from gpurag.llm.global_search import global_search
     from gpurag.llm.reports import LazyReports
 
-    comm, entities, rel = graph_tables(index)
-    if index.dir.has("tables/reports.parquet"):
-        reports = index.dir.table("tables/reports.parquet")
+    if results is not None:
+        out, communities = results, max((len(r.communities) for r in results), default=0)
+    elif communities is not None:
+        out = global_results(index, questions, k=k, level=level, top=communities)
     else:
-        lazy = LazyReports(client, comm, entities, rel, entity_key="name",
-                           count_tokens=index.embedder.count_tokens,
-                           max_tokens=report_max_tokens)
-        reports = lazy.get(None, level)
-    answers = global_search(client, questions, reports, level=level,
-                            count_tokens=index.embedder.count_tokens,
-                            map_max_tokens=answer_max_tokens, reduce_max_tokens=answer_max_tokens)
+        out = [QueryResult(question=q, mode="global", passages=[]) for q in questions]
+    comm, entities, rel = graph_tables(index)
+    stored = (index.dir.table("tables/reports.parquet")
+              if index.dir.has("tables/reports.parquet") else None)
+    lazy = None if stored is not None else LazyReports(
+        client, comm, entities, rel, entity_key="name",
+        count_tokens=index.embedder.count_tokens, max_tokens=report_max_tokens)
+
+    def reports_of(ids: list[int] | None) -> pd.DataFrame:
+        if stored is not None:
+            frame = stored if ids is None else stored[stored["community"].isin(ids)]
+            return frame[frame["level"] == level]
+        return lazy.get(ids, level)
+
+    if communities is None:
+        groups = [(list(range(len(questions))), reports_of(None))]
+    else:  # written once for the union of the questions' top communities, then per question
+        wanted = list(dict.fromkeys(h.community for r in out for h in r.communities))
+        every = reports_of(wanted)
+        groups = [([qi], every[every["community"].isin([h.community for h in r.communities])])
+                  for qi, r in enumerate(out)]
+    for members, reports in groups:
+        answers = global_search(client, [questions[qi] for qi in members], reports, level=level,
+                                count_tokens=index.embedder.count_tokens,
+                                map_max_tokens=answer_max_tokens,
+                                reduce_max_tokens=answer_max_tokens)
+        for qi, a in zip(members, answers, strict=True):
+            r = out[qi]
+            r.answer = a.answer or None  # an LLM failure is an error, never an empty answer
+            r.error = a.error
+            if communities is not None:
+                text = dict(zip(reports["community"].tolist(), reports["text"].tolist(),
+                                strict=True))
+                for h in r.communities:
+                    h.report = text.get(h.community) or None
+    return out
+
+
+def global_results(index: Any, questions: list[str], k: int = 5, level: int = 0,
+                   top: int | None = None) -> list[QueryResult]:
+    """Global questions without an LLM: per question its ``top`` (``None``: all) communities of
+    ``level``
+    ranked by relevance (:mod:`gpurag.query.communities`), each with key entities, central
+    passages and an extractive summary; ``passages``: those central passages, at most ``k``."""
+    import time
+
+    from gpurag.query.communities import community_view, passage_rows
+
+    if top is not None and top < 1:
+        raise ConfigError(f"communities must be at least 1, not {top}")
+    view = community_view(index, level)
+    top = len(view.community_ids) if top is None else top
+    t0 = time.perf_counter()
+    qvecs = index.embedder.encode(list(questions), batch_size=64)
+    embed_ms = (time.perf_counter() - t0) * 1000 / max(len(questions), 1)
+    t0 = time.perf_counter()
+    hits, mass = view.hits(qvecs, top)
     out = []
-    for q, a in zip(questions, answers, strict=False):
-        r = QueryResult(question=q, mode="global", passages=[])
-        r.answer = a.answer or None  # an LLM failure is an error, never an empty answer
-        r.error = a.error
-        out.append(r)
+    for qi, q in enumerate(questions):
+        rows, weights = passage_rows(view, hits[qi], mass[qi], k)
+        scale = float(weights.max()) if len(weights) else 1.0
+        shown = np.maximum.accumulate((weights / max(scale, 1e-30))[::-1])[::-1]
+        passages = index._passages(rows, shown)  # in community order, never rising
+        out.append(QueryResult(question=q, mode="global", passages=passages,
+                               communities=hits[qi]))
+    search_ms = (time.perf_counter() - t0) * 1000 / max(len(questions), 1)
+    for r in out:
+        r.timings_ms = {"embed": embed_ms, "retrieve": search_ms}
     return out

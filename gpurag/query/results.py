@@ -53,6 +53,10 @@ class QueryResult:
     answer: str | None = None
     citations: list[str] = field(default_factory=list)
     error: str | None = None
+    # graph mode: per passage the chains from a question entity to it (gpurag.query.evidence)
+    chains: list[Any] = field(default_factory=list)
+    # mode "global": the communities ranked for the question (gpurag.query.communities)
+    communities: list[Any] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

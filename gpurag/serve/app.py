@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -293,12 +294,18 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
         if isinstance(outcome, JSONResponse):
             return outcome
         version, results = outcome
-        from gpurag.query.generate import answer_results
+        from gpurag.query.generate import answer_results, global_answers
 
         index = state.holder.current.index
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                state.llm_pool, answer_results, index, results, state.llm)
+            if body.mode == "global":  # lazy: only the ranked communities' reports
+                await asyncio.get_running_loop().run_in_executor(
+                    state.llm_pool, functools.partial(
+                        global_answers, index, [r.question for r in results], state.llm,
+                        level=body.level or 0, results=results))
+            else:
+                await asyncio.get_running_loop().run_in_executor(
+                    state.llm_pool, answer_results, index, results, state.llm)
         except Exception as exc:
             return failure(exc)
         return respond(version, results)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 OPTION_FIELDS = ("damping", "seed_entities", "seed_facts", "seed_passages", "sim_power",
                  "entity_weight", "fact_weight", "passage_weight", "dense_head", "dense_blend",
                  "rerank", "rerank_candidates")
+GLOBAL_FIELDS = ("level", "communities")  # settings of mode "global" only
 
 
 class QueryRequest(BaseModel):
@@ -24,7 +25,11 @@ class QueryRequest(BaseModel):
                                         description="several questions, answered as a batch")
     k: int | None = Field(None, ge=1, description="passages per question (default 5)")
     mode: str | None = Field(None, description="dense | graph (default: graph when the index "
-                             "has a knowledge graph)")
+                             "has a knowledge graph) | global (corpus-wide: the communities "
+                             "most relevant to the question)")
+    level: int | None = Field(None, ge=0, description="mode global: the community level")
+    communities: int | None = Field(None, ge=1, le=1000,
+                                    description="mode global: how many communities")
     damping: float | None = Field(None, gt=0, lt=1, description="PPR damping")
     seed_entities: int | None = Field(None, ge=1, le=1000)
     seed_facts: int | None = Field(None, ge=1, le=1000)
@@ -42,8 +47,8 @@ class QueryRequest(BaseModel):
         return [self.question] if self.question is not None else list(self.questions or [])
 
     def options(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in OPTION_FIELDS
-                if getattr(self, name) is not None}
+        names = OPTION_FIELDS + GLOBAL_FIELDS
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
 class Passage(BaseModel):
@@ -70,6 +75,56 @@ class EntityPath(BaseModel):
     relations: list[str]
 
 
+class EvidenceStep(BaseModel):
+    source: str
+    relation: str
+    target: str
+    target_kind: str
+    text: str
+    chunk_id: str
+    doc_id: str
+    char_start: int
+    char_end: int
+    rank: int | None = None
+    triple: str | None = None
+
+
+class EvidenceChain(BaseModel):
+    """A chain from a question entity to a passage (``gpurag.query.evidence``)."""
+
+    rank: int
+    chunk_id: str
+    doc_id: str
+    score: float
+    entities: list[str]
+    steps: list[EvidenceStep] = []
+    bridge: bool = False
+
+
+class Sentence(BaseModel):
+    text: str
+    chunk_id: str
+    doc_id: str
+    char_start: int
+    char_end: int
+
+
+class Community(BaseModel):
+    """A community of a global answer (``gpurag.query.communities.CommunityHit``)."""
+
+    rank: int
+    level: int
+    community: int
+    score: float
+    n_entities: int
+    n_passages: int
+    entities: list[str]
+    passages: list[str]
+    documents: list[str]
+    summary: list[Sentence] = []
+    report: str | None = None
+
+
 class QueryResult(BaseModel):
     """``QueryResult.to_dict()`` of the Python API."""
 
@@ -82,6 +137,8 @@ class QueryResult(BaseModel):
     answer: str | None = None
     citations: list[str] = []
     error: str | None = None
+    chains: list[EvidenceChain] = []
+    communities: list[Community] = []
 
 
 class QueryResponse(BaseModel):

@@ -60,8 +60,12 @@ class WriteLock:
                 continue
             record = {"pid": os.getpid(), "host": socket.gethostname(),
                       "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(record).encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(record).encode(), 0)
+            except OSError as exc:  # a full disk: name the lock file, leak no descriptor
+                os.close(fd)
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from None
             self._fd = fd
             return
 

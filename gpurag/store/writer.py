@@ -20,6 +20,7 @@ from gpurag.store import layout
 from gpurag.store.lock import WriteLock
 from gpurag.store.manifest import Manifest, file_record, parse_manifest
 from gpurag.store.reader import IndexDir, open_index_dir
+from gpurag.store.verify import check_written
 
 __all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir"]
 
@@ -78,7 +79,9 @@ class IndexWriter:
         for p in sorted(self.tmp.rglob("*")):
             if p.is_symlink() or not p.is_file():
                 continue
-            files[p.relative_to(self.tmp).as_posix()] = file_record(p)
+            rel = p.relative_to(self.tmp).as_posix()
+            check_written(p, rel)  # a short file (a write that failed quietly) is never sealed
+            files[rel] = file_record(p)
         layout.check_file_set(files, config, self.target)
         manifest = Manifest(
             gpurag_version=_gpurag_version(),
@@ -92,6 +95,7 @@ class IndexWriter:
         manifest_path = self.tmp / layout.MANIFEST
         manifest_path.write_text(manifest.to_json(), encoding="utf-8")
         _fsync_tree(self.tmp)
+        check_written(manifest_path, layout.MANIFEST)
         if self.target.exists():
             check_replaceable(self.target)
             if _exchange(self.tmp, self.target):

@@ -6,6 +6,9 @@ the installed faiss has GPU support and the device is ``cuda``.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 from pathlib import Path
 
 import numpy as np
@@ -106,8 +109,67 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def save_index(index, path: Path) -> None:
-    """Write a FAISS index file (FAISS's own binary format, no pickle)."""
-    _faiss().write_index(index, str(path))
+    """Write a FAISS index file (FAISS's own binary format, no pickle), checked.
+
+    ``faiss.write_index(index, filename)`` only prints a failed close (a full disk), leaving a
+    short file that a commit would seal; here every write goes through Python, so a failed
+    write, flush, fsync or close raises ``OSError`` naming the file, and the size on disk must
+    equal the bytes written.
+    """
+    faiss = _faiss()
+    path = Path(path)
+    fh = open(path, "wb")  # noqa: SIM115 - closed below, its close error checked
+    try:
+        written = _write_checked(faiss, index, fh, path)
+        fh.close()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fh.close()
+        path.unlink(missing_ok=True)  # a short file is never left to be sealed
+        raise
+    size = path.stat().st_size
+    if size != written:
+        path.unlink(missing_ok=True)
+        raise OSError(errno.EIO, f"wrote {written} bytes but the file holds {size}", str(path))
+
+
+def _write_checked(faiss, index, fh, path: Path) -> int:
+    """Serialize ``index`` into ``fh`` through Python writes, flush and fsync; bytes written."""
+    failed: list[OSError] = []
+
+    def write(data: bytes) -> int:
+        if failed:
+            return 0
+        try:
+            fh.write(data)
+        except OSError as exc:
+            failed.append(exc)
+            return 0
+        return len(data)
+
+    sink = faiss.PyCallbackIOWriter(write)
+    try:
+        faiss.write_index(index, sink)
+    except RuntimeError:
+        if not failed:
+            raise
+    finally:
+        del sink
+    try:
+        if failed:
+            raise failed[0]
+        fh.flush()
+        os.fsync(fh.fileno())
+    except OSError as exc:
+        raise _named(exc, path) from None
+    return fh.tell()
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """``exc`` with ``path`` as its file name (a write error on a file object has none)."""
+    if exc.filename is None:
+        exc = OSError(exc.errno, exc.strerror or str(exc), str(path))
+    return exc
 
 
 def load_index(path: Path):

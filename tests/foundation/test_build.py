@@ -25,18 +25,27 @@ def _build_embedder():
 
 
 def _count_encodes(monkeypatch, fail_after: int | None = None) -> list[int]:
-    """Wrap the pipeline's embedder.encode: count calls, optionally raise after N calls."""
+    """Wrap the pipeline's embedder.encode and encode_tokens (passages: the chunker's token
+    ids): count calls, optionally raise after N calls."""
     emb = _build_embedder()
-    real = type(emb).encode
+    real, real_tokens = type(emb).encode, type(emb).encode_tokens
     calls: list[int] = []
 
-    def encode(texts, batch_size=64):
+    def count(n: int) -> None:
         if fail_after is not None and len(calls) >= fail_after:
             raise BoomError("simulated crash while embedding")
-        calls.append(len(texts))
+        calls.append(n)
+
+    def encode(texts, batch_size=64):
+        count(len(texts))
         return real(emb, texts, batch_size=batch_size)
 
+    def encode_tokens(flat, lengths, batch_size=64):
+        count(len(lengths))
+        return real_tokens(emb, flat, lengths, batch_size=batch_size)
+
     monkeypatch.setattr(emb, "encode", encode)
+    monkeypatch.setattr(emb, "encode_tokens", encode_tokens)
     return calls
 
 
@@ -240,6 +249,8 @@ def test_changed_graph_setting_keeps_embeddings_and_extraction(tmp_path, sample_
     with monkeypatch.context() as m:
         m.setattr(emb, "encode", lambda texts, batch_size=64: (
             embedded.extend(texts), real_encode(emb, texts, batch_size=batch_size))[1])
+        m.setattr(emb, "encode_tokens", lambda flat, lengths, batch_size=64: (
+            embedded.append("passages by token ids"), 1 / 0))
         m.setattr(FastExtractor, "extract", lambda self, chunks, offset=0: (
             extracted.append(len(chunks)), real_extract(self, chunks, offset))[1])
         with caplog.at_level("INFO", logger="gpurag.pipeline.workdir"):

@@ -43,7 +43,7 @@ def mixed_folder(tmp_path) -> Path:
         "id": ["q1", "q2"], "title": ["P one", "P two"],
         "text": ["Parquet row one.", "Parquet row two."],
     }), root / "c.parquet")
-    (root / "ignored.csv").write_text("id,text\nx,not read\n", encoding="utf-8")
+    (root / "d.csv").write_text("id,text\nx,a CSV row\n", encoding="utf-8")
     return root
 
 
@@ -53,7 +53,7 @@ def test_mixed_folder_reads_every_format(mixed_folder):
     assert len(by_id) == len(docs), "doc ids must be unique"
     assert set(by_id) == {
         "plain.txt", os.path.join("sub", "notes.md"), "nohead.md", "bom.txt",
-        "j1", "j2", "a.jsonl#3", "g1", "g2", "q1", "q2",
+        "j1", "j2", "a.jsonl#3", "g1", "g2", "q1", "q2", "x",
     }
     assert by_id["plain.txt"].title == "plain"
     assert by_id["plain.txt"].text == "Plain text about rivers and boats.\n"
@@ -65,17 +65,21 @@ def test_mixed_folder_reads_every_format(mixed_folder):
     assert by_id["g2"].text == "Gzipped record two."
     assert by_id["q1"].title == "P one" and by_id["q2"].text == "Parquet row two."
     assert by_id["g1"].source.endswith("b.jsonl.gz")
-    assert report.files == 6 + 1  # 3 text + 1 md in sub + jsonl + gz + parquet, csv ignored
+    assert by_id["x"].text == "a CSV row"
+    assert report.files == 6 + 2  # 3 text + 1 md in sub + jsonl + gz + parquet + csv
     assert report.documents == len(docs)
     assert sum(report.skipped.values()) == 0
     assert report.problems == []
 
 
 def test_list_input_files_is_sorted_and_filtered(mixed_folder):
+    (mixed_folder / ".hidden.txt").write_text("hidden", encoding="utf-8")
+    (mixed_folder / "photo.png").write_bytes(b"\x89PNG")
     files = list_input_files(mixed_folder)
     assert files == sorted(files)
-    assert not any(f.name.endswith(".csv") for f in files)
-    assert len(files) == 7
+    assert not any(f.name.startswith(".") for f in files)
+    # an unsupported file is listed, so that reading it reports and counts it
+    assert len(files) == 9 and mixed_folder / "photo.png" in files
 
 
 @pytest.fixture
@@ -195,14 +199,14 @@ def test_unreadable_text_file_simulated(tmp_path, monkeypatch):
 def test_empty_folder_is_an_input_error(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(InputError, match=r"no \.txt, \.md, \.jsonl or \.parquet files under"):
+    with pytest.raises(InputError, match=r"no readable files under .*gpurag reads \.txt, \.md"):
         list(iter_documents(empty))
 
 
 def test_folder_without_supported_files_is_an_input_error(tmp_path):
     root = tmp_path / "csvs"
     root.mkdir()
-    (root / "x.csv").write_text("a,b\n", encoding="utf-8")
+    (root / "x.dat").write_text("a,b\n", encoding="utf-8")
     with pytest.raises(InputError, match=str(root.name)):
         list(iter_documents(root))
 
@@ -215,7 +219,7 @@ def test_missing_path_is_an_input_error(tmp_path):
 
 
 def test_unsupported_single_file_is_an_input_error(tmp_path):
-    f = tmp_path / "data.csv"
+    f = tmp_path / "data.dat"
     f.write_text("a,b\n", encoding="utf-8")
     with pytest.raises(InputError, match="unsupported input file type"):
         list(iter_documents(f))

@@ -104,9 +104,17 @@ def test_killed_insert_keeps_the_old_version_and_a_rerun_resumes(tmp_path, monke
         return inner(texts, batch_size=batch_size)
 
     monkeypatch.setattr(embedder, "encode", counting)
+    real_tokens = embedder.encode_tokens
+
+    def counting_tokens(flat, lengths, batch_size=64):  # the new chunks, by the chunker's ids
+        encoded.append(f"{len(lengths)} passages by token ids")
+        return real_tokens(flat, lengths, batch_size=batch_size)
+
+    monkeypatch.setattr(embedder, "encode_tokens", counting_tokens)
     grown = Index.open(index, runtime=runtime).insert(source, show_progress=False)
     chunk_texts = {embed_text(r["title"], r["text"]) for r in new}
     assert encoded and not chunk_texts & set(encoded)  # names/facts only
+    assert not [e for e in encoded if e.endswith("passages by token ids")]
     assert grown.manifest.extra["version"] == 2
     assert grown.manifest.extra["parent"]["checksum"] == checksum
     assert len(grown.chunks) == n_old + len(new)

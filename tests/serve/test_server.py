@@ -204,3 +204,20 @@ def test_response_schema_mirrors_query_result():
     for name in ("QueryResult", "Passage", "SeedEntity", "EntityPath"):
         python = [f.name for f in dataclasses.fields(getattr(results, name))]
         assert list(getattr(schemas, name).model_fields) == python, name
+
+
+def test_global_mode_over_http(client, holder):
+    """``mode: global`` answers without an LLM: the communities ranked for the question, as
+    the Python API gives them."""
+    body = {"question": "What are the main themes of this corpus?", "mode": "global",
+            "communities": 3, "k": 4}
+    r = post(client, body)
+    assert r.status_code == 200, r.text
+    [got] = r.json()["results"]
+    direct = holder.current.index.query(body["question"], k=4, mode="global", communities=3)
+    assert [c["community"] for c in got["communities"]] == \
+        [h.community for h in direct.communities]
+    assert got["communities"][0]["entities"] and got["communities"][0]["summary"]
+    assert [p["chunk_id"] for p in got["passages"]] == direct.chunk_ids
+    r = post(client, {**body, "damping": 0.5})
+    assert r.status_code == 400 and "not valid with mode='global'" in r.json()["detail"]
