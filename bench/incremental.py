@@ -149,6 +149,11 @@ def _stages(index_path: Path) -> dict:
         d.close()
 
 
+def _digests(index_path: Path) -> dict:
+    manifest = json.loads((index_path / "manifest.json").read_text(encoding="utf-8"))
+    return {rel: meta["sha256"] for rel, meta in manifest["files"].items()}
+
+
 def enwiki_main(args) -> int:
     """Exact against local insert into a prefix of a large corpus (issue 34)."""
     work = Path(args.work or tempfile.mkdtemp(prefix="gpurag-incr-"))
@@ -185,6 +190,7 @@ def enwiki_main(args) -> int:
     ids = [r["id"] for r in new]
     report["delete_exact"] = _run_rss(["delete", str(work / "local.index"), "--doc-ids", *ids])
     report["delete_exact"].update(_stages(work / "local.index"))
+    report["delete_exact"]["files_equal_base"] = _digests(work / "local.index") == _digests(base)
     if args.repeat:
         from gpurag import Index
 

@@ -135,7 +135,8 @@ def cmd_update(args: argparse.Namespace) -> int:
         local = (new.manifest.extra.get("incremental") or {}).get("mode") == "local"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
             f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
-            f"embedded ({r.reused_vectors} reused); communities: full re-cluster"
+            f"embedded ({r.reused_vectors} reused); communities: "
+            f"{str(new.manifest.extra.get('communities') or 'full re-cluster').split(':')[0]}"
             + ("; local update (within a tolerance of a full build: `gpurag compact` "
                "restores it)" if local else ""))
     if r.skipped:

@@ -14,11 +14,14 @@ corpus, so its cost grows with the index. A local insert instead
 * merges the new edges into the stored CSR graph (passage node ids shift by the number of new
   entities: one vectorized remap, no re-aggregation of stored edges).
 
-Communities are a full Leiden re-cluster of the entity graph and the BM25 model is rebuilt
-over all chunks (both seconds at 50k passages). The result is not byte-identical to a full
+Communities are repaired locally (:func:`repair_communities`: a new entity joins every
+community of its most strongly linked stored entity, the others form new level-0 communities;
+nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model is
+rebuilt over all chunks (seconds at 50k passages). The result is not byte-identical to a full
 build: the extraction of the new chunks may differ from the batch a build gives them (the fast
 extractor's sentence-initial rule looks at its batch), new names never merge stored entities,
-and a new typed triple equal to a stored one is a second fact. The manifest says so
+a new typed triple equal to a stored one is a second fact, and Leiden would cluster the grown
+graph differently. The manifest says so
 (``extra["incremental"]``: ``mode: "local"``, ``exact_below``: the chunks below it are as a full
 build has them) and ``gpurag compact`` (:func:`compact_index`) rebuilds the graph from what the
 index holds, giving the full build's files byte for byte.
@@ -71,6 +74,9 @@ log = logging.getLogger(__name__)
 
 LOCAL = "local"
 COMMUNITIES = "full re-cluster"
+COMMUNITIES_LOCAL = ("local repair: a new entity joins the communities (every level) of its "
+                     "most strongly linked stored entity; new entities linked to none form new "
+                     "level-0 communities by connected component; nothing is re-split")
 TOLERANCE = ("answers within a tolerance of a full build (tests: Recall@5 within 0.01, the "
              "same top-5 documents for >= 95% of questions); `gpurag compact` restores the "
              "full build byte for byte")
@@ -116,11 +122,11 @@ def _kind(n: int, ivf_threshold: int, hnsw_threshold: int | None) -> str:
     return "flat" if n < ivf_threshold else "ivf"
 
 
-def grown_index(d: IndexDir, rel: str, new: np.ndarray, cfg: IndexConfig,
-                hnsw: bool, rebuilt: list[str]):
-    """The stored index ``rel`` with ``new`` vectors added (rebuilt from its stored vectors
-    when the new size needs another index kind; ``rebuilt`` names it then)."""
-    index = _writable_index(d, rel)
+def grown_index(index, rel: str, new: np.ndarray, cfg: IndexConfig, hnsw: bool,
+                rebuilt: list[str]):
+    """The stored FAISS ``index`` (of file ``rel``, read writable) with ``new`` vectors added,
+    or rebuilt from its stored vectors and ``new`` when the new size needs another index kind
+    (``hnsw``: the kinds of the name and fact indexes; ``rebuilt`` names ``rel`` then)."""
     hnsw_threshold = cfg.hnsw_threshold if hnsw else None
     n_old = int(index.ntotal)
     if _kind(n_old, cfg.ivf_threshold, hnsw_threshold) == _kind(
@@ -326,6 +332,46 @@ def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages
     return KnowledgeGraph(graph, entity_graph)
 
 
+def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: int
+                       ) -> pd.DataFrame | None:
+    """The stored communities with the new entities (ids ``n_stored`` on) placed locally: each
+    joins every community of its most strongly linked stored entity (ties: the lowest id); the
+    rest form new level-0 communities, one per connected component of the edges among them.
+    None when the stored table does not hold every stored entity once at level 0."""
+    level0 = stored["level"].to_numpy() == 0
+    nodes0 = stored["node"].to_numpy(np.int64)[level0]
+    if len(nodes0) != n_stored or (n_stored and len(np.unique(nodes0)) != n_stored):
+        return None
+    n_ent = entity_graph.n_nodes
+    if n_ent == n_stored:
+        return stored
+    ptr = np.asarray(entity_graph.indptr, np.int64)
+    rows = np.repeat(np.arange(n_stored, n_ent, dtype=np.int64), np.diff(ptr[n_stored:]))
+    cols = np.asarray(entity_graph.indices[ptr[n_stored]:], np.int64)
+    weights = np.asarray(entity_graph.weights[ptr[n_stored]:], np.float32)
+    linked = cols < n_stored
+    best = (pd.DataFrame({"new": rows[linked], "node": cols[linked], "w": weights[linked]})
+            .sort_values(["new", "w", "node"], ascending=[True, False, True], kind="stable")
+            .drop_duplicates("new"))
+    joined = stored.merge(best[["new", "node"]], on="node")
+    joined = joined.assign(node=joined["new"]).drop(columns="new")
+    alone = np.setdiff1d(np.arange(n_stored, n_ent), best["new"].to_numpy())
+    parts = [stored, joined[list(stored.columns)]]
+    if len(alone):
+        from gpurag.resolve.groups import components
+
+        pos = np.full(n_ent, -1, np.int64)
+        pos[alone] = np.arange(len(alone))
+        among = (pos[rows] >= 0) & (pos[np.minimum(cols, n_ent - 1)] >= 0) & ~linked
+        comp = components(len(alone), pos[rows[among]], pos[cols[among]])
+        first = int(stored["community"].max()) + 1 if len(stored) else 0
+        parts.append(pd.DataFrame({"node": alone, "level": 0, "community": first + comp,
+                                   "parent": -1, "is_final": True}))
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["level", "node"], kind="stable").reset_index(drop=True).astype(
+        stored.dtypes.to_dict())
+
+
 # -- insert ---------------------------------------------------------------------------------
 def _work_key(sources: list[Path], manifest: Any) -> str:
     payload = json.dumps({"op": "insert", "sources": [source_fingerprint(s) for s in sources],
@@ -395,10 +441,15 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     timings["graph_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    communities = detect_communities(kg, cfg, runtime.backends.leiden)
-    if kg.entity_graph.n_nodes:
-        record.record("leiden", communities.attrs.get("implementation",
-                                                      runtime.backends.names["leiden"]))
+    n_stored = len(delta.entities) - delta.n_new_entities
+    communities = repair_communities(d.table(layout.COMMUNITIES), kg.entity_graph, n_stored)
+    how = COMMUNITIES_LOCAL
+    if communities is None:  # the stored table does not cover the stored entities
+        how = COMMUNITIES
+        communities = detect_communities(kg, cfg, runtime.backends.leiden)
+        if kg.entity_graph.n_nodes:
+            record.record("leiden", communities.attrs.get("implementation",
+                                                          runtime.backends.names["leiden"]))
     timings["leiden_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -422,7 +473,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     try:
         t0 = time.perf_counter()
         writer.write_table(layout.CHUNKS, chunks)
-        save_index(grown_index(d, layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
+        save_index(grown_index(_writable_index(d, layout.PASSAGES_FAISS),
+                               layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
                    writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
         from gpurag.device import package_version
@@ -435,21 +487,14 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         timings["lexical_index_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        grown_names = (name_index if _same_kind(name_index, len(delta.new_name_vectors), cfg)
-                       else None)
-        if grown_names is not None:
-            if len(delta.new_name_vectors):
-                grown_names.add(np.ascontiguousarray(delta.new_name_vectors, np.float32))
-        else:
-            grown_names = grown_index(d, layout.NAMES_FAISS, delta.new_name_vectors, cfg, True,
-                                      rebuilt)
-        save_index(grown_names, writer.path(layout.NAMES_FAISS))
+        save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
+                               True, rebuilt), writer.path(layout.NAMES_FAISS))
         writer.write_table(layout.NAMES, delta.names)
         writer.write_array(layout.FACT_ENTITY_INDPTR, fact_indptr)
         writer.write_array(layout.FACT_ENTITY_INDICES, fact_indices)
         csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
-        save_index(grown_index(d, layout.FACTS_FAISS, fact_vecs, cfg, True, rebuilt),
-                   writer.path(layout.FACTS_FAISS))
+        save_index(grown_index(_writable_index(d, layout.FACTS_FAISS), layout.FACTS_FAISS,
+                               fact_vecs, cfg, True, rebuilt), writer.path(layout.FACTS_FAISS))
         writer.write_table(layout.ENTITIES, delta.entities)
         writer.write_table(layout.ALIASES, delta.aliases)
         writer.write_table(layout.MENTIONS, delta.mentions)
@@ -475,25 +520,20 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                                 "entity, mention, relation and fact tables",
                                 "passage/name/fact FAISS indexes (vectors added)",
                                 "graph CSR (new edges merged)"],
-            "recomputed": ["communities (full Leiden re-cluster)", "BM25 model"],
+            "communities": how,
+            "recomputed": ["BM25 model"],
             "rebuilt_indexes": rebuilt,
             "new_entities": delta.n_new_entities,
             "resolved_against_stored_names": delta.neighbours,
             "tolerance": TOLERANCE,
         }
-        commit(writer, manifest, record, counts, change, timings, incremental)
+        commit(writer, manifest, record, counts, change, timings, incremental, how)
     except BaseException:
         writer.abort()
         raise
     result.version = inc._version(manifest) + 1
     work.remove()
     return result
-
-
-def _same_kind(index, n_new: int, cfg: IndexConfig) -> bool:
-    n = int(index.ntotal)
-    return _kind(n, cfg.ivf_threshold, cfg.hnsw_threshold) == _kind(
-        n + n_new, cfg.ivf_threshold, cfg.hnsw_threshold)
 
 
 def local_counts(delta: GraphDelta, facts: pd.DataFrame, kg: KnowledgeGraph,
@@ -518,7 +558,7 @@ def local_counts(delta: GraphDelta, facts: pd.DataFrame, kg: KnowledgeGraph,
 
 def commit(writer: IndexWriter, manifest: Any, record: BuildRecord, counts: dict[str, int],
            change: dict[str, Any], timings: dict[str, float],
-           incremental: dict[str, Any] | None) -> None:
+           incremental: dict[str, Any] | None, communities: str = COMMUNITIES) -> None:
     """Commit the new version with the lineage :func:`inc.commit_version` writes."""
     version = inc._version(manifest) + 1
     history = list(manifest.extra.get("history", []))[-(inc.MAX_HISTORY - 1):]
@@ -531,7 +571,7 @@ def commit(writer: IndexWriter, manifest: Any, record: BuildRecord, counts: dict
         "timings_s": timings, "version": version,
         "parent": {"version": inc._version(manifest), "created": manifest.created,
                    "checksum": manifest.checksum},
-        "change": change, "history": history, "communities": COMMUNITIES,
+        "change": change, "history": history, "communities": communities,
     }
     if incremental:
         extra["incremental"] = incremental

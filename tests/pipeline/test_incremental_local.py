@@ -8,11 +8,14 @@ batch a local insert does not re-extract really differs from a build's).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gpurag import Index
 from gpurag.cli import main
+from gpurag.graph.csr import build_csr
 from gpurag.pipeline import graph_stage, incremental
+from gpurag.pipeline.incremental_local import grown_index, repair_communities
 from gpurag.runtime import Runtime
 from gpurag.store import layout
 from tests.pipeline.test_incremental import (
@@ -79,6 +82,33 @@ def test_local_insert_touches_only_the_new_documents(tmp_path, corpus, runtime):
     assert grown.manifest.counts["documents"] == full.manifest.counts["documents"]
     for q in ("Who founded Kestrel Dynamics?",):
         assert grown.query(q).passages
+    # communities repaired locally: the stored rows as they were, every entity placed once
+    comm = grown.dir.table(layout.COMMUNITIES)
+    n_ent = len(grown.dir.table(layout.ENTITIES))
+    assert sorted(comm.loc[comm["level"] == 0, "node"]) == list(range(n_ent))
+    assert comm.groupby("node")["is_final"].sum().eq(1).all()
+    n_old = len(base.dir.table(layout.ENTITIES))
+    pd.testing.assert_frame_equal(comm[comm["node"] < n_old].reset_index(drop=True),
+                                  base.dir.table(layout.COMMUNITIES))
+    assert grown.manifest.extra["communities"].startswith("local repair")
+
+
+def test_repair_communities_places_new_entities_by_their_strongest_stored_link():
+    stored = pd.DataFrame({"node": [0, 1, 2, 0, 1], "level": [0, 0, 0, 1, 1],
+                           "community": [0, 0, 1, 2, 3], "parent": [-1, -1, -1, 0, 0],
+                           "is_final": [False, False, True, True, True]}).astype(
+        {"node": np.int32, "level": np.int16, "community": np.int32, "parent": np.int32})
+    # entities 3 (linked to 1 with weight 2, to 2 with weight 1), 4 and 5 (linked to each
+    # other only), 6 (isolated)
+    g = build_csr(np.array([3, 3, 4]), np.array([1, 2, 5]), np.array([2.0, 1.0, 1.0]), 7)
+    out = repair_communities(stored, g, 3)
+    rows = {n: out[out["node"] == n][["level", "community", "parent", "is_final"]]
+            .values.tolist() for n in range(7)}
+    assert rows[3] == rows[1]
+    assert rows[4] == rows[5] == [[0, 4, -1, True]]
+    assert rows[6] == [[0, 5, -1, True]]
+    assert out.dtypes.to_dict() == stored.dtypes.to_dict()
+    assert repair_communities(stored.iloc[1:], g, 3) is None  # entity 0 not covered
 
 
 def test_compact_equals_the_full_build_byte_for_byte(tmp_path, corpus, runtime):
@@ -112,3 +142,23 @@ def test_cli_compact(tmp_path, corpus, runtime, capsys):
     assert "version 3" in capsys.readouterr().out
     assert main(["-q", "compact", str(out)]) == 0
     assert "already" in capsys.readouterr().out
+
+
+def test_grown_index_adds_or_rebuilds_when_a_build_would_pick_another_kind():
+    from gpurag.config import IndexConfig
+    from gpurag.vectors import build_index
+    from gpurag.vectors.codec import codec_for, decode_all
+
+    rng = np.random.default_rng(0)
+    codec = codec_for("int8", 32)
+    x = rng.normal(size=(60, 32)).astype(np.float32)
+    x = codec.round_trip(x / np.linalg.norm(x, axis=1, keepdims=True))
+    cfg = IndexConfig(hnsw_threshold=50)
+    rebuilt: list[str] = []
+    small = build_index(x[:30], cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
+    added = grown_index(small, "f", x[30:40], cfg, True, rebuilt)  # 40 < 50: still flat
+    assert added is small and added.ntotal == 40 and rebuilt == []
+    grown = grown_index(added, "f", x[40:], cfg, True, rebuilt)  # 60 >= 50: HNSW, as a build
+    want = build_index(x, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
+    assert type(grown) is type(want) and rebuilt == ["f"]
+    assert np.array_equal(decode_all(grown), decode_all(want))

@@ -9,6 +9,7 @@ least 95% of the questions. ``compact`` then gives that build's files byte for b
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,11 @@ from gpurag.eval.metrics import gold_ranks, recall_at
 from gpurag.runtime import Runtime, Settings
 from tests.pipeline.test_incremental import _file_digests
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "hotpotqa_train100"
+REPO = Path(__file__).resolve().parents[2]
+_DATA_DIRS = [Path(p) for p in (os.environ.get("GPURAG_SHARED_DATA"),) if p] + [
+    REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
+DATA = next((d / "hotpotqa_train100" for d in _DATA_DIRS if (d / "hotpotqa_train100").is_dir()),
+            _DATA_DIRS[0] / "hotpotqa_train100")
 PASSAGES = 200
 
 pytestmark = pytest.mark.skipif(not (DATA / "corpus.jsonl").is_file(),
