@@ -16,21 +16,48 @@ import numpy as np
 from gpurag.embed.base import Embedder
 
 LOOKUP_CHUNK = 900  # below SQLite's default limit of bound parameters
+DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of vectors (about 650,000 of 384 dimensions)
+ROW_OVERHEAD = 48  # bytes per cached vector besides the vector itself (key, b-tree)
+DB_NAME = "embeddings.sqlite"
+
+
+def cache_stats(directory: str | os.PathLike) -> dict | None:
+    """Path, vector count and bytes on disk of the cache in ``directory`` (None if none)."""
+    path = Path(directory) / DB_NAME
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            (count,) = db.execute("SELECT count(*) FROM emb").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        count = None
+    size = sum(p.stat().st_size for p in path.parent.glob(DB_NAME + "*") if p.is_file())
+    return {"path": str(path.parent), "vectors": count, "bytes": size}
 
 
 class CachedEmbedder:
     """Wraps an :class:`Embedder`; vectors of texts seen before come from the cache."""
 
-    def __init__(self, inner: Embedder, directory: str | os.PathLike) -> None:
+    def __init__(self, inner: Embedder, directory: str | os.PathLike,
+                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         self.inner = inner
         self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path / "embeddings.sqlite", check_same_thread=False)
+        self.path = path
+        self._db = sqlite3.connect(path / DB_NAME, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
+        # Bounded: past max_rows vectors the oldest (first inserted) are evicted.
+        self.max_rows = (None if max_bytes is None
+                         else max(1, max_bytes // (4 * self.dim + ROW_OVERHEAD)))
+        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
         self.hits = 0
         self.misses = 0
+        self.evicted = 0
 
     def __getattr__(self, attr: str):
         return getattr(self.inner, attr)
@@ -66,6 +93,24 @@ class CachedEmbedder:
             with self._db:
                 self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
                                      [(k, vecs[j].tobytes()) for j, k in enumerate(first)])
+                self._rows += len(first)
+                self._evict()
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         return out
+
+    def _evict(self) -> None:
+        """Delete the oldest vectors past ``max_rows`` (inside the caller's transaction)."""
+        if self.max_rows is None or self._rows <= self.max_rows:
+            return
+        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
+        excess = self._rows - self.max_rows
+        if excess > 0:
+            self._db.execute("DELETE FROM emb WHERE rowid IN (SELECT rowid FROM emb "
+                             "ORDER BY rowid LIMIT ?)", (excess,))
+            self._rows -= excess
+            self.evicted += excess
+
+    def close(self) -> None:
+        """Close the database (also done when collected)."""
+        self._db.close()

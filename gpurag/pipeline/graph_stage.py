@@ -83,22 +83,37 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     first = stage["done_rows"]
     workers = pool_workers(extractor, -(-(len(chunks) - first) // batch_size))
     for start, rows, part in extract_batches(chunks, extractor, first, batch_size, workers):
-        i = stage["parts"]
-        pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
-        pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
-        descriptions = getattr(part, "descriptions", None)
-        if descriptions is not None and len(descriptions):
-            pq.write_table(_to_arrow(descriptions),
-                           work.path(f"extract/descriptions-{i:05d}.parquet"))
-        for key, value in part.stats.items():
-            stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
-        stage.setdefault("batch_stats", []).append(
-            {"start": start, "stats": {k: int(v) for k, v in part.stats.items()}})
-        stage["parts"] += 1
-        stage["done_rows"] = start + rows
+        write_extraction_part(work, stage["parts"], part)
+        add_extraction_part(stage, start, rows, part.stats)
         work.save()
         bar.update(rows)
     bar.close()
+    return read_extraction(work, stage)
+
+
+def write_extraction_part(work: WorkDir, i: int, part: Extraction) -> None:
+    """Checkpoint files of extraction part ``i`` (its state is :func:`add_extraction_part`)."""
+    pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
+    pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
+    descriptions = getattr(part, "descriptions", None)
+    if descriptions is not None and len(descriptions):
+        pq.write_table(_to_arrow(descriptions),
+                       work.path(f"extract/descriptions-{i:05d}.parquet"))
+
+
+def add_extraction_part(stage: dict[str, Any], start: int, rows: int,
+                        stats: dict[str, int]) -> None:
+    """Count the next part (chunks ``start`` to ``start + rows``) as done in ``stage``."""
+    for key, value in stats.items():
+        stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
+    stage.setdefault("batch_stats", []).append(
+        {"start": start, "stats": {k: int(v) for k, v in stats.items()}})
+    stage["parts"] += 1
+    stage["done_rows"] = start + rows
+
+
+def read_extraction(work: WorkDir, stage: dict[str, Any]) -> Extraction:
+    """The finished extraction stage, from its checkpoints in ``work``."""
     parts = stage["parts"]
     if not parts:
         ex = Extraction(stats=Counter(stage["stats"]))
@@ -433,10 +448,11 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
                     work: WorkDir | None,
                     writer: IndexWriter, timings: dict[str, float], runtime: Runtime,
                     record: BuildRecord, show_progress: bool | None = None,
-                    ex: Extraction | None = None) -> dict[str, int]:
+                    ex: Extraction | None = None, cluster: Any = None) -> dict[str, int]:
     """Run the steps in order, write every graph artifact; returns counts for the manifest.
 
-    ``ex``: the extraction of ``chunks``, when the caller has it (an incremental update)."""
+    ``ex``: the extraction of ``chunks``, when the caller has it (an incremental update);
+    ``cluster``: a :class:`~gpurag.pipeline.distributed.Cluster` to extract on."""
     backends = runtime.backends
     if ex is None:
         t0 = time.perf_counter()
@@ -445,7 +461,8 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
         record.record("extract", extractor.name)
         if work is None:
             raise ValueError("run_graph_stage needs a work folder to extract")
-        ex = run_extraction(chunks, extractor, work, show_progress)
+        ex = (run_extraction if cluster is None else cluster.run_extraction)(
+            chunks, extractor, work, show_progress)
         timings["extract_s"] = time.perf_counter() - t0
 
     # The steps after extraction take minutes on a large corpus: one bar names the running one.
