@@ -389,7 +389,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)
-    embedder = runtime.embedder(spec)
+    embedder = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     record.record("embed", implementation_name(embedder))
     work = WorkDir(out, _work_key(sources, manifest))
     old = d.table(layout.CHUNKS)
