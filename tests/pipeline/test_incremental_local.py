@@ -162,3 +162,15 @@ def test_grown_index_adds_or_rebuilds_when_a_build_would_pick_another_kind():
     want = build_index(x, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
     assert type(grown) is type(want) and rebuilt == ["f"]
     assert np.array_equal(decode_all(grown), decode_all(want))
+
+
+def test_delete_after_a_local_insert_equals_a_build(tmp_path, corpus, runtime):
+    """A delete takes the exact path: it re-extracts what the local insert extracted in its
+    own batches, so deleting the inserted documents gives the build of the rest back."""
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    grown = base.insert(corpus["B1"], show_progress=False)
+    ids = list(dict.fromkeys(grown.chunks["doc_id"].astype(str)))[SPLIT:]
+    shrunk = grown.delete(ids, show_progress=False)
+    assert_equivalent(shrunk, Index.build(corpus["A"], tmp_path / "a", runtime=runtime,
+                                          show_progress=False))
+    assert "incremental" not in shrunk.manifest.extra
