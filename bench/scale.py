@@ -499,6 +499,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", result["machine"].get("gpu", args.device)).strip("-")
     slug += "_hostonly" if args.host_only else ""
+    slug += "_cluster" if args.cluster else ""
     path = out_dir / f"scale_{date[:10]}_{slug.lower()}.json"
 
     def save() -> None:
