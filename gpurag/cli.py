@@ -118,8 +118,11 @@ def cmd_update(args: argparse.Namespace) -> int:
     from gpurag import Index
 
     index = Index.open(args.index, embedder=args.embedder, runtime=make_runtime(args))
+    if args.command == "compact":
+        return _report_compact(index.compact(show_progress=not args.quiet).last_update)
     if args.command == "insert":
-        new = index.insert(args.sources, show_progress=not args.quiet)
+        new = index.insert(args.sources, show_progress=not args.quiet,
+                           exact=getattr(args, "exact", False))
     else:
         from gpurag.pipeline.incremental import read_ids_file
 
@@ -130,13 +133,27 @@ def cmd_update(args: argparse.Namespace) -> int:
     if r.version is None:
         say(f"nothing new to insert into {r.path} (index unchanged)")
     else:
+        local = (new.manifest.extra.get("incremental") or {}).get("mode") == "local"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
             f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
-            f"embedded ({r.reused_vectors} reused); communities: full re-cluster")
+            f"embedded ({r.reused_vectors} reused); communities: "
+            f"{str(new.manifest.extra.get('communities') or 'full re-cluster').split(':')[0]}"
+            + ("; local update (within a tolerance of a full build: `gpurag compact` "
+               "restores it)" if local else ""))
     if r.skipped:
         say("  skipped: " + ", ".join(f"{n} {k}" for k, n in r.skipped.items()))
     if r.not_found:
         say(f"  not in the index: {len(r.not_found)} ids (first: {r.not_found[0]})")
+    return 0
+
+
+def _report_compact(r) -> int:
+    """What ``gpurag compact`` did."""
+    if r.version is None:
+        say(f"{r.path} is already a full build's (nothing to compact)")
+    else:
+        say(f"{r.path}: version {r.version}: compacted ({r.reextracted_chunks} chunks "
+            f"extracted again, {r.embedded_texts} names/facts embedded); equals a full build")
     return 0
 
 
@@ -184,18 +201,25 @@ def cmd_query(args: argparse.Namespace) -> int:
                                      communities=top, k=k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
+        if args.min_confidence is not None:
+            options["min_confidence"] = args.min_confidence
         results = index.query_batch(questions, k=k, mode=args.mode, **options)
         if args.answer:
             from gpurag.query.generate import answer_results
 
             answer_results(index, results, client)
     if args.explain:
-        _write_explain(results, Path(args.explain))
+        gold = {g.strip() for g in (args.gold or "").split(",") if g.strip()}
+        _write_explain(results, Path(args.explain), gold)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
         return _llm_failures(results)
     for result in results:
-        say(f"Q: {result.question}   [{result.mode}]")
+        sure = (f"  confidence {result.confidence:.2f}" if result.confidence is not None
+                else "")
+        say(f"Q: {result.question}   [{result.mode}]{sure}")
+        if not result.passages and result.confidence is not None and args.min_confidence:
+            say(f"   nothing returned: confidence below --min-confidence {args.min_confidence}")
         if result.answer is not None or result.error:
             cites = f"  (cites {', '.join(result.citations)})" if result.citations else ""
             say(f"A: {result.answer if result.answer is not None else '—'}{cites}"
@@ -234,13 +258,15 @@ def _llm_failures(results: list) -> int:
     return 1 if failed else 0
 
 
-def _write_explain(results: list, out: Path) -> None:
-    """One evidence page per question: ``out`` itself, or ``out-1.html``... for a batch."""
-    from gpurag.export.html import write_explain_html
+def _write_explain(results: list, out: Path, gold: set[str] | None = None) -> None:
+    """One evidence page per question: ``out`` itself, or ``out-1.html``... for a batch
+    (its chains drawn left to right, :mod:`gpurag.export.chain_page`; ``gold`` doc ids
+    outlined)."""
+    from gpurag.export.chain_page import write_page
 
     for i, result in enumerate(results, start=1):
         path = out if len(results) == 1 else out.with_name(f"{out.stem}-{i}{out.suffix}")
-        write_explain_html(result.subgraph(), path, title=result.question)
+        write_page(result, path, gold=gold)
         print(f"evidence graph: {safe(path)}", file=sys.stderr)
 
 
@@ -298,6 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("insert", help="add documents to an index (a new version)")
     p.add_argument("index", help="index directory")
     p.add_argument("sources", nargs="+", help="files or folders of documents to add")
+    p.add_argument("--exact", action="store_true",
+                   help="re-derive the graph over all chunks (the full build's bytes) instead "
+                        "of a local update")
+    _add_update_options(p)
+
+    p = sub.add_parser("compact", help="rebuild a locally updated index's graph from what it "
+                                       "holds (equals a full build)")
+    p.add_argument("index", help="index directory")
     _add_update_options(p)
 
     p = sub.add_parser("delete", help="remove documents from an index (a new version)")
@@ -325,14 +359,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "(without an LLM server: their entities, passages and sentences; with "
                         "one: only their reports are written and mapped; 0: every community)")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
+    p.add_argument("--min-confidence", type=float, metavar="C",
+                   help="return no passages for a question whose confidence (0 to 1: how "
+                        "likely the corpus holds what it asks about) is below C")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--verify", action="store_true",
                    help="check every index file's sha256 first (open always checks block CRCs)")
     p.add_argument("--embedder", help="query embedder spec, needed for an index built with a "
                                       "model other than the bundled one: onnx:PATH | st:PATH")
     p.add_argument("--explain", metavar="OUT.html",
-                   help="write the evidence (seeds, entity paths, passages) as an interactive "
-                        "graph page (needs the viz extra)")
+                   help="write the evidence chains (question -> entities -> passages, each "
+                        "link's sentence on hover) as a self-contained page")
+    p.add_argument("--gold", metavar="DOC_IDS",
+                   help="--explain: outline these (comma-separated) documents as gold")
     add_llm_options(p)
     p.set_defaults(func=cmd_query)
 

@@ -30,6 +30,9 @@ FIGURE = "docs/img/eval_hotpotqa_train100.png"
 COLS = ["recall@2", "recall@5", "all_gold@8", "mrr", "latency_ms_p50", "latency_ms_p95"]
 
 
+KEPT = "\n## Confidence"  # from here on docs/results.md is bench/confidence.py's
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1].parent
@@ -88,7 +91,10 @@ def main() -> None:
             lines.append(f"| {mode} | unavailable: {why} |" + " |" * (len(COLS) - 1))
         lines.append("")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # sections written by other scripts (bench/confidence.py) are kept as they are
+    old = Path(args.out).read_text(encoding="utf-8") if Path(args.out).exists() else ""
+    kept = old[old.index(KEPT):] if KEPT in old else ""
+    Path(args.out).write_text("\n".join(lines) + "\n" + kept, encoding="utf-8")
     print(f"wrote {args.out}")
     if args.out == "docs/results.md" and not only:  # the README's figure, from this same run
         from gpurag.eval.results_doc import draw_results_figure

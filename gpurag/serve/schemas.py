@@ -12,6 +12,7 @@ OPTION_FIELDS = ("damping", "seed_entities", "seed_facts", "seed_passages", "sim
                  "entity_weight", "fact_weight", "passage_weight", "dense_head", "dense_blend",
                  "rerank", "rerank_candidates")
 GLOBAL_FIELDS = ("level", "communities")  # settings of mode "global" only
+RESULT_FIELDS = ("min_confidence",)  # what is returned, not how it is ranked
 
 
 class QueryRequest(BaseModel):
@@ -30,6 +31,8 @@ class QueryRequest(BaseModel):
     level: int | None = Field(None, ge=0, description="mode global: the community level")
     communities: int | None = Field(None, ge=1, le=1000,
                                     description="mode global: how many communities")
+    min_confidence: float | None = Field(None, ge=0, le=1, description="return no passages "
+                                         "for a question whose confidence is below this")
     damping: float | None = Field(None, gt=0, lt=1, description="PPR damping")
     seed_entities: int | None = Field(None, ge=1, le=1000)
     seed_facts: int | None = Field(None, ge=1, le=1000)
@@ -58,7 +61,7 @@ class QueryRequest(BaseModel):
         return [self.question] if self.question is not None else list(self.questions or [])
 
     def options(self) -> dict[str, Any]:
-        names = OPTION_FIELDS + GLOBAL_FIELDS
+        names = OPTION_FIELDS + GLOBAL_FIELDS + RESULT_FIELDS
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
@@ -148,6 +151,7 @@ class QueryResult(BaseModel):
     answer: str | None = None
     citations: list[str] = []
     error: str | None = None
+    confidence: float | None = None
     chains: list[EvidenceChain] = []
     communities: list[Community] = []
 
