@@ -25,10 +25,17 @@ class CachedEmbedder:
         self.inner = inner
         self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
         path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path / "embeddings.sqlite", check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path / "embeddings.sqlite", check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
+        except (OSError, sqlite3.Error) as exc:
+            from gpurag.errors import ConfigError
+
+            raise ConfigError(f"GPURAG_EMBED_CACHE={directory}: cannot keep the embedding cache "
+                              f"there ({exc}); point it at a writable folder or unset it"
+                              ) from None
         self.hits = 0
         self.misses = 0
 

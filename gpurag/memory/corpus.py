@@ -38,8 +38,9 @@ def corpus_traces(path: str | Path) -> Iterator[dict[str, Any]]:
             try:
                 rec = json.loads(raw)
                 doc_id, text = str(rec["id"]), str(rec["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{lineno}: not a passage record ({exc})") from exc
+            except (KeyError, TypeError, ValueError, RecursionError) as exc:  # ValueError: JSON
+                raise InputError(f"{path}:{lineno}: not a passage record "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
             yield from (t for t in session_traces(doc_id, text, lineno) if t["text"])
 
 

@@ -33,6 +33,8 @@ class ServeConfig:
     reload_poll_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.port, bool) or not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be a whole number in [0, 65535], not {self.port!r}")
         if self.batch_window_ms < 0:
             raise ValueError("batch_window_ms must be >= 0")
         for name in ("max_batch", "max_queue", "max_body_bytes", "max_question_chars",

@@ -61,6 +61,12 @@ class IndexDir:
         """The path to read ``rel`` of this version from."""
         return self.path / rel
 
+    def faiss(self, rel: str):
+        """The FAISS index ``rel`` of this version; errors name the index's own file."""
+        from gpurag.vectors.faiss_index import load_index
+
+        return load_index(self.file(rel), shown=self.root / rel)
+
     def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
         try:
             return pq.read_table(self.file(rel), columns=columns).to_pandas()
