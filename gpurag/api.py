@@ -60,6 +60,7 @@ class Index:
         self.device = self.runtime.device
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
+        checks.check_chunks(self.dir, self.chunks)
         self.passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
         checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder

@@ -92,6 +92,9 @@ def graph_frames(index: IndexDir, passages: bool = False) -> GraphFrames:
     ``passages``)."""
     if not index.has(layout.ENTITIES):
         raise IndexFormatError(f"{index.root} has no knowledge graph (built without --graph)")
+    from gpurag.store import checks
+
+    checks.check_graph(index, checks.table_rows(index, layout.CHUNKS))  # rows and id ranges
     nodes, levels = _entity_nodes(index)
     n_ent = len(nodes)
     graph = csr_mod.load(index.file(layout.GRAPH_DIR), shown=index.root / layout.GRAPH_DIR)

@@ -148,6 +148,9 @@ def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> Index
         raise IndexFormatError(
             f"{target} is not a gpurag index: {layout.MANIFEST} is missing") from None
     fds.append(mfd)
+    if not stat.S_ISREG(os.fstat(mfd).st_mode):  # a FIFO would hang a reader, a folder fail
+        raise IndexFormatError(f"{target} is not a gpurag index: its {layout.MANIFEST} is not "
+                               "a regular file")
     manifest = parse_manifest(_read_all(mfd), target)
     for rel in manifest.files:
         layout.check_relpath(rel, target)
