@@ -127,11 +127,15 @@ def cmd_update(args: argparse.Namespace) -> int:
     r = new.last_update
     verb = "added" if r.op == "insert" else "removed"
     if r.version is None:
-        say(f"nothing new to insert into {r.path} (index unchanged)")
+        say(f"nothing {'new to insert into' if r.op == 'insert' else 'to delete from'} "
+            f"{r.path} (index unchanged)")
     else:
+        # a delete extracts nothing new: it re-extracts the chunks whose extraction depended
+        # on the removed ones (batch-dependent extractors), usually none
+        extracted = "extracted" if r.op == "insert" else "re-extracted"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
-            f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
-            f"embedded ({r.reused_vectors} reused); communities: full re-cluster")
+            f"{verb}; {r.reextracted_chunks} chunks {extracted}, {r.embedded_texts} "
+            f"names/facts embedded ({r.reused_vectors} reused); communities: full re-cluster")
     if r.skipped:
         say("  skipped: " + ", ".join(f"{n} {k}" for k, n in r.skipped.items()))
     if r.not_found:
@@ -151,6 +155,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.level < 0:
         raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
                           "whole number >= 0")
+    if args.question is not None and not args.question.strip():
+        raise InputError("the question is empty (only whitespace); the service refuses it too")
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += read_questions(args.questions_file)

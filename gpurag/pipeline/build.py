@@ -122,6 +122,20 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
+    try:
+        return _build_in(source, out, cfg, show, lock, runtime, record, embedder, work)
+    except BaseException:
+        if not work.has_progress():  # nothing a rerun would reuse: leave no hidden folder
+            work.remove()
+        else:
+            log.info("the work done so far is kept in %s: the same command resumes it",
+                     work.root)
+        raise
+
+
+def _build_in(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,
+              lock: WriteLock, runtime: Runtime, record: BuildRecord, embedder,
+              work: WorkDir) -> Path:
     timings: dict[str, float] = {}
     record.record("embed", implementation_name(embedder))
 
