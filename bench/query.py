@@ -1,13 +1,19 @@
-"""Index and query throughput of gpurag on prefixes of the shared Wikipedia passages.
+"""Query cost per stage on prefixes of the shared Wikipedia passages: dense against graph mode.
 
-For each prefix size: index time per stage (from the manifest), then query latency p50/p95
-one question at a time and questions/s in batches, for dense and graph mode; then PPR and
-Leiden on the index's real graph against the implementations peers call (igraph
-``personalized_pagerank``, networkx ``pagerank``, graspologic-native ``hierarchical_leiden``),
-reusing bench/graph_algos.py. Questions are made from passage titles and first sentences.
+For each prefix size the index is built (or reused from ``--work``), then each mode answers
+the same questions one at a time and in batches (``--batches``, default 1, 64 and 1,024), and
+the report gives per batch size the milliseconds per question: p50/p95 of the whole query
+(single questions), the mean per question (batches), and each stage's share as the results'
+``timings_ms`` report it (embed; then the graph stages dense, bm25, linking, seeds, walk,
+fusion, second_hop, expansion_bm25, paths). Questions are made from passage titles and the
+first words of their text.
 
-Usage: python bench/query.py [--sizes 10000,50000] [--data PATH] [--work runs/bench]
-Prints one JSON object on stdout; progress on stderr.
+``--peers`` also times PPR and Leiden on the index's graph against igraph, networkx and
+graspologic-native (bench/graph_algos.py).
+
+Usage: python bench/query.py [--sizes 2000,20000] [--questions 1024] [--batches 1,64,1024]
+       [--single 100] [--out FILE.json] [--work runs/bench] [--device cpu|cuda]
+Prints the table on stderr and writes the JSON report (``--out``; default stdout).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import platform
 import sys
 import time
@@ -26,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/enwiki_passages/passages.jsonl.gz"
+MODES = ("dense", "graph")
 
 
 def log(msg: str) -> None:
@@ -47,7 +55,7 @@ def write_prefix(src: Path, n: int, out: Path) -> list[dict]:
 def make_questions(rows: list[dict], n: int, seed: int = 0) -> list[str]:
     """Questions from passages: a title plus a fragment of its first sentence."""
     rng = np.random.default_rng(seed)
-    picks = rng.choice(len(rows), size=min(n, len(rows)), replace=False)
+    picks = rng.choice(len(rows), size=n, replace=n > len(rows))
     out = []
     for i in picks:
         words = rows[i]["text"].split()[:12]
@@ -55,62 +63,137 @@ def make_questions(rows: list[dict], n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def latency(index, questions: list[str], mode: str, batch: int) -> dict:
-    index.query_batch(questions[:2], k=10, mode=mode)  # warm up
-    single = []
-    for q in questions:
+def machine() -> dict:
+    """CPU model, cores, memory and load: the context every number here needs."""
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "load_avg": list(os.getloadavg())}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        mem = Path("/proc/meminfo").read_text().split()
+        info["mem_gib"] = round(int(mem[1]) / 2**20, 1)
+    except OSError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except Exception:  # torch absent or broken: a CPU machine
+        pass
+    return info
+
+
+def open_or_build(work: Path, data: Path, size: int):
+    """The index of the first ``size`` passages (built in ``work`` unless there) and them."""
+    from gpurag import Index
+
+    src = work / f"enwiki-{size}.jsonl"
+    rows = write_prefix(data, size, src)
+    out = work / f"enwiki-{size}.index"
+    build_s = None
+    if not (out / "manifest.json").is_file():
+        log(f"[{size}] indexing {src}")
         t = time.perf_counter()
-        index.query(q, k=10, mode=mode)
-        single.append((time.perf_counter() - t) * 1000)
-    t = time.perf_counter()
-    for i in range(0, len(questions), batch):
-        index.query_batch(questions[i : i + batch], k=10, mode=mode)
-    batch_s = time.perf_counter() - t
-    return {"p50_ms": float(np.percentile(single, 50)), "p95_ms": float(np.percentile(single, 95)),
-            "single_qps": 1000 / float(np.mean(single)),
-            "batched_qps": len(questions) / batch_s, "batch_size": batch}
+        Index.build(src, out, show_progress=False)
+        build_s = time.perf_counter() - t
+    return Index.open(out), rows, build_s
+
+
+def run_batches(index, questions: list[str], mode: str, batch: int, n: int) -> dict:
+    """Per question: total ms (p50/p95 for single questions, mean for batches) and the mean
+    ms of each stage, over the first ``n`` questions in batches of ``batch``."""
+    totals, stages = [], []
+    for i in range(0, n, batch):
+        chunk = questions[i:i + batch]
+        t = time.perf_counter()
+        results = index.query_batch(chunk, k=10, mode=mode)
+        totals.append((time.perf_counter() - t) * 1000 / len(chunk))
+        stages.append(results[0].timings_ms)
+    keys = sorted({k for s in stages for k in s})
+    out = {"batch": batch, "questions": n, "ms_per_question": float(np.mean(totals)),
+           "questions_per_s": 1000 / float(np.mean(totals)),
+           "stages_ms": {k: float(np.mean([s.get(k, 0.0) for s in stages])) for k in keys}}
+    if batch == 1:
+        out["p50_ms"] = float(np.percentile(totals, 50))
+        out["p95_ms"] = float(np.percentile(totals, 95))
+    return out
+
+
+def table(run: dict) -> str:
+    """One markdown table of a prefix's runs: ms per question per stage."""
+    cols = ["embed", "dense", "bm25", "linking", "seeds", "walk", "fusion", "second_hop",
+            "expansion_bm25", "paths"]
+    lines = [f"{run['passages']} passages",
+             "| mode | batch | p50 | p95 | ms/q | q/s | " + " | ".join(cols) + " |",
+             "|---" * (6 + len(cols)) + "|"]
+    for mode, rows in run["query"].items():
+        for r in rows:
+            st = r["stages_ms"]
+            lines.append(f"| {mode} | {r['batch']} | {r.get('p50_ms', float('nan')):.1f} | "
+                         f"{r.get('p95_ms', float('nan')):.1f} | {r['ms_per_question']:.2f} | "
+                         f"{r['questions_per_s']:.0f} | "
+                         + " | ".join(f"{st[c]:.2f}" if c in st else "" for c in cols) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--sizes", default="10000,50000")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="2000,20000")
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--work", default="runs/bench")
-    ap.add_argument("--questions", type=int, default=100)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--skip-peers", action="store_true", help="skip the igraph/networkx runs")
+    ap.add_argument("--questions", type=int, default=1024,
+                    help="questions made per prefix (the largest batch needs as many)")
+    ap.add_argument("--single", type=int, default=100, help="questions asked one at a time")
+    ap.add_argument("--batches", default="1,64,1024")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--device", default="auto", help="cpu, cuda or auto (the runtime's)")
+    ap.add_argument("--out", default="", help="write the JSON report here (default stdout)")
+    ap.add_argument("--peers", action="store_true", help="also time igraph/networkx PPR and "
+                    "Leiden on the index's graph")
     args = ap.parse_args()
     data = Path(args.data)
     if not data.is_file():
         sys.exit(f"benchmark data not found: {data} (pass --data)")
-    from gpurag import Index
-
+    if args.device != "auto":  # read by the runtime when the index opens
+        os.environ["GPURAG_DEVICE"] = args.device
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    report = {"machine": platform.platform(), "python": platform.python_version(), "runs": []}
+    report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "machine": machine(), "args": vars(args), "runs": []}
+    batches = [int(b) for b in args.batches.split(",")]
     for size in [int(s) for s in args.sizes.split(",")]:
-        src = work / f"enwiki-{size}.jsonl"
-        rows = write_prefix(data, size, src)
-        out = work / f"enwiki-{size}.index"
-        log(f"[{size}] indexing {src}")
-        t = time.perf_counter()
-        index = Index.build(src, out)
-        build_s = time.perf_counter() - t
+        index, rows, build_s = open_or_build(work, data, size)
         questions = make_questions(rows, args.questions)
-        run = {"passages": size, "index_s": build_s,
-               "stage_s": index.manifest.extra.get("timings_s", {}),
-               "counts": index.manifest.counts, "query": {}}
-        for mode in ("dense", "graph"):
-            log(f"[{size}] queries, {mode}")
-            run["query"][mode] = latency(index, questions, mode, args.batch)
-        if not args.skip_peers:
-            run["graph_algorithms"] = peer_comparison(index, args)
+        run = {"passages": size, "index_s": build_s, "counts": index.manifest.counts,
+               "query": {}}
+        with index:
+            for mode in args.modes.split(","):
+                index.query_batch(questions[:4], k=10, mode=mode)  # opens what it needs
+                run["query"][mode] = []
+                for b in batches:
+                    n = min(args.single, len(questions)) if b == 1 else \
+                        max(b, len(questions) // b * b)
+                    log(f"[{size}] {mode}, batches of {b} ({min(n, len(questions))} questions)")
+                    run["query"][mode].append(run_batches(index, questions, mode, b,
+                                                          min(n, len(questions))))
+            if args.peers:
+                run["graph_algorithms"] = peer_comparison(index)
         report["runs"].append(run)
-        log(json.dumps(run["query"]))
-    print(json.dumps(report, indent=1))
+        log(table(run))
+    report["machine"]["load_avg_end"] = list(os.getloadavg())
+    text = json.dumps(report, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
 
 
-def peer_comparison(index, args: argparse.Namespace) -> dict:
+def peer_comparison(index) -> dict:
     """PPR and Leiden on this index's graph: ours against the peers' implementations."""
     import graph_algos
 

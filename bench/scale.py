@@ -16,11 +16,18 @@ Two sections, each case in its own child process (so peak memory is the case's o
   ``--knn-max``), each at ``--batches`` 1, 64, 1024: p50/p95 latency per batch, per query,
   queries/s, peak memory.
 
+With ``--cluster local:1,local:2`` (or scheduler addresses) each prefix is built once in one
+process and once per cluster (``gpurag index --cluster``): wall time against the single-process
+build (``over_single``: the engine's overhead at N = 1, its speed-up past it) and whether every
+index file's sha256 is the same (``same_bytes``). Peak RSS is the driver's; the workers' own
+processes are not counted.
+
 Cases run while ``--budget-s`` allows (a case is skipped, and says so, once over budget).
 Writes ``scale_<date>_<device>.json`` under ``--out`` and prints a table.
 
     python bench/scale.py --prefixes 2000 --edges 1e6          # small, CPU (a few minutes)
     python bench/scale.py --device cuda --prefixes 10000,50000,0 --edges 1e7,1e8
+    python bench/scale.py --prefixes 400 --edges '' --no-precision --cluster local:1,local:2
 
 ``--host-only`` builds with a deterministic stand-in embedder (``bench/standin.py``: the real
 tokenizer, then a seeded hash projection of the token ids, 384-d float32) so every host stage
@@ -194,7 +201,8 @@ def child_build(args: argparse.Namespace) -> dict:
         input_bytes = src.stat().st_size
         out = Path(tmp) / "index"
         t = time.perf_counter()
-        build(src, out, IndexConfig(), show_progress=False, runtime=runtime)
+        build(src, out, IndexConfig(), show_progress=False, runtime=runtime,
+              cluster=args.cluster_spec or None)
         wall = time.perf_counter() - t
         manifest = json.loads((out / "manifest.json").read_text())
         timings = manifest.get("extra", manifest).get("timings_s", {})
@@ -211,6 +219,7 @@ def child_build(args: argparse.Namespace) -> dict:
             "index_files": file_bytes(out),
             "peak_rss_bytes": peak_rss_bytes(), **device_peak(),
             "extract_workers": os.environ.get("GPURAG_EXTRACT_WORKERS"),
+            "cluster": args.cluster_spec or None,
             "tree": str(TREE), "commit": tree_commit(TREE), "host_only": args.host_only,
         }
         if args.index_digest:
@@ -354,6 +363,7 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace,
     from gpurag.pipeline.extract_pool import available_cores
 
     env.setdefault("GPURAG_EXTRACT_WORKERS", str(available_cores()))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env,
                               timeout=remaining)
@@ -361,7 +371,11 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace,
         return {"skipped": f"cut at the {args.budget_s:.0f} s budget"}
     if proc.returncode != 0:
         return {"error": f"exit code {proc.returncode}", "stdout_tail": proc.stdout[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the case and every process it started (a cluster's workers included):
+    # steadier than wall time on a shared machine
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "cpu_s": cpu}
 
 
 def machine(device: str) -> dict:
@@ -399,7 +413,11 @@ def table(result: dict) -> str:
         stages = ", ".join(f"{k} {v['passages_per_s']:.0f}/s" for k, v in b["stages"].items()
                            if v["passages_per_s"])
         tag = f"[{b.get('commit') or 'baseline'}] " if b.get("baseline") else ""
-        lines.append(f"build {tag}{b['passages']} passages: {b['passages_per_s']:.1f} passages/s, "
+        on = (f" on {b['cluster']} ({b.get('over_single', 0):.2f}x single's wall time, "
+              f"{b.get('cpu_over_single', 0):.2f}x its CPU, same bytes: {b.get('same_bytes')})"
+              if b.get("cluster") else "")
+        lines.append(f"build {tag}{b['passages']} passages{on}: {b['passages_per_s']:.1f} "
+                     "passages/s, "
                      f"peak RSS {b['peak_rss_bytes'] / 2**30:.2f} GiB, index "
                      f"{b.get('index_over_input', 0):.1f}x input "
                      f"({b['index_over_text']:.1f}x text) | {stages}"
@@ -449,12 +467,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="store one sha256 over the built index's files (manifest left out)")
     ap.add_argument("--child", choices=["build", "graph"], help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--cluster", default="",
+                    help="also build each prefix on these clusters, comma-separated "
+                    "(local:N or scheduler addresses; needs gpurag[distributed])")
+    ap.add_argument("--cluster-spec", default="", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     _START[0] = time.perf_counter()
+    if args.cluster:  # a cluster's build is compared with the single-process one by digest
+        args.index_digest = True
     if args.child:
         out = child_build(args) if args.child == "build" else child_graph(args)
         print(json.dumps(out, default=str))
@@ -483,6 +507,16 @@ def main(argv: list[str] | None = None) -> dict:
             row = {"prefix": n, "baseline": bool(tree),
                    **run_child("build", ["--n", str(n)], args, tree)}
             result["build"].append(row)
+            save()
+        for spec in [c.strip() for c in args.cluster.split(",") if c.strip()]:
+            log(f"build of the first {n or 'all'} passages on --cluster {spec}")
+            on = {"prefix": n, **run_child("build", ["--n", str(n), "--cluster-spec", spec],
+                                           args)}
+            if "wall_s" in on and "wall_s" in row:
+                on["over_single"] = on["wall_s"] / row["wall_s"]
+                on["cpu_over_single"] = on["cpu_s"] / row["cpu_s"]
+                on["same_bytes"] = on.get("index_sha256") == row.get("index_sha256")
+            result["build"].append(on)
             save()
     for e in [int(float(x)) for x in args.edges.split(",") if x.strip()]:
         log(f"synthetic graph of {e:.3g} edges")

@@ -7,6 +7,7 @@ import functools
 import os
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,14 @@ import pandas as pd
 
 from gpurag.config import IndexConfig, apply_overrides, load_config
 from gpurag.embed import DEFAULT_EMBEDDER
-from gpurag.errors import ConfigError
+from gpurag.errors import ConfigError, InputError
 from gpurag.query.results import Passage, QueryResult
+from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors.codec import decode_all
 
-MODES = ("dense", "graph", "global")
+MODES = ("dense", "bm25", "graph", "global")
 
 
 def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
@@ -70,17 +72,36 @@ class Index:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def build(cls, source: str | os.PathLike, out: str | os.PathLike,
-              config: IndexConfig | None = None, show_progress: bool = True,
-              runtime: Runtime | None = None, **overrides: Any) -> Index:
-        """Index the documents under ``source`` into the directory ``out`` and open it
-        (``runtime``: device, backends, LLM settings; default from the environment)."""
+    def build(cls, source: str | os.PathLike | Iterable[str | dict[str, Any]],
+              out: str | os.PathLike, config: IndexConfig | None = None,
+              show_progress: bool = True, runtime: Runtime | None = None,
+              cluster: Any = None, **overrides: Any) -> Index:
+        """Index ``source`` into the directory ``out`` and open it. ``source``: a folder or
+        file of documents, or the documents themselves: strings, or records
+        ``{"id": ..., "text": ..., "title": ...}`` (``id`` and ``title`` optional; a text
+        without an id gets ``doc-`` and a digest of its text). ``runtime``: device, backends,
+        LLM settings (default from the environment). ``cluster``: ``"local:N"``, a Dask
+        scheduler address or a ``distributed.Client`` to run chunk + embed and extraction
+        on, for the same index byte for byte."""
+        from gpurag.ingest.texts import is_texts, split_sources, texts_source
         from gpurag.pipeline.build import build
 
         runtime = runtime or Runtime.create()
         cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
-        return cls(build(source, out, cfg, show_progress=show_progress, runtime=runtime),
-                   embedder=cfg.embedder, runtime=runtime)
+        if is_texts(source):
+            paths, texts = split_sources(source)
+            if paths:
+                raise InputError("Index.build takes one folder or file, or a list of texts; "
+                                 f"got a list of {len(paths)} paths (index one folder, or "
+                                 "insert the others after)")
+            with texts_source(texts, Path(out)) as path:
+                built = build(path, out, cfg, show_progress=show_progress, runtime=runtime,
+                              source_label="<texts given to Index.build>",
+                              cluster=cluster)
+        else:
+            built = build(source, out, cfg, show_progress=show_progress, runtime=runtime,
+                          cluster=cluster)
+        return cls(built, embedder=cfg.embedder, runtime=runtime)
 
     @classmethod
     def open(cls, path: str | os.PathLike, verify: bool = False,
@@ -95,10 +116,12 @@ class Index:
         return cls(Path(path), verify=verify, embedder=embedder, runtime=runtime)
 
     # -- incremental updates ------------------------------------------------------------
-    def insert(self, sources: str | os.PathLike | list[str | os.PathLike],
-               show_progress: bool = True) -> Index:
-        """Add the documents under ``sources`` (files or folders) as a new version of this
-        index and return it opened; this object stays pinned to its own version.
+    def insert(self, sources: str | os.PathLike | list[str | os.PathLike]
+               | Iterable[str | dict[str, Any]], show_progress: bool = True) -> Index:
+        """Add the documents under ``sources`` (files or folders, or, as for :meth:`build`,
+        the documents themselves: strings or ``{"id", "text", "title"}`` records) as a new
+        version of this index and return it opened; this object stays pinned to its own
+        version.
 
         Like :meth:`delete`, it updates the path's current version (under its write lock),
         whichever version this object reads. Only the new documents are chunked, embedded and
@@ -106,13 +129,20 @@ class Index:
         over all chunks, so the result equals a full build of the union. Documents whose id is
         already indexed are skipped and reported (``last_update.skipped``).
         """
+        from gpurag.ingest.texts import split_sources, texts_source
         from gpurag.pipeline.incremental import insert_documents
 
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
+        paths, texts = split_sources(sources)
         spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
-        result = insert_documents(self.path, list(sources), runtime=self.runtime,
-                                  embedder=spec, show_progress=show_progress)
+        if texts:
+            with texts_source(texts, self.path) as path:
+                result = insert_documents(self.path, [path], runtime=self.runtime,
+                                          embedder=spec, show_progress=show_progress)
+        else:
+            result = insert_documents(self.path, paths, runtime=self.runtime,
+                                      embedder=spec, show_progress=show_progress)
         return self._reopened(result)
 
     def delete(self, doc_ids: list[str], show_progress: bool = True) -> Index:
@@ -131,6 +161,14 @@ class Index:
         new = Index(self.path, embedder=self._embedder_given, runtime=self.runtime)
         new.last_update = result
         return new
+
+    def __repr__(self) -> str:
+        counts = self.manifest.counts or {}
+        graph = (f"graph of {counts.get('entities', 0):,} entities"
+                 if self.dir.has(layout.ENTITIES) else "dense only")
+        return (f"<gpurag.Index {str(self.path)!r}: {counts.get('documents', 0):,} documents, "
+                f"{counts.get('chunks', len(self.chunks)):,} chunks, {graph}, "
+                f"embedder {self.config.embedder!r}, built {self.manifest.created}>")
 
     def close(self) -> None:
         """Release the files of the opened version now (also done when collected)."""
@@ -180,6 +218,18 @@ class Index:
         return self._retriever
 
     @property
+    def lexical(self):
+        """BM25 over the passages (mode ``bm25``): the copy a graph build saved, else one
+        built from the chunks on first use."""
+        if self.retriever is not None:
+            return self.retriever.lexical
+        if getattr(self, "_lexical", None) is None:
+            from gpurag.query.lexical import BM25Index
+
+            self._lexical = BM25Index(self.chunks)
+        return self._lexical
+
+    @property
     def graph(self):
         """Deprecated alias of :attr:`retriever` (it never held the graph itself)."""
         warnings.warn("Index.graph is deprecated: use Index.retriever", DeprecationWarning,
@@ -188,10 +238,13 @@ class Index:
 
     def info(self) -> dict[str, Any]:
         """Manifest facts (see :func:`gpurag.info.manifest_info`), with config and extra."""
+        from gpurag.embed.cache import cache_stats
         from gpurag.info import manifest_info
 
         return {**manifest_info(self.manifest, self.path), "config": self.manifest.config,
-                "extra": self.manifest.extra}
+                "extra": self.manifest.extra,
+                "embed_cache": cache_stats(layout.sibling(self.path,
+                                                          layout.EMBED_CACHE_SUFFIX))}
 
     # -- queries ------------------------------------------------------------------------
     def query(self, question: str, k: int | None = None, mode: str | None = None,
@@ -212,7 +265,9 @@ class Index:
         communities' reports fills ``answer``.
 
         ``evidence=False`` skips the evidence chains of graph results (``QueryResult.chains``,
-        :mod:`gpurag.query.evidence`), which never change the ranking."""
+        :mod:`gpurag.query.evidence`), which never change the ranking. Every result of an index
+        with a graph has an absolute ``confidence`` (:mod:`gpurag.query.confidence`);
+        ``min_confidence=c`` returns no passages for a question whose confidence is below c."""
         if k is None:
             k = self.query_config.k
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
@@ -221,6 +276,9 @@ class Index:
         if mode == "global" or (mode is None and self.query_config.mode == "global"):
             return self._global(questions, k, dict(options))
         evidence = bool(options.pop("evidence", True))
+        min_confidence = options.pop("min_confidence", None)
+        if min_confidence is not None and not 0.0 <= float(min_confidence) <= 1.0:
+            raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if mode not in MODES:
@@ -232,26 +290,40 @@ class Index:
         if not questions:
             return []
         t0 = time.perf_counter()
-        qvecs = self.embedder.encode(questions, batch_size=64)
+        qvecs = (self.embedder.encode(questions, batch_size=64) if mode != "bm25"
+                 else None)  # bm25: lexical only, no question vectors
         embed_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         t0 = time.perf_counter()
-        if mode == "dense":
+        stages = Stages()
+        if mode == "bm25":
+            scores, rows = self.lexical.search(questions, k)
+            extras = [{} for _ in questions]
+            stages.lap("bm25")
+        elif mode == "dense":
             from gpurag.query.dense import dense_scores
 
             scores, rows = dense_scores(self.passage_search, qvecs, k)
             extras = [{} for _ in questions]
+            stages.lap("dense")
         else:
             scores, rows, extras = self.retriever.retrieve(questions, qvecs, qcfg,
-                                                           self.passage_search)
+                                                           self.passage_search, stages)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-        results = []
-        for i, question in enumerate(questions):
-            passages = self._passages(rows[i], scores[i])
-            results.append(QueryResult(
-                question=question, mode=mode, passages=passages,
-                seeds=extras[i].get("seeds", []), paths=extras[i].get("paths", []),
-                timings_ms={"embed": embed_ms, "retrieve": search_ms},
-            ))
+        timings = {"embed": embed_ms, "retrieve": search_ms,
+                   **stages.per_question(len(questions))}
+        results = [QueryResult(question=question, mode=mode, passages=passages,
+                               seeds=extra.get("seeds", []), paths=extra.get("paths", []),
+                               timings_ms=dict(timings))
+                   for question, passages, extra in zip(
+                       questions, self._passages_batch(rows, scores), extras, strict=True)]
+        if self.retriever is not None and qvecs is not None:  # bm25 mode has no vectors
+            from gpurag.query.confidence import add_confidence
+
+            t0 = time.perf_counter()
+            add_confidence(self, results, qvecs)
+            confidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+            for r in results:
+                r.timings_ms["confidence"] = confidence_ms
         if mode == "graph" and evidence:
             from gpurag.query.evidence import add_chains
 
@@ -260,6 +332,10 @@ class Index:
             evidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
             for r in results:
                 r.timings_ms["evidence"] = evidence_ms
+        if min_confidence is not None:
+            from gpurag.query.confidence import withhold
+
+            withhold(results, float(min_confidence))
         return results
 
     def _global(self, questions: list[str], k: int, options: dict[str, Any]
@@ -285,13 +361,24 @@ class Index:
         return global_answers(self, questions, llm, level=level, communities=top, k=k)
 
     def _passages(self, rows: np.ndarray, scores: np.ndarray) -> list[Passage]:
+        return self._passages_batch(np.asarray(rows)[None, :], np.asarray(scores)[None, :])[0]
+
+    def _passages_batch(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Passage]]:
+        """Per row of ``rows``/``scores`` (``(q, k)``, -1 padded), its passages: the chunks
+        of the whole batch read in one take."""
         keep = rows >= 0
-        rows, scores = rows[keep], scores[keep]
-        sub = self.chunks.iloc[rows]
-        return [
-            Passage(rank=r + 1, chunk_id=c, doc_id=d, title=t, text=x, char_start=int(s),
+        sub = self.chunks.iloc[rows[keep]]
+        flat = [
+            Passage(rank=0, chunk_id=c, doc_id=d, title=t, text=x, char_start=int(s),
                     char_end=int(e), score=float(sc))
-            for r, (c, d, t, x, s, e, sc) in enumerate(zip(
+            for c, d, t, x, s, e, sc in zip(
                 sub["chunk_id"], sub["doc_id"], sub["title"], sub["text"], sub["char_start"],
-                sub["char_end"], scores, strict=False))
-        ]
+                sub["char_end"], scores[keep], strict=True)]
+        out, start = [], 0
+        for n in keep.sum(axis=1).tolist():
+            row = flat[start:start + n]
+            for r, p in enumerate(row):
+                p.rank = r + 1
+            out.append(row)
+            start += n
+        return out

@@ -94,7 +94,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
     index = Index.build(args.source, args.out, config=_index_config(args),
-                        show_progress=not args.quiet, runtime=make_runtime(args))
+                        show_progress=not args.quiet, runtime=make_runtime(args),
+                        cluster=args.cluster)
     info = index.info()
     ingest = info["extra"].get("ingest", {})
     say(f"index written to {index.path}")
@@ -165,6 +166,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     runtime = make_runtime(args)
     index = Index.open(args.index, verify=args.verify, embedder=args.embedder,
                        runtime=runtime)
+    if getattr(args, "config", None):  # --config FILE: its [query] table (then GPURAG_QUERY_*)
+        from gpurag.config import load_config
+
+        index.query_config = load_config(args.config)[1]
     k = args.k if args.k is not None else index.query_config.k
     from gpurag.llm.config import LLMConfig, require_server
 
@@ -185,18 +190,25 @@ def cmd_query(args: argparse.Namespace) -> int:
                                      communities=top, k=k)
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
+        if args.min_confidence is not None:
+            options["min_confidence"] = args.min_confidence
         results = index.query_batch(questions, k=k, mode=args.mode, **options)
         if args.answer:
             from gpurag.query.generate import answer_results
 
             answer_results(index, results, client)
     if args.explain:
-        _write_explain(results, Path(args.explain))
+        gold = {g.strip() for g in (args.gold or "").split(",") if g.strip()}
+        _write_explain(results, Path(args.explain), gold)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
         return _llm_failures(results)
     for result in results:
-        say(f"Q: {result.question}   [{result.mode}]")
+        sure = (f"  confidence {result.confidence:.2f}" if result.confidence is not None
+                else "")
+        say(f"Q: {result.question}   [{result.mode}]{sure}")
+        if not result.passages and result.confidence is not None and args.min_confidence:
+            say(f"   nothing returned: confidence below --min-confidence {args.min_confidence}")
         if result.answer is not None or result.error:
             cites = f"  (cites {', '.join(result.citations)})" if result.citations else ""
             say(f"A: {result.answer if result.answer is not None else '—'}{cites}"
@@ -204,7 +216,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         if result.seeds:
             say("   seeds: " + ", ".join(s.name for s in result.seeds[:8]))
         for p in result.passages:
-            text = " ".join(p.text.split())
+            from gpurag.ingest.formats.markup import preview_text
+
+            text = " ".join(preview_text(p.title, p.text).split())  # no markup, no title again
             say(f"  {p.rank:>2}. {p.score:.4f}  {p.doc_id} [{p.char_start}:{p.char_end}] "
                 f"{p.title}: {text[:160]}{'…' if len(text) > 160 else ''}")
         if result.chains:
@@ -233,13 +247,15 @@ def _llm_failures(results: list) -> int:
     return 1 if failed else 0
 
 
-def _write_explain(results: list, out: Path) -> None:
-    """One evidence page per question: ``out`` itself, or ``out-1.html``... for a batch."""
-    from gpurag.export.html import write_explain_html
+def _write_explain(results: list, out: Path, gold: set[str] | None = None) -> None:
+    """One evidence page per question: ``out`` itself, or ``out-1.html``... for a batch
+    (its chains drawn left to right, :mod:`gpurag.export.chain_page`; ``gold`` doc ids
+    outlined)."""
+    from gpurag.export.chain_page import write_page
 
     for i, result in enumerate(results, start=1):
         path = out if len(results) == 1 else out.with_name(f"{out.stem}-{i}{out.suffix}")
-        write_explain_html(result.subgraph(), path, title=result.question)
+        write_page(result, path, gold=gold)
         print(f"evidence graph: {safe(path)}", file=sys.stderr)
 
 
@@ -288,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index a folder or file of documents")
     p.add_argument("source", help="folder of .txt/.md/.jsonl/.parquet, or one such file")
     p.add_argument("-o", "--out", required=True, help="index directory to write")
+    p.add_argument("--cluster", help="run chunk+embed and extraction on a Dask cluster: "
+                   "local:N (N local workers) or a scheduler address (gpurag[distributed])")
     _add_index_options(p)
     add_llm_options(p)
     p.set_defaults(func=cmd_index)
@@ -310,9 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions-file", help="one question per line (answered as a batch)")
     p.add_argument("-k", "--k", type=int,
                    help="passages to return (default: GPURAG_QUERY_K, [query] k, else 5)")
-    p.add_argument("--mode", choices=["dense", "graph", "global"],
-                   help="dense | graph (default) | global (corpus-wide: the most relevant "
-                        "communities; map-reduce over their reports with an LLM server)")
+    p.add_argument("--mode", choices=["dense", "bm25", "graph", "global"],
+                   help="dense | bm25 | graph (default) | global (corpus-wide: the most "
+                        "relevant communities; map-reduce over their reports with an LLM "
+                        "server)")
+    p.add_argument("--config", help="TOML file whose [query] table sets the query defaults")
     p.add_argument("--answer", action="store_true", help="answer with the LLM, citing passages")
     p.add_argument("--level", type=int, default=0, help="community level for --mode global")
     p.add_argument("--communities", type=int, default=5, metavar="N",
@@ -320,14 +340,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "(without an LLM server: their entities, passages and sentences; with "
                         "one: only their reports are written and mapped; 0: every community)")
     p.add_argument("--rerank", help="rerank graph candidates: none | gat")
+    p.add_argument("--min-confidence", type=float, metavar="C",
+                   help="return no passages for a question whose confidence (0 to 1: how "
+                        "likely the corpus holds what it asks about) is below C")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--verify", action="store_true",
                    help="check every index file's sha256 first (open always checks block CRCs)")
     p.add_argument("--embedder", help="query embedder spec, needed for an index built with a "
                                       "model other than the bundled one: onnx:PATH | st:PATH")
     p.add_argument("--explain", metavar="OUT.html",
-                   help="write the evidence (seeds, entity paths, passages) as an interactive "
-                        "graph page (needs the viz extra)")
+                   help="write the evidence chains (question -> entities -> passages, each "
+                        "link's sentence on hover) as a self-contained page")
+    p.add_argument("--gold", metavar="DOC_IDS",
+                   help="--explain: outline these (comma-separated) documents as gold")
     add_llm_options(p)
     p.set_defaults(func=cmd_query)
 
@@ -349,6 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_commands(sub)
     add_score_commands(sub)
     add_serve_command(sub)
+    # the description names every registered command (so it cannot fall behind)
+    parser.description = ("gpurag: GraphRAG on one GPU or a laptop CPU. Commands: "
+                          + ", ".join(sub.choices) + ". Run \"gpurag COMMAND --help\" for a "
+                          "command's own options.")
     return parser
 
 

@@ -199,7 +199,7 @@ class IndexConfig:
 class QueryConfig:
     """How questions are answered."""
 
-    mode: str = setting("graph", str, choices=("dense", "graph", "global"))
+    mode: str = setting("graph", str, choices=("dense", "graph", "global", "bm25"))
     k: int = setting(5, int, **POS_INT)
     # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
     damping: float = setting(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)

@@ -83,11 +83,14 @@ def manifest_info(m: Any, path: Any) -> dict[str, Any]:
 
 def index_info(path: str, verify: bool = False) -> dict[str, Any]:
     """Manifest facts of an index, checked as on open (every file's sha256 with ``verify``)."""
-    from gpurag.store import open_index_dir
+    from gpurag.embed.cache import cache_stats
+    from gpurag.store import layout, open_index_dir
 
     d = open_index_dir(path, verify=verify)
     d.close()
-    return {**manifest_info(d.manifest, d.root), "verified_checksums": verify}
+    cache = cache_stats(layout.sibling(d.root, layout.EMBED_CACHE_SUFFIX))
+    return {**manifest_info(d.manifest, d.root), "verified_checksums": verify,
+            "embed_cache": cache}
 
 
 def format_info(report: dict[str, Any]) -> str:
@@ -114,4 +117,9 @@ def format_info(report: dict[str, Any]) -> str:
             lines.append("  skipped input: " + ", ".join(f"{n} {r}" for r, n in skipped.items()))
         if idx["verified_checksums"]:
             lines.append("  checksums: all files verified")
+        cache = idx.get("embed_cache")
+        if cache:
+            count = f"{cache['vectors']:,} vectors" if cache["vectors"] is not None else "?"
+            lines.append(f"  embedding cache: {cache['path']} ({count}, "
+                         f"{cache['bytes'] / 1e6:.1f} MB; GPURAG_EMBED_CACHE=off: none)")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ build gets its own :class:`BuildRecord` of what actually ran.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 class Settings:
     """The runtime's environment: ``GPURAG_DEVICE`` (cpu | cuda | auto), ``GPURAG_PROGRESS``
     (1 forces bars, 0 turns them off, unset: only on a terminal), ``GPURAG_EMBED_CACHE`` (an
-    embedding cache folder) and ``GPURAG_GAT_CHECKPOINT`` (the GAT reranker's weights)."""
+    embedding cache folder for every build; ``off`` for none; unset: one beside each index)
+    and ``GPURAG_GAT_CHECKPOINT`` (the GAT reranker's weights)."""
 
     device: str | None = None
     progress: bool | None = None
@@ -46,6 +48,9 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         embed_cache=env.get("GPURAG_EMBED_CACHE") or None,
         gat_checkpoint=env.get("GPURAG_GAT_CHECKPOINT") or None,
     )
+
+
+CACHE_OFF = ("off", "0", "none", "false", "no")
 
 
 class BuildRecord:
@@ -116,18 +121,48 @@ class Runtime:
             return False
         return self.progress
 
-    def embedder(self, spec: str | None, cache: bool = True) -> Embedder:
-        """The embedder ``spec`` on this device (loaded once per runtime), behind the
-        embedding cache when one is set and ``cache`` (builds; queries pass False)."""
-        key = f"{spec or ''}\0{cache}"
-        if key not in self._embedders:
-            embedder = self.backends.embedder(spec, device=self.device)
-            if cache and self.embed_cache:
-                from gpurag.embed.cache import CachedEmbedder
+    def embed_cache_dir(self, default: str | os.PathLike | None = None) -> str | None:
+        """The embedding cache folder: ``GPURAG_EMBED_CACHE``, else ``default`` (a build's
+        own, beside its index); None when ``GPURAG_EMBED_CACHE`` is ``off`` (or 0, none)."""
+        if self.embed_cache and self.embed_cache.strip().lower() in CACHE_OFF:
+            return None
+        return self.embed_cache or (str(default) if default is not None else None)
 
-                embedder = CachedEmbedder(embedder, self.embed_cache)
-            self._embedders[key] = embedder
+    def embedder(self, spec: str | None, cache: bool = True,
+                 cache_dir: str | os.PathLike | None = None) -> Embedder:
+        """The embedder ``spec`` on this device (loaded once per runtime), behind the
+        embedding cache (:meth:`embed_cache_dir`) when ``cache`` (builds; queries pass
+        False). A default cache that cannot be opened is skipped with a warning."""
+        folder = self.embed_cache_dir(cache_dir) if cache else None
+        raw_key = f"{spec or ''}\0"
+        if raw_key not in self._embedders:
+            self._embedders[raw_key] = self.backends.embedder(spec, device=self.device)
+        if not folder:
+            return self._embedders[raw_key]
+        key = f"{raw_key}{folder}"
+        if key not in self._embedders:
+            self._embedders[key] = self._cached(self._embedders[raw_key], folder,
+                                                explicit=bool(self.embed_cache))
         return self._embedders[key]
+
+    @staticmethod
+    def _cached(embedder: Embedder, folder: str, explicit: bool) -> Embedder:
+        import sqlite3
+
+        from gpurag.embed.cache import CachedEmbedder
+
+        try:
+            return CachedEmbedder(embedder, folder)
+        except (OSError, sqlite3.Error) as exc:
+            if explicit:
+                from gpurag.errors import ConfigError
+
+                raise ConfigError(f"GPURAG_EMBED_CACHE={folder}: cannot keep the embedding "
+                                  f"cache there ({exc}); point it at a writable folder or "
+                                  "unset it") from None
+            logging.getLogger(__name__).warning(
+                "embedding cache %s not used: %s", folder, exc)
+            return embedder
 
 
 __all__ = ["BuildRecord", "Runtime", "Settings", "implementation_name",

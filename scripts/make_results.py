@@ -25,7 +25,12 @@ RUNS = [
     ("hotpotqa_train100", "hotpotqa_train100", False, ["bm25", "dense", "graph", "graph+gat"]),
     ("lihua_world", "lihua_world", False, ["bm25", "dense", "graph"]),
 ]
+FIGURE_SET = "hotpotqa_train100"  # the README's picture: this set of docs/results.md
+FIGURE = "docs/img/eval_hotpotqa_train100.png"
 COLS = ["recall@2", "recall@5", "all_gold@8", "mrr", "latency_ms_p50", "latency_ms_p95"]
+
+
+KEPT = "\n## Confidence"  # from here on docs/results.md is bench/confidence.py's
 
 
 def main() -> None:
@@ -86,8 +91,15 @@ def main() -> None:
             lines.append(f"| {mode} | unavailable: {why} |" + " |" * (len(COLS) - 1))
         lines.append("")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # sections written by other scripts (bench/confidence.py) are kept as they are
+    old = Path(args.out).read_text(encoding="utf-8") if Path(args.out).exists() else ""
+    kept = old[old.index(KEPT):] if KEPT in old else ""
+    Path(args.out).write_text("\n".join(lines) + "\n" + kept, encoding="utf-8")
     print(f"wrote {args.out}")
+    if args.out == "docs/results.md" and not only:  # the README's figure, from this same run
+        from gpurag.eval.results_doc import draw_results_figure
+
+        print("wrote", draw_results_figure(args.out, FIGURE_SET, FIGURE))
 
 
 if __name__ == "__main__":

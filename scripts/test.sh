@@ -10,7 +10,7 @@ export GPURAG_PROGRESS=0 PIP_DISABLE_PIP_VERSION_CHECK=1
 python -m pip install -q --upgrade pip
 # torch is pinned to the CPU build first so that torch-geometric cannot pull a CUDA build.
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,gnn,ner,viz,serve,formats]"
+python -m pip install -q -e ".[dev,gnn,ner,viz,serve,formats,distributed]"
 # Optional: a real local OpenAI-compatible LLM server for tests/llm (skipped when absent).
 bash scripts/install_llm_test_server.sh || echo "LLM test server not installed: tests/llm will skip"
 # Optional: headless Chromium for the --explain page test (skipped when absent).

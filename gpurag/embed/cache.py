@@ -16,28 +16,49 @@ import numpy as np
 from gpurag.embed.base import Embedder
 
 LOOKUP_CHUNK = 900  # below SQLite's default limit of bound parameters
+DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of vectors (about 650,000 of 384 dimensions)
+ROW_OVERHEAD = 48  # bytes per cached vector besides the vector itself (key, b-tree)
+DB_NAME = "embeddings.sqlite"
+
+
+def cache_stats(directory: str | os.PathLike) -> dict | None:
+    """Path, vector count and bytes on disk of the cache in ``directory`` (None if none)."""
+    path = Path(directory) / DB_NAME
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            (count,) = db.execute("SELECT count(*) FROM emb").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        count = None
+    size = sum(p.stat().st_size for p in path.parent.glob(DB_NAME + "*") if p.is_file())
+    return {"path": str(path.parent), "vectors": count, "bytes": size}
 
 
 class CachedEmbedder:
     """Wraps an :class:`Embedder`; vectors of texts seen before come from the cache."""
 
-    def __init__(self, inner: Embedder, directory: str | os.PathLike) -> None:
+    def __init__(self, inner: Embedder, directory: str | os.PathLike,
+                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         self.inner = inner
         self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
         path = Path(directory)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path / "embeddings.sqlite", check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
-        except (OSError, sqlite3.Error) as exc:
-            from gpurag.errors import ConfigError
-
-            raise ConfigError(f"GPURAG_EMBED_CACHE={directory}: cannot keep the embedding cache "
-                              f"there ({exc}); point it at a writable folder or unset it"
-                              ) from None
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path / DB_NAME, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
+        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
+        self._broken = False  # a write failed (a full disk): the cache only reads from then on
+        # Bounded: past max_rows vectors the oldest (first inserted) are evicted.
+        self.max_rows = (None if max_bytes is None
+                         else max(1, max_bytes // (4 * self.dim + ROW_OVERHEAD)))
         self.hits = 0
         self.misses = 0
+        self.evicted = 0
 
     def __getattr__(self, attr: str):
         return getattr(self.inner, attr)
@@ -70,9 +91,41 @@ class CachedEmbedder:
             pos = {k: j for j, k in enumerate(first)}
             vecs = self.inner.encode([texts[first_row[k]] for k in first], batch_size=batch_size)
             out[missing] = vecs[[pos[keys[i]] for i in missing]]
-            with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                                     [(k, vecs[j].tobytes()) for j, k in enumerate(first)])
+            if not self._broken:
+                self._store(first, vecs)
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         return out
+
+    def _store(self, keys: list[bytes], vecs: np.ndarray) -> None:
+        """Remember new vectors; a failed write (a full disk) is logged once and the vectors
+        are still returned: a cache never fails the build it speeds up."""
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                                     [(k, vecs[j].tobytes()) for j, k in enumerate(keys)])
+                self._rows += len(keys)
+                self._evict()
+        except sqlite3.Error as exc:
+            import logging
+
+            self._broken = True
+            logging.getLogger(__name__).warning(
+                "embedding cache %s: cannot store new vectors (%s); not caching from here on",
+                self.path, exc)
+
+    def _evict(self) -> None:
+        """Delete the oldest vectors past ``max_rows`` (inside the caller's transaction)."""
+        if self.max_rows is None or self._rows <= self.max_rows:
+            return
+        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
+        excess = self._rows - self.max_rows
+        if excess > 0:
+            self._db.execute("DELETE FROM emb WHERE rowid IN (SELECT rowid FROM emb "
+                             "ORDER BY rowid LIMIT ?)", (excess,))
+            self._rows -= excess
+            self.evicted += excess
+
+    def close(self) -> None:
+        """Close the database (also done when collected)."""
+        self._db.close()

@@ -15,7 +15,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from gpurag.eval.runner import evaluate, format_table, open_or_build_index
     from gpurag.terminal import safe
 
-    overrides = {}
+    overrides: dict = {}
+    query_cfg = None
+    if getattr(args, "config", None):  # [index] for the build, [query] for the questions
+        from gpurag.config import load_config
+
+        overrides["config"], query_cfg = load_config(args.config)
     if args.extractor:
         overrides["extractor"] = check_value(IndexConfig, "extractor", args.extractor,
                                              "command line", "--extractor")
@@ -28,6 +33,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     index, tmp, index_s = open_or_build_index(ds, args.index, args.triples,
                                               show_progress=not args.quiet,
                                               runtime=make_runtime(args), **overrides)
+    if query_cfg is not None:
+        index.query_config = query_cfg
     try:
         client = None
         if args.answer:
@@ -63,6 +70,8 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--triples", help="precomputed triples.jsonl to build the graph from")
     p.add_argument("--extractor", help="entity extractor for the graph (fast | ner | llm)")
     p.add_argument("--index", help="index folder to reuse (built there if absent)")
+    p.add_argument("--config", help="TOML file: [index] settings of the index built, [query] "
+                                    "settings of the questions")
     p.add_argument("--json", help="write the full results (per question ranks) here")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw recall per mode and by hops as a PNG (needs gpurag[viz])")

@@ -64,6 +64,9 @@ class ResponseCache:
                                      isolation_level=None)
         self._set_up()
 
+    def __reduce__(self):  # pickled (to a cluster worker): the same cache, opened there
+        return (type(self), (str(self.directory), self.path.name))
+
     def _set_up(self) -> None:
         """WAL journal and schema, done once per file under an inter-process lock."""
         self._conn.execute("PRAGMA synchronous=NORMAL")

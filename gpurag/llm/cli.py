@@ -23,8 +23,10 @@ def add_llm_options(parser: argparse.ArgumentParser) -> None:
     ``--llm-max-tokens``, ``--llm-cache-dir``, ``--llm-structured``,
     ``--llm-max-failure-rate`` (``GPURAG_LLM_*`` otherwise)."""
     group = parser.add_argument_group("LLM server (any OpenAI-compatible one)")
-    group.add_argument("--llm-url", help="base URL, e.g. http://127.0.0.1:8000/v1 "
-                       "(env GPURAG_LLM_URL); the API key comes from $OPENAI_API_KEY")
+    group.add_argument("--llm-url", action="append",
+                       help="base URL, e.g. http://127.0.0.1:8000/v1 (env GPURAG_LLM_URL); "
+                       "a pool of servers: repeat it, separate URLs by commas, or give a file "
+                       "of URLs (one a line); the API key comes from $OPENAI_API_KEY")
     group.add_argument("--llm-model", help="model name (default: the server's first model)")
     group.add_argument("--llm-concurrency", type=int, help="requests in flight (default 256)")
     group.add_argument("--llm-timeout", type=float, help="seconds per request (default 300)")
@@ -41,7 +43,7 @@ def config_from_args(args: argparse.Namespace) -> LLMConfig:
     """``LLMConfig.from_env`` overridden by whichever ``--llm-*`` options were given."""
     cache_dir: Any = getattr(args, "llm_cache_dir", None)
     overrides: dict[str, Any] = {
-        "url": getattr(args, "llm_url", None),
+        "url": ",".join(getattr(args, "llm_url", None) or []) or None,
         "model": getattr(args, "llm_model", None),
         "concurrency": getattr(args, "llm_concurrency", None),
         "timeout_s": getattr(args, "llm_timeout", None),

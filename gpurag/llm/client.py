@@ -29,6 +29,7 @@ from gpurag.errors import GpuragError
 from gpurag.llm.cache import ResponseCache, cache_key
 from gpurag.llm.config import LLMConfig
 from gpurag.llm.jsonrepair import JSONRepairError, parse_json
+from gpurag.llm.pool import ServerPool
 
 log = logging.getLogger("gpurag.llm")
 
@@ -166,6 +167,14 @@ class LLMClient:
         self._model_lock: asyncio.Lock | None = None
         self._model_error: LLMError | None = None  # a failed discovery, raised again at once
         self._down: LLMError | None = None
+        self.pool = ServerPool(self.config.urls)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (an extractor sent to cluster workers): settings, cache and pool, without
+        this process's event-loop state."""
+        state = dict(self.__dict__)
+        state.update(_http=None, _sem=None, _loop=None, _model_lock=None, _pending={})
+        return state
 
     @property
     def unavailable(self) -> LLMError | None:
@@ -185,8 +194,7 @@ class LLMClient:
             headers = {"Content-Type": "application/json"}
             if cfg.api_key:
                 headers["Authorization"] = f"Bearer {cfg.api_key}"
-            self._http = httpx.AsyncClient(
-                base_url=cfg.url,
+            self._http = httpx.AsyncClient(  # each request names its server (self.pool)
                 headers=headers,
                 timeout=httpx.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s, pool=None),
                 limits=httpx.Limits(max_connections=cfg.concurrency,
@@ -446,18 +454,21 @@ class LLMClient:
             mode = self._structured
             err: LLMError
             async with self._sem:
+                server = self.pool.pick()
+                url = server.url + path
                 self.usage.in_flight += 1
                 self.usage.peak_in_flight = max(self.usage.peak_in_flight, self.usage.in_flight)
                 t0 = time.monotonic()
                 try:
                     async with asyncio.timeout(cfg.timeout_s):
                         if payload is not None:
-                            response = await http.post(path, json=payload)
+                            response = await http.post(url, json=payload)
                         else:
-                            response = await http.get(path)
+                            response = await http.get(url)
                     err = self._check(response, tag)
                     if err is None:
                         data = response.json()
+                        self.pool.answered(server)
                         if self.sent is not None and payload is not None:
                             self.sent.append(payload)
                         return data
@@ -465,7 +476,7 @@ class LLMClient:
                     err = LLMError(f"no answer within {cfg.timeout_s:g}s", kind="timeout",
                                    tag=tag, retriable=True)
                 except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                    err = LLMError(f"cannot connect to {cfg.url}: {exc}", kind="connect",
+                    err = LLMError(f"cannot connect to {server.url}: {exc}", kind="connect",
                                    tag=tag, retriable=True)
                 except httpx.TransportError as exc:
                     err = LLMError(f"{type(exc).__name__}: {exc}", kind="protocol", tag=tag,
@@ -474,8 +485,19 @@ class LLMClient:
                     err = LLMError(f"undecodable response: {exc}", kind="bad_response", tag=tag,
                                    retriable=True, reason="body not JSON")
                 finally:
+                    self.pool.release(server)
                     self.usage.in_flight -= 1
                     self.usage.network_s += time.monotonic() - t0
+            if err.kind in ("connect", "protocol") and len(self.pool) > 1:
+                if self.pool.take_out(server):  # dead or dropping connections: tried later
+                    log.warning("LLM server %s taken out of the pool for now: %s",
+                                server.url, err)
+                if self.pool.any_up():
+                    if err.kind == "protocol":
+                        attempt += 1  # the request itself may be at fault: counted
+                        if attempt > cfg.max_retries:
+                            raise err
+                    continue  # another server takes it at once
             if (err.kind == "http" and body is not None and mode == "json_schema"
                     and cfg.structured == "auto" and _rejects_format(err)):
                 if self._structured == "json_schema":

@@ -71,7 +71,9 @@ class LLMConfig:
     max_failure_rate: float = 0.05
 
     def __post_init__(self) -> None:
-        self.url = normalize_url(self.url)
+        from gpurag.llm.pool import split_urls
+
+        self.url = ",".join(split_urls(self.url, normalize_url))  # a pool: several, by commas
         if self.structured not in STRUCTURED_MODES:
             raise LLMConfigError(
                 f"structured must be one of {STRUCTURED_MODES}, got {self.structured!r}")
@@ -93,6 +95,11 @@ class LLMConfig:
     def replace(self, **changes: Any) -> LLMConfig:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
+
+    @property
+    def urls(self) -> list[str]:
+        """The servers' base URLs (several: a pool, :mod:`gpurag.llm.pool`)."""
+        return self.url.split(",")
 
     def fingerprint(self) -> str:
         """Short hash of the settings that change answers (model and sampling), for names."""

@@ -18,10 +18,14 @@ class MemoryConfig:
     w_graph: float = 0.25
     coverage_slope: float = 8.0  # logistic slope of the relational weight in the deficit
     coverage_mid: float = 0.4  # deficit at which relational and temporal weigh the same
+    derived_weight: bool = False  # relational weight = the coverage deficit (no slope/mid)
     damping: float = 0.5
     tau: float = 3.0  # turns: closeness decay of the temporal view
     recency: float = 0.0  # bonus of the most recent best-covering session
     session_weight: float = 0.0  # share of a trace's score taken from its session's best
+    w_claim: float = 0.5  # bonus of a trace claiming the asked attribute of a named entity
+    neighbour: float = 0.2  # share of the better neighbouring turn's score a turn gets
+    discourse: bool = True  # write-time pronoun/possessive chains, relative dates, claims
     candidates: int = 100  # per view, before fusion
     policy: str = "recent"  # consistency filter: recent | score
     bm25_rebuild: int = 2000  # tail size (traces) that triggers a lexical index rebuild

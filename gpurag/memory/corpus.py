@@ -2,6 +2,10 @@
 
 A passage whose first line is ``Time: <stamp>`` (the chat logs of ``lihua_world``) is a session
 (its id) of turns (its other non-empty lines) at that time; any other passage is one trace.
+Consecutive one-turn passages stamped with the same time whose ids differ only in a trailing
+number (``conv3:D2:4``, ``conv3:D2:5``: one dialogue turn per passage) are the turns of one
+session (the id without that number), numbered by it. Every trace names its passage in
+``meta["doc"]`` when that is not its session, so a passage is ranked where its trace is.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from gpurag.errors import InputError
 
 _TIME_LINE = re.compile(r"^\s*Time:\s*(\S+)\s*$")
+_TRAILING_NUMBER = re.compile(r"^(?P<prefix>.*\D)(?P<n>\d+)$")
 
 
 def session_traces(doc_id: str, text: str, order: int) -> list[dict[str, Any]]:
@@ -30,7 +35,10 @@ def session_traces(doc_id: str, text: str, order: int) -> list[dict[str, Any]]:
 
 def corpus_traces(path: str | Path) -> Iterator[dict[str, Any]]:
     """Traces of every passage of a ``corpus.jsonl`` (``{"id", "text"}`` per line)."""
-    path = Path(path)
+    yield from group_turns(_passages(Path(path)))
+
+
+def _passages(path: Path) -> Iterator[tuple[str, str, int]]:
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -41,10 +49,26 @@ def corpus_traces(path: str | Path) -> Iterator[dict[str, Any]]:
             except (KeyError, TypeError, ValueError, RecursionError) as exc:  # ValueError: JSON
                 raise InputError(f"{path}:{lineno}: not a passage record "
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from None
-            yield from (t for t in session_traces(doc_id, text, lineno) if t["text"])
+            yield doc_id, text, lineno
+
+
+def group_turns(passages: Iterable[tuple[str, str, int]]) -> Iterator[dict[str, Any]]:
+    """Traces of ``(doc id, text, order)`` passages, the one-turn passages of one session
+    grouped (see the module docstring)."""
+    time_of: dict[str, Any] = {}  # session prefix -> the time it was first seen with
+    for doc_id, text, order in passages:
+        traces = [t for t in session_traces(doc_id, text, order) if t["text"]]
+        m = _TRAILING_NUMBER.match(doc_id)
+        if len(traces) == 1 and m is not None and _TIME_LINE.match(text.split("\n", 1)[0]):
+            t = traces[0]
+            prefix = m.group("prefix").rstrip(":_-. /") or doc_id
+            seen = time_of.setdefault(prefix, t["time"])
+            session = prefix if seen == t["time"] else f"{prefix}@{t['time']}"
+            t.update(session=session, turn=int(m.group("n")), meta={"doc": doc_id})
+        yield from traces
 
 
 def frame_traces(doc_ids: Iterable[str], texts: Iterable[str]) -> Iterator[dict[str, Any]]:
     """Traces of (doc id, text) pairs, e.g. an index's chunks, in order."""
-    for order, (doc_id, text) in enumerate(zip(doc_ids, texts, strict=True)):
-        yield from (t for t in session_traces(str(doc_id), str(text), order) if t["text"])
+    yield from group_turns((str(d), str(t), order)
+                           for order, (d, t) in enumerate(zip(doc_ids, texts, strict=True)))

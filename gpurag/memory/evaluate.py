@@ -20,7 +20,7 @@ import numpy as np
 from gpurag.eval.metrics import gold_ranks, summarize
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.corpus import corpus_traces, frame_traces
-from gpurag.memory.memory import Memory, fuse_scores, session_rerank
+from gpurag.memory.memory import Memory
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def rank_docs(mem: Memory, questions: list[str], depth: int) -> list[list[str]]:
     out = []
     for lo in range(0, len(questions), BATCH):
         for res in mem.search_batch(questions[lo:lo + BATCH], k=max(10 * depth, 100)):
-            out.append(res.sessions[:depth])
+            out.append(res.docs[:depth])
     return out
 
 
@@ -81,13 +81,9 @@ def memory_runner(index) -> Callable[[list[str], int], list[list[str]]]:
 
 # -- cross-validated tuning -------------------------------------------------------------------
 def _ranking(mem: Memory, view: dict, cfg: MemoryConfig, depth: int = 20) -> list[str]:
-    scores, _ = fuse_scores(view, cfg)
-    order = np.argsort(-scores, kind="stable")
-    ids, sc = view["ids"][order], scores[order]
-    if cfg.session_weight:
-        ids, sc = session_rerank(ids, sc, mem._session_arr, cfg.session_weight)
-    sessions = [mem.sessions[i] for i in ids[: 20 * depth]]
-    return list(dict.fromkeys(sessions))[:depth]
+    ids, _, _ = mem.rank(view, cfg)
+    docs = [mem.doc(i) for i in ids[: 20 * depth]]
+    return list(dict.fromkeys(docs))[:depth]
 
 
 def _objective(ranks: list[list[int | None]]) -> float:

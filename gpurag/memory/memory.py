@@ -27,6 +27,7 @@ from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
+from gpurag.memory.discourse import BEFORE, Discourse, key, question_attributes, supersede
 from gpurag.memory.log import QUARANTINE, Trace, TraceLog, content_key, parse_time
 from gpurag.memory.snapshot import read_snapshot, write_snapshot
 from gpurag.memory.views import (
@@ -88,6 +89,8 @@ class Hit:
     time: float
     score: float
     views: dict[str, float]
+    doc: str = ""  # the passage the trace came from (its session unless the trace says)
+    dates: list[str] = field(default_factory=list)  # relative dates resolved (ISO)
 
 
 @dataclass
@@ -105,6 +108,11 @@ class MemoryResult:
     def sessions(self) -> list[str]:
         """Sessions of the hits in rank order, each once."""
         return list(dict.fromkeys(h.session for h in self.hits))
+
+    @property
+    def docs(self) -> list[str]:
+        """Passages of the hits in rank order, each once."""
+        return list(dict.fromkeys(h.doc or h.session for h in self.hits))
 
 
 class Memory:
@@ -129,6 +137,12 @@ class Memory:
         self.turns: list[int] = []
         self.times: list[float] = []
         self._stored_keys: list[str] = []
+        self._docs: list[str | None] = []  # passage of a trace when not its session
+        self._discourse = Discourse()
+        self._expansion: list[str] = []  # discourse words added to each lexical document
+        self._claims: dict[int, list[tuple[str, str]]] = {}
+        self._claim_index: dict[tuple[str, str], list[int]] = {}  # (subject, attr) -> traces
+        self._dates: dict[int, list[str]] = {}
         self._vec = np.zeros((0, dim), dtype=np.float32)
         self._n = 0
         self.vocab = Vocabulary()
@@ -356,11 +370,14 @@ class Memory:
         texts = [t.text for t in items]
         if learn:
             self.vocab.learn(texts)
+        tags = self._annotate(items)
         if tag:
-            self._tags.extend(self.vocab.tag(x) for x in texts)
+            self._tags.extend(tags)
         for t in items:
             sid = self._session_ids.setdefault(t.session, len(self._session_ids))
             self._session_of.append(sid)
+            doc = t.meta.get("doc") if t.meta else None
+            self._docs.append(str(doc) if doc is not None and doc != t.session else None)
         self.texts.extend(texts)
         self.sessions.extend(t.session for t in items)
         self.turns.extend(t.turn for t in items)
@@ -374,9 +391,42 @@ class Memory:
         self._vec[self._n:need] = vectors
         self._n = need
 
+    def _annotate(self, items: Sequence[Trace]) -> list[list[int]]:
+        """Run the write-time discourse rules (:mod:`gpurag.memory.discourse`) over new
+        traces, in order; returns each trace's entity tags, its referents included."""
+        canon = self.vocab.canonical()
+        out = []
+        for t in items:
+            raw = self.vocab.tag(t.text)
+            if not self.config.discourse or not t.text:
+                self._expansion.append("")
+                out.append(raw)
+                continue
+            names = [self.vocab.surfaces[int(canon[i])] for i in raw if canon[i] >= 0]
+            ann = self._discourse.annotate(t.text, t.session, t.turn, t.time, names)
+            self._expansion.append(ann.expansion)
+            if ann.claims:
+                self._claims[t.id] = ann.claims
+                for c in ann.claims:
+                    self._claim_index.setdefault(c, []).append(t.id)
+            if ann.dates:
+                self._dates[t.id] = ann.dates
+            extra = self.vocab.tag(" ".join(ann.refs)) if ann.refs else []
+            out.append(list(dict.fromkeys([*raw, *extra])))
+        return out
+
+    def doc(self, i: int) -> str:
+        """The passage of trace ``i`` (its session unless it came from a one-turn passage)."""
+        return self._docs[i] or self.sessions[i]
+
+    def lexical_text(self, i: int) -> str:
+        """The lexical document of trace ``i``: its text and its discourse expansion."""
+        exp = self._expansion[i]
+        return f"{self.texts[i]} {exp}" if exp else self.texts[i]
+
     def compact(self) -> dict[str, int]:
         """Re-tag every trace against the whole vocabulary and persist the derived state."""
-        self._tags = [self.vocab.tag(x) for x in self.texts]
+        self._reannotate()
         self._csr_n, self._canon_used = -1, None
         self._lex = self._lex_tail = None
         counts = np.fromiter((len(t) for t in self._tags), dtype=np.int64, count=self._n)
@@ -389,6 +439,15 @@ class Memory:
                         "lower_words.parquet": self.vocab.lower_frame()},
                        {"tag_ptr.npy": ptr, "tag_ids.npy": ids}, stats)
         return stats
+
+    def _reannotate(self) -> None:
+        """Tags and discourse annotations of every trace against the current vocabulary."""
+        self._discourse = Discourse()
+        self._expansion, self._claims, self._dates = [], {}, {}
+        self._claim_index = {}
+        traces = [Trace(i, self.texts[i], self.sessions[i], self.turns[i], self.times[i], {})
+                  for i in range(self._n)]
+        self._tags = self._annotate(traces)
 
     def info(self) -> dict[str, Any]:
         """Counts and settings."""
@@ -480,7 +539,8 @@ class Memory:
         from gpurag.eval.bm25 import BM25Retriever
 
         def build(lo: int, hi: int):
-            frame = pd.DataFrame({"title": [""] * (hi - lo), "text": self.texts[lo:hi]})
+            frame = pd.DataFrame({"title": [""] * (hi - lo),
+                                  "text": [self.lexical_text(i) for i in range(lo, hi)]})
             return BM25Retriever(frame), lo, hi
 
         if self._lex is None or self._n - self._lex[2] > self.config.bm25_rebuild:
@@ -558,9 +618,16 @@ class Memory:
                                    len(self._session_ids), cfg.tau, cfg.recency) if a else \
                 np.zeros(self._n, np.float32)
             cand = set(dense_ids[qi].tolist()) | set(lex[qi])
+            attrs = question_attributes(questions[qi])
+            subjects = {key(self.vocab.surfaces[int(e)]) for e in anc}
+            claimed = self._claimed(subjects, attrs)
+            cand |= set(claimed.tolist())
             if a:
                 cand |= set(_top(rel, depth).tolist()) | set(_top(temp, depth).tolist())
             cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
+            if cfg.neighbour:  # the turns next to each candidate, as its context
+                cand_arr = np.unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
+                cand_arr = cand_arr[(cand_arr >= 0) & (cand_arr < self._n)]
             if len(self._damaged):  # damaged records are placeholders: never returned
                 cand_arr = cand_arr[~np.isin(cand_arr, self._damaged)]
             out.append({
@@ -570,17 +637,54 @@ class Memory:
                 "relational": rel[cand_arr], "temporal": temp[cand_arr],
                 "deficit": deficit, "n_anchors": a,
                 "anchors": [self.vocab.surfaces[int(e)] for e in anc],
+                "neighbours": self._neighbours(cand_arr),
+                "claim": np.isin(cand_arr, claimed).astype(np.float32),
+                "attributes": attrs, "subjects": subjects,
+                "before": BEFORE.search(questions[qi]) is not None,
             })
         return out
 
-    def _fuse(self, question: str, v: dict, k: int) -> MemoryResult:
-        cfg = self.config
+    def _claimed(self, subjects: set[str], attrs: list[str]) -> np.ndarray:
+        """Traces claiming an attribute the question asks about, of an entity it names (the
+        claim index: no scan)."""
+        if not attrs or not subjects or not self._claim_index:
+            return np.zeros(0, np.int64)
+        found = [self._claim_index.get((s, a), ()) for s in subjects for a in attrs]
+        return np.unique(np.fromiter((i for f in found for i in f), dtype=np.int64))
+
+    def _neighbours(self, cand: np.ndarray) -> np.ndarray:
+        """``(len(cand), 2)``: position in ``cand`` of the turn before / after each candidate
+        in its session (-1: none among the candidates)."""
+        out = np.full((len(cand), 2), -1, dtype=np.int64)
+        if len(cand) < 2:
+            return out
+        order = np.argsort(cand)
+        srt = cand[order]
+        sess = self._session_arr[srt]
+        adj = (np.diff(srt) == 1) & (sess[1:] == sess[:-1])  # i and i+1: one session, in a row
+        out[order[1:][adj], 0] = order[:-1][adj]
+        out[order[:-1][adj], 1] = order[1:][adj]
+        return out
+
+    def rank(self, v: dict, cfg: MemoryConfig | None = None) -> tuple[np.ndarray, np.ndarray,
+                                                                      float]:
+        """Candidate ids of one question's views in fused rank order, their scores and the
+        relational weight used."""
+        cfg = cfg or self.config
         scores, w_rel = fuse_scores(v, cfg)
         ids = v["ids"]
+        if v["attributes"] and self._claims:
+            scores = supersede(ids, scores, self._claims, self._time_arr, v["attributes"],
+                               v["subjects"], v["before"])
         order = np.argsort(-scores, kind="stable")
         ids, scores = ids[order], scores[order]
         if cfg.session_weight:
             ids, scores = session_rerank(ids, scores, self._session_arr, cfg.session_weight)
+        return ids, scores, w_rel
+
+    def _fuse(self, question: str, v: dict, k: int) -> MemoryResult:
+        cfg = self.config
+        ids, scores, w_rel = self.rank(v, cfg)
         top = ids[: max(3 * k, k + 10)]
         kept, dropped = consistency_filter(
             top.tolist(), [self.texts[i] for i in top], [self.sessions[i] for i in top],
@@ -592,7 +696,8 @@ class Memory:
             p, q = pos[i], vpos[i]
             hits.append(Hit(i, self.texts[i], self.sessions[i], self.turns[i], self.times[i],
                             float(scores[p]), {name: float(v[name][q]) for name in
-                                               ("dense", "bm25", "relational", "temporal")}))
+                                               ("dense", "bm25", "relational", "temporal")},
+                            self.doc(i), self._dates.get(i, [])))
         confidence = max((h.views["dense"] for h in hits), default=0.0)
         return MemoryResult(question, hits, v["anchors"], w_rel, confidence, dropped)
 
@@ -615,6 +720,8 @@ def relational_weight(deficit: float, n_anchors: int, cfg: MemoryConfig) -> floa
     leans temporal, none holding them all leans relational."""
     if n_anchors == 0:
         return 0.0
+    if cfg.derived_weight:  # docs/MEMORY.md: the deficit is the share a path must supply
+        return float(np.clip(deficit, 0.0, 1.0))
     return float(1.0 / (1.0 + np.exp(-cfg.coverage_slope * (deficit - cfg.coverage_mid))))
 
 
@@ -624,6 +731,12 @@ def fuse_scores(v: dict, cfg: MemoryConfig) -> tuple[np.ndarray, float]:
     graph = w_rel * _minmax(v["relational"]) + (1 - w_rel) * _minmax(v["temporal"])
     w_graph = cfg.w_graph if v["n_anchors"] else 0.0
     score = cfg.w_dense * _minmax(v["dense"]) + cfg.w_bm25 * _minmax(v["bm25"]) + w_graph * graph
+    if cfg.w_claim and "claim" in v:
+        score = score + cfg.w_claim * v["claim"]
+    if cfg.neighbour and len(score):  # a turn's neighbours lend it their score as context
+        nb = v["neighbours"]
+        padded = np.r_[score, 0.0]
+        score = score + cfg.neighbour * np.maximum(padded[nb[:, 0]], padded[nb[:, 1]])
     return score.astype(np.float64), w_rel
 
 

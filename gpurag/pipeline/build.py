@@ -72,13 +72,17 @@ def pin_llm(cfg: IndexConfig, runtime: Runtime) -> IndexConfig:
 
 
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
-          show_progress: bool = True, runtime: Runtime | None = None) -> Path:
+          show_progress: bool = True, runtime: Runtime | None = None,
+          source_label: str | None = None, cluster: Any = None) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
 
     The whole build holds the write lock of ``out``: a second build of the same path fails at
     once with :class:`~gpurag.errors.IndexBusyError` instead of sharing its work folder.
     ``runtime`` (default: from the environment) gives the device, the backends and the LLM
     settings; what this build ran is recorded in its manifest, and nothing else.
+    ``cluster`` (``local:N``, a Dask scheduler address or a ``distributed.Client``) runs
+    chunk + embed and extraction as tasks on that cluster (:mod:`gpurag.pipeline.distributed`):
+    the same index, byte for byte.
     """
     runtime = runtime or Runtime.create()
     cfg = pin_llm(cfg or IndexConfig(), runtime)
@@ -86,7 +90,8 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")
     with naming(out), WriteLock(out) as lock:
-        return _build_locked(source, out, cfg, show_progress, lock, runtime)
+        return _build_locked(source, out, cfg, show_progress, lock, runtime,
+                             source_label or str(source), cluster)
 
 
 def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
@@ -110,20 +115,30 @@ def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
 
 
 def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress: bool,
-                  lock: WriteLock, runtime: Runtime) -> Path:
+                  lock: WriteLock, runtime: Runtime, source_label: str,
+                  cluster: Any = None) -> Path:
     record = BuildRecord()
     record.record("device", runtime.device)
     show = runtime.show_progress(show_progress)
     check_target(out)
-    embedder = runtime.embedder(cfg.embedder)
+    embedder = runtime.embedder(cfg.embedder,
+                                cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
     work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm))
     if work.resumed:
         log.info("resuming the build in %s", work.root)
+    record.record("embed", implementation_name(embedder))
     try:
-        return _build_in(source, out, cfg, show, lock, runtime, record, embedder, work)
+        if cluster is not None:
+            from gpurag.pipeline.distributed import Cluster
+
+            with Cluster(cluster) as on:
+                return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
+                                     work, source_label, on)
+        return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
+                             source_label)
     except BaseException:
         if not work.has_progress():  # nothing a rerun would reuse: leave no hidden folder
             work.remove()
@@ -133,15 +148,20 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
         raise
 
 
-def _build_in(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,
-              lock: WriteLock, runtime: Runtime, record: BuildRecord, embedder,
-              work: WorkDir) -> Path:
+def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,
+                  lock: WriteLock, runtime: Runtime, record: BuildRecord, embedder,
+                  work: WorkDir, source_label: str, cluster: Any = None) -> Path:
+    """The stages after the checks, in this process or (``cluster``) on a cluster."""
     timings: dict[str, float] = {}
-    record.record("embed", implementation_name(embedder))
 
     stage("index", f"{source} -> {out}", show)
     t0 = time.perf_counter()
-    chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
+    if cluster is None:
+        chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
+    else:
+        chunks, vectors, report = cluster.run_chunk_embed(source, embedder, cfg, work, show)
+        if cluster.embed_implementations - {implementation_name(embedder)}:
+            record.record("embed", "+".join(sorted(cluster.embed_implementations)))
     timings["chunk_embed_s"] = time.perf_counter() - t0
     stage("read", report.summary(), show)
     if len(chunks) == 0:
@@ -157,13 +177,13 @@ def _build_in(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None
             from gpurag.pipeline.graph_stage import run_graph_stage
 
             counts.update(run_graph_stage(chunks, embedder, cfg, work, writer, timings,
-                                          runtime, record, show))
+                                          runtime, record, show, cluster=cluster))
         stage("commit", str(out), show)
         writer.commit(
             config=dataclasses.asdict(cfg),
             counts=counts,
             components=record.as_dict(),
-            extra={"ingest": report.as_dict(), "timings_s": timings, "source": str(source)},
+            extra={"ingest": report.as_dict(), "timings_s": timings, "source": source_label},
         )
     except BaseException:
         writer.abort()

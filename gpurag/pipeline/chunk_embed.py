@@ -167,17 +167,8 @@ def run_chunk_embed(
         n_chunks = len(seen)
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
-            chunks, dups, inputs = chunk_batch(batch, embedder, cfg, seen)
-            if inputs is not None:  # the chunker's token ids: tokenized once
-                fresh = embedder.encode_tokens(*inputs, batch_size=cfg.embed_batch_size)
-            else:
-                fresh = embedder.encode(embed_texts(chunks, batch),
-                                        batch_size=cfg.embed_batch_size)
-            vectors = codec.round_trip(fresh)
-            part = stage["parts"]
-            np.save(work.path(f"emb/part-{part:05d}.npy"), vectors, allow_pickle=False)
-            pq.write_table(pa.Table.from_pandas(chunks, schema=CHUNK_SCHEMA, preserve_index=False),
-                           work.path(f"chunks/part-{part:05d}.parquet"))
+            chunks, vectors, dups = embed_batch(batch, embedder, cfg, seen, codec)
+            write_part(work, stage["parts"], chunks, vectors)
             finished = sum(p.last for p in batch)
             stage["parts"] += 1
             stage["units"] += len(batch)
@@ -191,6 +182,35 @@ def run_chunk_embed(
         stage["done"] = True
         stage["report"] = report.as_dict()
         work.save()
+    return read_chunk_embed(work, stage, embedder, report, was_done)
+
+
+def embed_batch(batch: Sequence[DocPart], embedder: Embedder, cfg: IndexConfig,
+                seen: set[str], codec=None) -> tuple[pd.DataFrame, np.ndarray, int]:
+    """The chunks of ``batch`` not in ``seen`` (updated), their vectors as stored, and the
+    number of duplicates dropped: one checkpoint part (here or on a cluster worker)."""
+    codec = codec or codec_for(cfg.vector_precision, embedder.dim)
+    chunks, dups, inputs = chunk_batch(batch, embedder, cfg, seen)
+    if inputs is not None:  # the chunker's token ids: tokenized once
+        fresh = embedder.encode_tokens(*inputs, batch_size=cfg.embed_batch_size)
+    else:
+        fresh = embedder.encode(embed_texts(chunks, batch), batch_size=cfg.embed_batch_size)
+    return chunks, codec.round_trip(fresh), dups
+
+
+def write_part(work: WorkDir, i: int, chunks: pd.DataFrame, vectors: np.ndarray,
+               prefix: str = "") -> None:
+    """Checkpoint part ``i`` (``prefix``: a cluster's shard not yet in order, ``shards/``)."""
+    where = (f"{prefix}emb-{i:05d}.npy", f"{prefix}chunks-{i:05d}.parquet") if prefix else (
+        f"emb/part-{i:05d}.npy", f"chunks/part-{i:05d}.parquet")
+    np.save(work.path(where[0]), vectors, allow_pickle=False)
+    pq.write_table(pa.Table.from_pandas(chunks, schema=CHUNK_SCHEMA, preserve_index=False),
+                   work.path(where[1]))
+
+
+def read_chunk_embed(work: WorkDir, stage: dict, embedder: Embedder, report: IngestReport,
+                     was_done: bool) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
+    """The finished stage's chunks, vectors and report, from its checkpoints."""
     chunks = _read_parts(work, stage["parts"])
     vectors = (
         np.concatenate([np.load(work.path(f"emb/part-{i:05d}.npy")) for i in range(stage["parts"])])

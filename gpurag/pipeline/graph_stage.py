@@ -83,22 +83,37 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     first = stage["done_rows"]
     workers = pool_workers(extractor, -(-(len(chunks) - first) // batch_size))
     for start, rows, part in extract_batches(chunks, extractor, first, batch_size, workers):
-        i = stage["parts"]
-        pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
-        pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
-        descriptions = getattr(part, "descriptions", None)
-        if descriptions is not None and len(descriptions):
-            pq.write_table(_to_arrow(descriptions),
-                           work.path(f"extract/descriptions-{i:05d}.parquet"))
-        for key, value in part.stats.items():
-            stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
-        stage.setdefault("batch_stats", []).append(
-            {"start": start, "stats": {k: int(v) for k, v in part.stats.items()}})
-        stage["parts"] += 1
-        stage["done_rows"] = start + rows
+        write_extraction_part(work, stage["parts"], part)
+        add_extraction_part(stage, start, rows, part.stats)
         work.save()
         bar.update(rows)
     bar.close()
+    return read_extraction(work, stage)
+
+
+def write_extraction_part(work: WorkDir, i: int, part: Extraction) -> None:
+    """Checkpoint files of extraction part ``i`` (its state is :func:`add_extraction_part`)."""
+    pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
+    pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
+    descriptions = getattr(part, "descriptions", None)
+    if descriptions is not None and len(descriptions):
+        pq.write_table(_to_arrow(descriptions),
+                       work.path(f"extract/descriptions-{i:05d}.parquet"))
+
+
+def add_extraction_part(stage: dict[str, Any], start: int, rows: int,
+                        stats: dict[str, int]) -> None:
+    """Count the next part (chunks ``start`` to ``start + rows``) as done in ``stage``."""
+    for key, value in stats.items():
+        stage["stats"][key] = stage["stats"].get(key, 0) + int(value)
+    stage.setdefault("batch_stats", []).append(
+        {"start": start, "stats": {k: int(v) for k, v in stats.items()}})
+    stage["parts"] += 1
+    stage["done_rows"] = start + rows
+
+
+def read_extraction(work: WorkDir, stage: dict[str, Any]) -> Extraction:
+    """The finished extraction stage, from its checkpoints in ``work``."""
     parts = stage["parts"]
     if not parts:
         ex = Extraction(stats=Counter(stage["stats"]))
@@ -187,6 +202,7 @@ class ResolvedEntities:
     merged_names: int
     stats: Counter
     descriptions: pd.DataFrame | None = None
+    alias_keys: list[str] | None = None  # each alias's lookup key, as resolution computed it
 
 
 @dataclass
@@ -259,16 +275,19 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
         name_counts=counts.to_numpy(np.int64), name_vectors=name_vecs,
         mentions=mentions, relations=rel,
         merged_names=int(resolution.stats.get("merged", 0)), stats=Counter(ex.stats),
-        descriptions=getattr(ex, "descriptions", None),
+        descriptions=getattr(ex, "descriptions", None), alias_keys=resolution.keys,
     )
 
 
-def alias_table(aliases: pd.DataFrame) -> pd.DataFrame:
+def alias_table(aliases: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
     """The alias table as written: each name with its entity and its lookup key
-    (:func:`~gpurag.resolve.normalize.normalize_name`), which question linking and the second
-    hop match against; keyed once here instead of on every opening of the index."""
+    (:func:`~gpurag.resolve.normalize.normalize_name`, or ``keys`` when alias resolution
+    already computed them), which question linking and the second hop match against; keyed
+    once here instead of on every opening of the index."""
     from gpurag.resolve.normalize import alias_keys
 
+    if keys is not None and len(keys) == len(aliases):
+        return aliases.assign(key=keys)
     return aliases.assign(key=alias_keys(aliases.drop(columns=["key"], errors="ignore")))
 
 
@@ -371,7 +390,7 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
                            codec=codec), writer.path(layout.FACTS_FAISS))
     writer.write_table(layout.ENTITIES, ents.entities)
-    writer.write_table(layout.ALIASES, alias_table(ents.aliases))
+    writer.write_table(layout.ALIASES, alias_table(ents.aliases, ents.alias_keys))
     writer.write_table(layout.MENTIONS,
                        ents.mentions[["entity", "chunk", "name", "label", "start", "end"]])
     writer.write_table(layout.RELATIONS,
@@ -429,10 +448,11 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
                     work: WorkDir | None,
                     writer: IndexWriter, timings: dict[str, float], runtime: Runtime,
                     record: BuildRecord, show_progress: bool | None = None,
-                    ex: Extraction | None = None) -> dict[str, int]:
+                    ex: Extraction | None = None, cluster: Any = None) -> dict[str, int]:
     """Run the steps in order, write every graph artifact; returns counts for the manifest.
 
-    ``ex``: the extraction of ``chunks``, when the caller has it (an incremental update)."""
+    ``ex``: the extraction of ``chunks``, when the caller has it (an incremental update);
+    ``cluster``: a :class:`~gpurag.pipeline.distributed.Cluster` to extract on."""
     backends = runtime.backends
     if ex is None:
         t0 = time.perf_counter()
@@ -441,7 +461,8 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
         record.record("extract", extractor.name)
         if work is None:
             raise ValueError("run_graph_stage needs a work folder to extract")
-        ex = run_extraction(chunks, extractor, work, show_progress)
+        ex = (run_extraction if cluster is None else cluster.run_extraction)(
+            chunks, extractor, work, show_progress)
         timings["extract_s"] = time.perf_counter() - t0
 
     # The steps after extraction take minutes on a large corpus: one bar names the running one.

@@ -412,7 +412,7 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)
-    base = runtime.embedder(spec)
+    base = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     record.record("embed", implementation_name(base))
     work = WorkDir(out, _insert_key(sources, stored))
     old = stored.chunks

@@ -153,10 +153,15 @@ def progress_bar(total: int | None, desc: str, unit: str = "it",
     """A tqdm bar on stderr: ``show=True`` forces it, ``False`` turns it off, ``None`` shows
     it only when stderr is a terminal and logs :class:`LogProgress` lines otherwise (see
     :attr:`gpurag.runtime.Runtime.progress`)."""
-    if show is None and not _stderr_is_terminal():
+    if show is None and not _stderr_is_terminal() and not _in_notebook():
         return LogProgress(total, desc, unit)
     return tqdm(total=total, desc=desc, unit=unit, disable=not show if show is not None
                 else False, file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (tqdm draws a widget there; stderr is no tty)."""
+    return "ipykernel" in sys.modules
 
 
 def _stderr_is_terminal() -> bool:

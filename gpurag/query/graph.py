@@ -27,7 +27,10 @@ import scipy.sparse as sp
 from gpurag.config import QueryConfig
 from gpurag.graph.backend import Backends, PPRTop
 from gpurag.query import second_hop
+from gpurag.query.linking import LinkedEntity
 from gpurag.query.results import EntityPath, SeedEntity
+from gpurag.query.seeds import SeedTable
+from gpurag.query.timing import Stages
 from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import query_index, search
@@ -199,12 +202,14 @@ class GraphRetriever:
                      dense: tuple[np.ndarray, np.ndarray],
                      questions: list[str] | None = None,
                      lexical: tuple[np.ndarray, np.ndarray] | None = None,
-                     ) -> tuple[sp.csr_array, list]:
-        """The ``(q, n)`` personalization matrix and, per question, its seed entities."""
+                     linked: list[list[LinkedEntity]] | None = None,
+                     ) -> tuple[sp.csr_array, SeedTable]:
+        """The ``(q, n)`` personalization matrix and the batch's seed entities. ``linked``:
+        the entities each question names (linked here from ``questions`` when not given)."""
         q = len(qvecs)
         n = self.n_ent + self.n_psg
         rows, cols, vals = [], [], []
-        seeds: list[list[SeedEntity]] = [[] for _ in range(q)]
+        seeds = SeedTable.empty()
         if self.n_ent and cfg.seed_entities:
             es, ei = self._search("entity", qvecs, cfg.seed_entities)
             keep = (ei >= 0) & (es >= es[:, :1] - cfg.entity_margin)
@@ -214,10 +219,7 @@ class GraphRetriever:
             rows.append(r)
             cols.append(ei[r, c])
             vals.append(w[r, c] * cfg.entity_weight)
-            for qi, col in zip(r.tolist(), c.tolist(), strict=False):
-                e = int(ei[qi, col])
-                seeds[qi].append(SeedEntity(e, str(self.entity_names[e]), float(es[qi, col]),
-                                            "entity"))
+            seeds = seeds.extend(r, ei[r, c], es[r, c], "entity")
         if self.fact_index.ntotal and cfg.seed_facts:
             fs, fi = self._search("fact", qvecs, cfg.seed_facts)
             keep = (fi >= 0) & (fs >= fs[:, :1] - cfg.fact_margin)
@@ -255,8 +257,10 @@ class GraphRetriever:
               np.concatenate(cols) if cols else np.zeros(0, np.int64))),
             shape=(q, n))
         reset.sum_duplicates()
-        if questions is not None and cfg.link_weight > 0 and self.n_ent:
-            reset = self._add_linked(reset, questions, cfg, seeds)
+        if (questions is not None or linked is not None) and cfg.link_weight > 0 and self.n_ent:
+            if linked is None:
+                linked = self.linker.link(questions)
+            reset, seeds = self._add_linked(reset, linked, cfg, seeds)
         empty = np.flatnonzero(np.diff(reset.indptr) == 0)
         if len(empty):  # no seed at all: fall back to the dense top passage
             fill = sp.csr_array((np.ones(len(empty)), (empty, di[empty, 0] + self.n_ent)),
@@ -264,56 +268,75 @@ class GraphRetriever:
             reset = reset + fill
         return reset, seeds
 
-    def _add_linked(self, reset: sp.csr_array, questions: list[str], cfg: QueryConfig,
-                    seeds: list[list[SeedEntity]]) -> sp.csr_array:
+    def _add_linked(self, reset: sp.csr_array, linked: list[list[LinkedEntity]],
+                    cfg: QueryConfig, seeds: SeedTable) -> tuple[sp.csr_array, SeedTable]:
         """Rows scaled to sum 1, plus ``link_weight`` shared equally by the entities each
-        question names (each share scaled by the entity's specificity)."""
-        linked = self.linker.link(questions)
+        question names (each share scaled by the entity's specificity); the named entities
+        that are not seeds yet join the seeds."""
         sums = np.asarray(reset.sum(axis=1)).ravel()
         scale = sp.diags_array(np.where(sums > 0, 1.0 / np.maximum(sums, 1e-30), 0.0))
         q_idx = np.repeat(np.arange(len(linked)), [len(row) for row in linked])
         ents = np.fromiter((e.entity_id for row in linked for e in row), np.int64,
                            count=len(q_idx))
         if not len(ents):
-            return reset
+            return reset, seeds
         # Each named entity's equal share, scaled by its specificity: a name found in many
         # passages ("English", "Show") says less about where the answer is.
         count = np.bincount(q_idx, minlength=len(linked))[q_idx]
         share = cfg.link_weight * self.specificity[ents] / count
         extra = sp.csr_array((share, (q_idx, ents)), shape=reset.shape)
-        for qi, row in enumerate(linked):
-            known = {s.entity_id for s in seeds[qi]}
-            seeds[qi].extend(SeedEntity(e.entity_id, str(self.entity_names[e.entity_id]), 1.0,
-                                        "name") for e in row if e.entity_id not in known)
+        # the named entities that are not similarity seeds (a name named twice, twice)
+        new = ~np.isin(q_idx * self.n_ent + ents, seeds.q * self.n_ent + seeds.entity)
+        seeds = seeds.extend(q_idx[new], ents[new], np.ones(int(new.sum())), "name")
         out = sp.csr_array(scale @ reset + extra)
         out.sum_duplicates()
-        return out
+        return out, seeds
 
     # -- retrieval ----------------------------------------------------------------------
     def retrieve(self, questions: list[str], qvecs: np.ndarray, cfg: QueryConfig,
-                 passage_index) -> tuple[np.ndarray, np.ndarray, list[dict]]:
-        """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths."""
+                 passage_index, stages: Stages | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+        """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths.
+
+        Every stage takes the whole batch: the questions are tokenized for BM25 and linked
+        to the entities they name once, and both are reused by the seeds, the head and the
+        second hop. ``stages`` gets each stage's time (:class:`~gpurag.query.timing.Stages`).
+        """
+        stages = stages or Stages()
         cfg = self.for_corpus(cfg)
         depth = max(cfg.k, cfg.seed_passages, 1)
         dense = search(passage_index, qvecs, depth)
+        stages.lap("dense")
+        sources = cfg.head_fusion.split("+") if cfg.dense_head else []
         want_lexical = (cfg.lexical_weight > 0 and cfg.lexical_seeds > 0) or (
             "bm25" in cfg.head_fusion.split("+") and cfg.dense_head > 0)
-        lexical = (self.lexical.search(questions, max(cfg.lexical_seeds, depth))
-                   if want_lexical else None)
+        expansions = cfg.second_hop_expansions > 0 and cfg.second_hop_expansion_weight > 0
+        tokens = (self.lexical.tokens(questions)
+                  if (want_lexical or expansions) and self.lexical.exact else None)
+        lexical = None
+        if want_lexical:
+            k_lex = max(cfg.lexical_seeds, depth)
+            lexical = (self.lexical.search_tokens(tokens, k_lex) if tokens is not None
+                       else self.lexical.search(questions, k_lex))
+        stages.lap("bm25")
+        linked = (self.linker.link(questions)
+                  if self.n_ent and (cfg.link_weight > 0 or "title" in sources or expansions)
+                  else None)
+        stages.lap("linking")
         lex_seeds = None
         if lexical is not None and cfg.lexical_seeds > 0:
             lex_seeds = (lexical[0][:, :cfg.lexical_seeds], lexical[1][:, :cfg.lexical_seeds])
-        reset, seeds = self.reset_matrix(qvecs, cfg, dense, questions, lex_seeds)
-        sources = cfg.head_fusion.split("+") if cfg.dense_head else []
+        reset, seeds = self.reset_matrix(qvecs, cfg, dense, questions, lex_seeds, linked)
         # Passages the head sources name before PPR: their PPR scores come back with the
         # top-k, so the ranking over candidates is the ranking over all passages.
         known = [dense[1]]
         if "bm25" in sources and lexical is not None:
             known.append(lexical[1][:, :depth])
-        title = self._title_rows(questions, dense[1]) if "title" in sources else None
+        title = self._title_rows(questions, dense[1], linked) if "title" in sources else None
         if title is not None:
             known.append(title)
         gather = np.concatenate(known, axis=1)
+        stages.lap("seeds")
         reranker = self._reranker(cfg)
         k = min(cfg.k, self.n_psg)
         want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
@@ -324,24 +347,31 @@ class GraphRetriever:
             hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
             method=cfg.ppr_method,
             local_fanout=self._fanout(reranker) if reranker is not None else None)
+        stages.lap("walk")
         cand, score = candidate_scores(top, gather, dense, cfg)
         relevance = score.copy()  # before the head is lifted and the ranking fused
         head_rows = None
         if cfg.dense_head:
             head_rows = self._head_rows(cfg, dense, lexical, cand, score, title)
             lift_head(cand, score, head_rows, head_rows.shape[1])
+        stages.lap("fusion")
         if reranker is not None:
             score = self._rerank(reranker, cfg, qvecs, cand, score, top.local, dense)
+            stages.lap("rerank")
         if cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0:
             first, first_scores = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
             top_rows, top_scores = self.bridge_pages.rerank(
                 first, first_scores, qvecs, questions, cfg, k,
-                head=first[:, :cfg.dense_head] if reranker is not None else head_rows)
+                head=first[:, :cfg.dense_head] if reranker is not None else head_rows,
+                tokens=tokens, linked=linked, stages=stages)
         else:
             top_rows, top_scores = best_candidates(cand, score, k)
         top_scores = shown_scores(top_rows, cand, relevance)
-        extras = [{"seeds": sorted(s, key=lambda e: -e.score)[:10],
-                   "paths": self.paths(s, top_rows[i])} for i, s in enumerate(seeds)]
+        stages.lap("second_hop")
+        paths = self.batch_paths(seeds, top_rows)
+        shown = seeds.lists(len(questions), self.entity_names)
+        extras = [{"seeds": s, "paths": p} for s, p in zip(shown, paths, strict=True)]
+        stages.lap("paths")
         return top_scores.astype(np.float32), top_rows, extras
 
     def bridged(self, cfg: QueryConfig) -> bool:
@@ -388,10 +418,12 @@ class GraphRetriever:
         fused = rankings[0] if len(rankings) == 1 else rrf_order(*rankings, n=self.n_psg)
         return fused[:, :cfg.dense_head]
 
-    def _title_rows(self, questions: list[str], dense_rows: np.ndarray) -> np.ndarray:
+    def _title_rows(self, questions: list[str], dense_rows: np.ndarray,
+                    linked: list[list[LinkedEntity]] | None = None) -> np.ndarray:
         """Per question, the passages titled by an entity the question names (in dense order,
         then the rest), -1 padded."""
-        linked = self.linker.link(questions)
+        if linked is None:
+            linked = self.linker.link(questions)
         title_entity = self.title_entity
         out = np.full(dense_rows.shape, -1, np.int64)
         for qi, row in enumerate(linked):
@@ -471,25 +503,28 @@ class GraphRetriever:
 
     def paths(self, seeds: list[SeedEntity], top_rows: np.ndarray) -> list[EntityPath]:
         """For each top passage, a chain seed entity [-> linked entity] that reaches it."""
-        if not seeds:
-            return []
+        table = SeedTable.empty().extend(np.zeros(len(seeds), np.int64),
+                                         [s.entity_id for s in seeds],
+                                         np.zeros(len(seeds)), "entity")
+        return self.batch_paths(table, np.asarray(top_rows, np.int64)[None, :])[0]
+
+    def batch_paths(self, seeds: SeedTable, top_rows: np.ndarray) -> list[list[EntityPath]]:
+        """Per question, for each of its returned passages (``top_rows``, ``(q, k)``, -1
+        padded), a chain seed entity [-> linked entity] that reaches it
+        (:func:`gpurag.query.paths.trace`)."""
+        from gpurag.query.paths import trace
+
         mentions, adj = self._matrices()
-        seed_ids = np.unique([s.entity_id for s in seeds])
-        out = []
-        for row in top_rows.tolist():
-            ents = mentions.indices[mentions.indptr[row]: mentions.indptr[row + 1]]
-            direct = np.intersect1d(ents, seed_ids)
-            if len(direct):
-                out.append(EntityPath(str(self.chunk_ids[row]),
-                                      [str(self.entity_names[direct[0]])], []))
-                continue
-            sub = adj[seed_ids][:, ents]
-            r, c = sub.nonzero()
-            if len(r):
-                best = int(np.argmax(sub.data)) if hasattr(sub, "data") else 0
-                s, e = seed_ids[r[best]], ents[c[best]]
-                out.append(EntityPath(str(self.chunk_ids[row]), [str(self.entity_names[s]),
-                                                 str(self.entity_names[e])], ["related"]))
+        pq, pj, first, second = trace(seeds.q, seeds.entity, top_rows, mentions, adj)
+        out: list[list[EntityPath]] = [[] for _ in range(top_rows.shape[0])]
+        names, ids = self.entity_names, self.chunk_ids
+        for qi, row, a, b in zip(pq.tolist(), top_rows[pq, pj].tolist(), first.tolist(),
+                                 second.tolist(), strict=True):
+            if b < 0:
+                out[qi].append(EntityPath(str(ids[row]), [str(names[a])], []))
+            else:
+                out[qi].append(EntityPath(str(ids[row]), [str(names[a]), str(names[b])],
+                                          ["related"]))
         return out
 
 

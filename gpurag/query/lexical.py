@@ -3,15 +3,26 @@
 Graph retrieval uses it as a second passage seed source beside dense search and, fused with the
 dense ranking, for the head of the list: on entity-heavy questions exact name matches are what
 dense MiniLM embeddings blur.
+
+A batch is scored as one sparse product, its questions' term counts ``(q, V)`` times bm25s'
+precomputed ``(V, n)`` term-passage scores, and the top-``k`` is taken over each question's
+nonzero scores (:func:`sparse_topk`): bm25s scores each question alone and selects with an
+``argpartition`` over every passage's score, most of them 0, which is slow on such tie-heavy
+arrays and breaks ties in no defined order. The product sums each passage's term scores in the
+question's token order in float32, as bm25s does, so the scores are bm25s' to the bit; ties
+are broken by the lower passage row.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 
 def _bm25s():
@@ -20,6 +31,38 @@ def _bm25s():
     # bm25s sets its own logger to DEBUG; its progress lines are not ours to print.
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     return bm25s
+
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
+
+
+class Tokens:
+    """Token ids of a batch of texts in CSR form: text ``i``'s ids are
+    ``ids[indptr[i]:indptr[i + 1]]``, in text order (a repeated word repeats)."""
+
+    def __init__(self, indptr: np.ndarray, ids: np.ndarray) -> None:
+        self.indptr, self.ids = indptr, ids
+
+    def __len__(self) -> int:
+        return len(self.indptr) - 1
+
+    def concat(self, left: np.ndarray, other: Tokens, right: np.ndarray) -> Tokens:
+        """Per pair ``(left[j], right[j])``, this batch's text ``left[j]`` followed by
+        ``other``'s text ``right[j]``: the tokens of the two texts joined by a space."""
+        from gpurag.query.second_hop import csr_rows
+
+        left, right = np.asarray(left, np.int64), np.asarray(right, np.int64)
+        a_len = np.diff(self.indptr)[left]
+        b_len = np.diff(other.indptr)[right]
+        pair = np.arange(len(left))
+        a_own, a_ids = csr_rows(pair, self.indptr[left], a_len, self.ids)
+        b_own, b_ids = csr_rows(pair, other.indptr[right], b_len, other.ids)
+        # each pair's own tokens first, then the other's: a stable sort by pair
+        own = np.concatenate([a_own, b_own])
+        order = np.argsort(own, kind="stable")
+        indptr = np.zeros(len(left) + 1, np.int64)
+        np.cumsum(a_len + b_len, out=indptr[1:])
+        return Tokens(indptr, np.concatenate([a_ids, b_ids])[order])
 
 
 class BM25Index:
@@ -31,6 +74,8 @@ class BM25Index:
 
     def __init__(self, chunks: pd.DataFrame | None = None, *, model=None, n: int = 0) -> None:
         self._bm25s = _bm25s()
+        self._matrix: sp.csr_array | None = None
+        self._lookup: dict[str, int] | None = None
         if model is not None:
             self.model, self.n = model, n
             return
@@ -54,18 +99,124 @@ class BM25Index:
         _check_model(model, n, folder)
         return cls(model=model, n=n)
 
+    # -- the batched path -----------------------------------------------------------------
+    @property
+    def exact(self) -> bool:
+        """Whether the sparse product reproduces the model's scores: a plain numpy model
+        whose variant adds no score for absent terms (bm25s' default, Lucene)."""
+        m = self.model
+        return getattr(m, "nonoccurrence_array", None) is None and getattr(
+            m, "backend", "numpy") == "numpy"
+
+    @property
+    def matrix(self) -> sp.csr_array:
+        """bm25s' precomputed term-passage scores as a ``(V, n)`` CSR array (no copy)."""
+        if self._matrix is None:
+            s = self.model.scores
+            indptr = np.asarray(s["indptr"])
+            self._matrix = sp.csr_array(
+                (np.asarray(s["data"]), np.asarray(s["indices"]), indptr),
+                shape=(len(indptr) - 1, int(s["num_docs"])), copy=False)
+        return self._matrix
+
+    def tokens(self, texts: list[str]) -> Tokens:
+        """The texts' token ids as bm25s' tokenizer and vocabulary give them (lower case, its
+        word pattern, English stopwords dropped, words outside the vocabulary dropped)."""
+        if self._lookup is None:
+            stop = set(self._bm25s.stopwords.STOPWORDS_EN)
+            self._lookup = {t: int(i) for t, i in self.model.vocab_dict.items()
+                            if t not in stop}
+        words = list(map(_TOKEN.findall, map(str.lower, texts)))
+        get = self._lookup.get
+        ids = np.fromiter((get(w, -1) for w in chain.from_iterable(words)), np.int64)
+        owner = np.repeat(np.arange(len(texts)), list(map(len, words)))
+        keep = ids >= 0
+        indptr = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.bincount(owner[keep], minlength=len(texts)), out=indptr[1:])
+        return Tokens(indptr, ids[keep])
+
+    def scores(self, tokens: Tokens) -> sp.csr_array:
+        """``(q, n)`` float32 BM25 scores of the tokenized texts, nonzero entries only."""
+        q = len(tokens)
+        terms = sp.csr_array((np.ones(len(tokens.ids), np.float32), tokens.ids, tokens.indptr),
+                             shape=(q, self.matrix.shape[0]), copy=False)
+        # kept in token order, repeats unsummed: each passage's score sums its term scores
+        # in the question's order, in float32, as bm25s adds them
+        terms.has_canonical_format = False
+        return sp.csr_array(terms @ self.matrix)
+
+    def search_tokens(self, tokens: Tokens, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` (scores, chunk rows) per tokenized text, -1 padded (score 0)."""
+        k = min(k, self.n)
+        if k <= 0 or not len(tokens):
+            return (np.zeros((len(tokens), max(k, 0)), np.float32),
+                    np.full((len(tokens), max(k, 0)), -1, np.int64))
+        return sparse_topk(self.scores(tokens), k)
+
     def search(self, questions: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, chunk rows) per question; rows of -1 pad questions with fewer
-        matching passages (score 0)."""
+        matching passages (score 0). Ties: lower row first."""
         k = min(k, self.n)
         if k <= 0 or not questions:
             return (np.zeros((len(questions), max(k, 0)), np.float32),
                     np.full((len(questions), max(k, 0)), -1, np.int64))
-        tokens = self._bm25s.tokenize(questions, stopwords="en", show_progress=False)
-        rows, scores = self.model.retrieve(tokens, k=k, show_progress=False)
-        rows = np.asarray(rows, dtype=np.int64)
-        scores = np.asarray(scores, dtype=np.float32)
-        return scores, np.where(scores > 0, rows, -1)
+        if not self.exact:
+            return self._search_bm25s(questions, k)
+        return self.search_tokens(self.tokens(questions), k)
+
+    def _search_bm25s(self, questions: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """bm25s' own scoring, one question at a time (a model variant the product does not
+        reproduce), with the same top-``k`` selection."""
+        tokens = self._bm25s.tokenize(questions, stopwords="en", show_progress=False,
+                                      return_ids=False)
+        rows = [self.model.get_scores(t) if t else np.zeros(self.n, np.float32)
+                for t in tokens]
+        dense = sp.csr_array(np.vstack(rows).astype(np.float32))
+        dense.data = np.where(dense.data > 0, dense.data, 0).astype(np.float32)
+        dense.eliminate_zeros()
+        return sparse_topk(dense, k)
+
+
+def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``scores`` (``(q, n)``, positive float32 entries), the ``k`` best entries:
+    (scores ``(q, k)`` float32, columns ``(q, k)`` int64), best first, ties by the lower
+    column, padded with score 0 and column -1.
+
+    One sort of the nonzero entries: each becomes an int64 key (row, inverted score bits,
+    column) when those fit in 63 bits (a positive float's bits order as the float does), a
+    lexsort otherwise; only the ``k`` kept per row are decoded."""
+    from gpurag.query.second_hop import csr_rows
+
+    q, n = scores.shape
+    indptr = scores.indptr.astype(np.int64)
+    counts = np.diff(indptr)
+    data = np.asarray(scores.data, np.float32)
+    out_s = np.zeros((q, k), np.float32)
+    out_r = np.full((q, k), -1, np.int64)
+    if not len(data):
+        return out_s, out_r
+    # the first min(count, k) sorted entries of each row
+    take = np.minimum(counts, k)
+    qr, sel = csr_rows(np.arange(q), indptr[:-1], take, np.arange(len(data)))
+    pos = sel - indptr[qr]
+    col_bits = max(int(n - 1).bit_length(), 1)
+    row_bits = max(int(q - 1).bit_length(), 1)
+    if row_bits + 31 + col_bits <= 63 and float(data.min()) > 0:
+        key = np.repeat(np.arange(q, dtype=np.int64) << (31 + col_bits), counts)
+        key |= (np.int64(0x7FFFFFFF) - data.view(np.int32)).astype(np.int64) << col_bits
+        key |= scores.indices
+        key.sort()
+        key = key[sel]
+        col = key & ((1 << col_bits) - 1)
+        value = (np.int64(0x7FFFFFFF) - ((key >> col_bits) & 0x7FFFFFFF)).astype(
+            np.int32).view(np.float32)
+    else:
+        owner = np.repeat(np.arange(q, dtype=np.int64), counts)
+        order = np.lexsort((scores.indices, -data, owner))[sel]
+        col, value = scores.indices[order].astype(np.int64), data[order]
+    out_s[qr, pos] = value
+    out_r[qr, pos] = col
+    return out_s, out_r
 
 
 def _check_model(model, n: int, folder: str | Path) -> None:

@@ -10,6 +10,7 @@ Embedding search finds entities *like* the question; linking finds the entities 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,17 @@ import pandas as pd
 from gpurag.resolve.normalize import FUNCTION_WORDS, alias_keys, normalize_name
 
 _WORD = re.compile(r"[^\W_][\w'’.\-&]*", re.UNICODE)
+# Plain spans (keys read off the words, not normalized): none of these characters ...
+_NOT_PLAIN = re.compile(r"[^\x00-\x7f]|['`&.]")
+_PIECE = re.compile(r"[a-z0-9]+")
+# ... nor led by an article, nor ended by a company suffix or a Roman numeral (the words
+# normalize_name drops or rewrites; tests/query/test_linking_plain.py checks the lists).
+_ARTICLES = frozenset(("the", "a", "an"))
+_SUFFIXES = frozenset((
+    "co", "ltd", "limited", "inc", "incorporated", "corp", "corporation", "llc", "plc", "gmbh",
+    "ag", "sa", "lp", "llp", "pty", "bv", "nv", "srl", "oy", "ab", "kk", "sarl"))
+_ROMAN = re.compile(r"[ivxl]+")
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")  # "21st" -> "21"
 MAX_NGRAM = 6
 _DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
 
@@ -63,40 +75,31 @@ class EntityLinker:
         self._entity_of: dict[str, int] = dict(zip(frame["key"], frame["entity"].tolist(),
                                                     strict=True))
         self._max_words = MAX_NGRAM
-        # The last batch linked: one retrieval links its questions for the walk, the title
-        # head and the second hop (replaced whole, so concurrent callers read a consistent pair).
-        self._last: tuple[tuple[str, ...], list[list[LinkedEntity]]] | None = None
 
     def __len__(self) -> int:
         return len(self._entity_of)
 
     def link(self, questions: list[str]) -> list[list[LinkedEntity]]:
-        """For each question, the entities it names (maximal, non-overlapping matches)."""
-        key = tuple(questions)
-        last = self._last
-        if last is not None and last[0] == key:
-            return [list(row) for row in last[1]]
-        found = self._link(questions)
-        self._last = (key, [list(row) for row in found])
-        return found
+        """For each question, the entities it names (maximal, non-overlapping matches).
+        A retrieval links its batch once and hands the result to every stage that needs it
+        (the walk's reset, the title head, the second hop); nothing is remembered here."""
+        return self._link(questions)
 
     def _link(self, questions: list[str]) -> list[list[LinkedEntity]]:
-        spans: list[tuple[int, int, int, str]] = []  # (question, start, end, text)
+        spans: list[tuple[int, int, int]] = []  # (question, start, end)
+        keys: list[str | None] = []  # the span's key where it is plain, else None
+        slow: list[str] = []  # the text of every other span
         for qi, question in enumerate(questions):
-            tokens = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(question)]
-            for i, (start, _, first) in enumerate(tokens):
-                if not _capitalized(first):
-                    continue  # names start with a capital or a digit
-                for j in range(i, min(i + self._max_words, len(tokens))):
-                    end = tokens[j][1]
-                    spans.append((qi, start, end, question[start:end]))
+            self._spans(qi, question, spans, keys, slow)
         if not spans:
             return [[] for _ in questions]
-        keys = normalize_name([s[3] for s in spans])
+        computed = iter(normalize_name(slow))
+        keys = [next(computed) if key is None else key for key in keys]
         found: list[list[LinkedEntity]] = [[] for _ in questions]
-        hits = [(qi, start, end, self._entity_of[key])
-                for (qi, start, end, _), key in zip(spans, keys, strict=True)
-                if key in self._entity_of]
+        entity_of = self._entity_of
+        hits = [(qi, start, end, entity_of[key])
+                for (qi, start, end), key in zip(spans, keys, strict=True)
+                if key in entity_of]
         # Longest first; drop matches overlapping a longer one already taken.
         hits.sort(key=lambda h: (h[0], -(h[2] - h[1]), h[1]))
         taken: list[list[tuple[int, int]]] = [[] for _ in questions]
@@ -108,3 +111,44 @@ class EntityLinker:
         for row in found:
             row.sort(key=lambda e: e.start)
         return found
+
+    def _spans(self, qi: int, question: str, spans: list, keys: list, slow: list) -> None:
+        """Every span of up to ``MAX_NGRAM`` words that starts with a capital or a digit.
+
+        A plain span (ASCII words, no two single letters in a row, no ordinal like "21st", no
+        apostrophe, ampersand or dot, not led by an article nor ended by a company suffix or
+        a Roman numeral) has the
+        key :func:`normalize_name` would give it, its lower-cased words joined by spaces
+        (:func:`plain_key`), read off the question's words; the other spans are normalized."""
+        tokens = list(_WORD.finditer(question))
+        bad = [m.start() for m in _NOT_PLAIN.finditer(question)]
+        pieces = [_PIECE.findall(m.group().lower()) for m in tokens]
+        for i, m in enumerate(tokens):
+            if not _capitalized(m.group()):
+                continue  # names start with a capital or a digit
+            start = m.start()
+            first_bad = bisect_left(bad, start)
+            words: list[str] = []
+            plain = not pieces[i] or pieces[i][0] not in _ARTICLES
+            for j in range(i, min(i + self._max_words, len(tokens))):
+                end = tokens[j].end()
+                spans.append((qi, start, end))
+                plain = (plain and (first_bad == len(bad) or bad[first_bad] >= end)
+                         and not any(map(_ORDINAL.fullmatch, pieces[j])))
+                if plain:
+                    for w in pieces[j]:  # two single letters in a row are initials
+                        if len(w) == 1 and w.isalpha() and words and len(words[-1]) == 1 \
+                                and words[-1].isalpha():
+                            plain = False
+                        words.append(w)
+                if plain and words[-1] not in _SUFFIXES and not _ROMAN.fullmatch(words[-1]):
+                    keys.append(" ".join(words))
+                else:
+                    keys.append(None)
+                    slow.append(question[start:end])
+
+
+def plain_key(span: str) -> str:
+    """The key of a plain span (see :meth:`EntityLinker._spans`): its lower-cased ASCII
+    words joined by single spaces (what :func:`normalize_name` makes of it)."""
+    return " ".join(_PIECE.findall(span.lower()))

@@ -53,6 +53,9 @@ class QueryResult:
     answer: str | None = None
     citations: list[str] = field(default_factory=list)
     error: str | None = None
+    # how likely the corpus holds what the question asks about (0 to 1, absolute, comparable
+    # across questions; gpurag.query.confidence); None for an index without a graph
+    confidence: float | None = None
     # graph mode: per passage the chains from a question entity to it (gpurag.query.evidence)
     chains: list[Any] = field(default_factory=list)
     # mode "global": the communities ranked for the question (gpurag.query.communities)

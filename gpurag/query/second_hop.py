@@ -340,12 +340,14 @@ class BridgePages:
         return self._emb
 
     def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,
-               questions: list[str], cfg, k: int, head: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+               questions: list[str], cfg, k: int, head: np.ndarray | None = None, *,
+               tokens=None, linked=None, stages=None) -> tuple[np.ndarray, np.ndarray]:
         """The first-round ranking ``first`` (rows and scores, best first) with bridge pages
         (:func:`second_hop`) and the pages of expanded questions fused in, with the settings of
         ``cfg`` (a ``QueryConfig``): top-``k`` (rows, scores). The ``head`` rows (``(q, h)``,
-        -1 padded) keep their place."""
+        -1 padded) keep their place. ``tokens`` (the questions' BM25 tokens) and ``linked``
+        (the entities they name), where the caller has them, are not computed again;
+        ``stages`` gets the time of the expansions' BM25 apart."""
         depth = max(k, FIRST_DEPTH)
         rows, scores = first, first_scores
         if cfg.second_hop_weight > 0:
@@ -356,7 +358,8 @@ class BridgePages:
                 rank_constant=cfg.second_hop_rank_constant)
         if cfg.second_hop_expansions > 0 and cfg.second_hop_expansion_weight > 0:
             found = self.expanded(rows, questions, cfg.second_hop_expansions, qvecs,
-                                  cfg.second_hop_triples)
+                                  cfg.second_hop_triples, tokens=tokens, linked=linked,
+                                  stages=stages)
             head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes,
                                  cfg.second_hop_expansion_keep)
             rankings = [rows, found, head]
@@ -385,13 +388,18 @@ class BridgePages:
         return self._chunk_triples
 
     def expanded(self, ranking: np.ndarray, questions: list[str], top: int,
-                 qvecs: np.ndarray | None = None, triples: int = 0) -> np.ndarray:
+                 qvecs: np.ndarray | None = None, triples: int = 0, *, tokens=None,
+                 linked=None, stages=None) -> np.ndarray:
         """Per question, the BM25 pages of the question expanded by each entity its ``top``
         passages mention (:func:`expansion_pairs`), ``(q, BRIDGE_DEPTH)``; with ``triples``
         (and ``qvecs``) and an index with labelled triples, only the entities of the
-        ``triples`` best triples where the top passages have any (:func:`best_expansions`)."""
+        ``triples`` best triples where the top passages have any (:func:`best_expansions`).
+
+        All expansions of the batch are one BM25 product: each is the question's tokens
+        followed by its entity name's, as the text "question name" tokenizes."""
         r = self.retriever
-        linked = r.linker.link(questions)
+        if linked is None:
+            linked = r.linker.link(questions)
         named = (np.repeat(np.arange(len(linked)), [len(x) for x in linked]),
                  np.fromiter((e.entity_id for x in linked for e in x), np.int64))
         mentions, _ = r._matrices()
@@ -404,7 +412,20 @@ class BridgePages:
             owner, entity = best_expansions(owner, entity, keys, scores, r.n_ent, triples)
         if not len(owner):
             return np.full((len(questions), BRIDGE_DEPTH), -1, np.int64)
-        texts = [f"{questions[i]} {r.entity_names[e]}" for i, e in
-                 zip(owner.tolist(), entity.tolist(), strict=True)]
-        scores, rows = r.lexical.search(texts, EXPANSION_HITS)
+        if stages is not None:
+            stages.lap("second_hop")
+        lexical = r.lexical
+        if lexical.exact:
+            if tokens is None:
+                tokens = lexical.tokens(questions)
+            names, at = np.unique(entity, return_inverse=True)
+            name_tokens = lexical.tokens(r.entity_names[names].tolist())
+            scores, rows = lexical.search_tokens(tokens.concat(owner, name_tokens, at),
+                                                 EXPANSION_HITS)
+        else:
+            texts = [f"{questions[i]} {r.entity_names[e]}" for i, e in
+                     zip(owner.tolist(), entity.tolist(), strict=True)]
+            scores, rows = lexical.search(texts, EXPANSION_HITS)
+        if stages is not None:
+            stages.lap("expansion_bm25")
         return expansion_ranking(owner, rows, scores, len(questions))

@@ -78,6 +78,7 @@ class AliasResolution:
     aliases: pd.DataFrame
     synonym_pairs: pd.DataFrame
     stats: dict = field(default_factory=dict)
+    keys: list[str] | None = None  # each name's normalize_name key (the alias table's key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +88,8 @@ class AliasResolution:
 
 @dataclass
 class _Keys:
-    """Normalized keys: ``gid`` (key of each name), ``uniq`` (the keys), per-key features."""
+    """Normalized keys: ``gid`` (key of each name), ``uniq`` (the keys), per-key features,
+    ``of_name`` (each name's key)."""
 
     gid: np.ndarray
     uniq: list[str]
@@ -95,6 +97,7 @@ class _Keys:
     person: int
     nsig: np.ndarray
     tokens: Tokens
+    of_name: list[str]
 
 
 @dataclass
@@ -125,7 +128,7 @@ def _keys(names: list[str], labels: Sequence[str] | None, cnt: np.ndarray) -> _K
     name_class, person = label_classes(labels, len(names))
     lclass = group_mode(gid, name_class, cnt, len(uniq))
     nsig = pd.factorize(pd.Series(number_signature(uniq), dtype=object))[0]
-    return _Keys(gid, uniq, lclass, person, nsig, Tokens.build(uniq))
+    return _Keys(gid, uniq, lclass, person, nsig, Tokens.build(uniq), keys)
 
 
 def _key_vectors(keys: _Keys, embeddings: np.ndarray | None, embedder: Embedder | None,
@@ -399,4 +402,4 @@ def resolve_aliases(
         **{key: round(val, 3) for key, val in timings.items()},
     }
     log.info("alias resolution: %s", stats)
-    return AliasResolution(entity_of_name, entities, aliases, synonyms, stats)
+    return AliasResolution(entity_of_name, entities, aliases, synonyms, stats, keys.of_name)

@@ -11,7 +11,6 @@ lower-cased form.
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
 from collections.abc import Sequence
 from functools import cache
@@ -50,10 +49,19 @@ FUNCTION_WORDS = frozenset(
 )
 
 
+class _MarkTable(dict):
+    """``str.translate`` table deleting combining marks (accents after NFKD), filled as
+    characters are met (the whole table would be 1.1M ``unicodedata`` calls per process)."""
+
+    def __missing__(self, code: int) -> int | None:
+        value = None if unicodedata.category(chr(code)) == "Mn" else code
+        self[code] = value
+        return value
+
+
 @cache
-def _strip_marks() -> dict[int, None]:
-    """Translation table deleting combining marks (accents after NFKD)."""
-    return {c: None for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Mn"}
+def _strip_marks() -> dict[int, int | None]:
+    return _MarkTable()
 
 
 def roman_to_int(numeral: str) -> int:

@@ -82,15 +82,15 @@ class Tokens:
         first_letter = _binary_matrix(
             word_letter["w"].to_numpy(), word_letter["l"].to_numpy(), (len(vocab), len(alphabet))
         )
-        grouped = frame.groupby("owner", sort=True)
         last = np.full(n, "", dtype=object)
         acronym = np.full(n, "", dtype=object)
-        if len(frame):
-            tail = grouped["word"].last()
-            last[tail.index.to_numpy()] = tail.to_numpy()
-            initials_str = grouped["first"].agg("".join)
-            multi = grouped.size().to_numpy() >= 2
-            acronym[initials_str.index.to_numpy()[multi]] = initials_str.to_numpy()[multi]
+        if len(frame):  # tokens come grouped by owner, in order (explode keeps the rows' order)
+            head = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            tail = np.r_[head[1:], len(owner)] - 1
+            last[owner[head]] = words[tail]
+            initials_str = np.add.reduceat(first, head)  # each key's first letters, joined
+            multi = tail - head >= 1
+            acronym[owner[head][multi]] = initials_str[multi]
         return cls(
             full=full,
             position=position,

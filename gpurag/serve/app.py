@@ -361,6 +361,9 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
         return PlainTextResponse(state.metrics.render(),
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    from gpurag.serve.web import AccessLog, add_web_routes
+
+    add_web_routes(app)  # the question page at /, /docs and /redoc (no CDN)
     routes = {r.path for r in app.routes if hasattr(r, "path")}
     if config.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
@@ -369,4 +372,8 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
                            allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(Guard, state=state, routes=routes)
+    from gpurag.serve.guards import ReadGuard
+
+    app.add_middleware(ReadGuard, keys=state.keys, body_timeout_s=config.body_timeout_s)
+    app.add_middleware(AccessLog)
     return app

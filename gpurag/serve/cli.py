@@ -11,6 +11,13 @@ from typing import Any
 from gpurag.serve.config import ServeConfig
 
 log = logging.getLogger(__name__)
+# ServeConfig fields as the command line spells them (for error messages).
+FLAGS = {"request_timeout_s": "--timeout", "header_timeout_s": "--header-timeout",
+         "body_timeout_s": "--body-timeout", "batch_window_ms": "--batch-window-ms",
+         "reload_poll_s": "--reload-poll", "port": "--port", "max_batch": "--max-batch",
+         "max_queue": "--max-queue", "max_body_bytes": "--max-body-bytes",
+         "max_question_chars": "--max-question-chars", "max_questions": "--max-questions",
+         "max_k": "--max-k"}
 
 
 def add_serve_command(subparsers: Any) -> None:
@@ -48,6 +55,15 @@ def add_serve_command(subparsers: Any) -> None:
     p.add_argument("--reload-poll", type=float, default=d.reload_poll_s,
                    help="seconds between checks for a new index version (0: only "
                    "POST /v1/admin/reload; default 2)")
+    p.add_argument("--header-timeout", type=float, default=d.header_timeout_s,
+                   help="seconds a client may take to send its request headers (default 10)")
+    p.add_argument("--body-timeout", type=float, default=d.body_timeout_s,
+                   help="seconds a client may take to send a request body; then 408 "
+                        "(default 30)")
+    p.add_argument("--config", help="TOML file whose [query] table sets the query defaults "
+                                    "(as GPURAG_CONFIG does)")
+    p.add_argument("--no-access-log", action="store_true",
+                   help="no access log line per request (on stderr, Common Log Format)")
     add_llm_options(p)
     p.set_defaults(func=cmd_serve)
 
@@ -66,9 +82,14 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
             max_body_bytes=args.max_body_bytes, max_question_chars=args.max_question_chars,
             max_questions=args.max_questions, max_k=args.max_k, api_keys=keys,
             insecure_no_auth=args.insecure_no_auth, cors_origins=args.cors_origin,
-            reload_poll_s=args.reload_poll)
+            reload_poll_s=args.reload_poll,
+            header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
     except ValueError as exc:
-        raise ConfigError(f"gpurag serve: {exc}") from None
+        message = str(exc)
+        for name, flag in FLAGS.items():
+            if message.startswith(name + " "):
+                message = f"{flag} ({name}){message[len(name):]}"
+        raise ConfigError(f"gpurag serve: {message}") from None
 
 
 def _llm_client(args: argparse.Namespace) -> Any:
@@ -118,6 +139,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gpurag.serve.holder import IndexHolder
 
     config = config_from_args(args)
+    if getattr(args, "config", None):  # checked now; every (re)opened index reads it
+        import os
+
+        from gpurag.config import load_config
+
+        load_config(args.config)
+        os.environ["GPURAG_CONFIG"] = str(args.config)
+    # reloads and the access log at INFO on stderr (the root logger shows warnings only)
+    logging.getLogger("gpurag.serve").setLevel(logging.INFO)
+    if getattr(args, "no_access_log", False):
+        logging.getLogger("gpurag.serve.access").setLevel(logging.WARNING)
     holder = IndexHolder(args.index)  # fails here, with a clear error, on a bad index
     app = create_app(holder, config, llm=_llm_client(args))
     sock = listen_socket(config.host, config.port)
@@ -126,9 +158,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"gpurag serve: http://{shown}:{port}  index {holder.path.name} version "
           f"{holder.current.version}  batching {'on' if config.batching else 'off'}  "
           f"auth {'on' if config.api_keys else 'OFF (loopback only)'}", flush=True)
+    from gpurag.serve.guards import header_timeout_protocol
+
     server = uvicorn.Server(uvicorn.Config(
-        app, log_level="debug" if args.verbose else "warning", access_log=bool(args.verbose),
-        timeout_graceful_shutdown=config.request_timeout_s + 5, server_header=False))
+        app, log_level="debug" if args.verbose else "warning", access_log=False,
+        timeout_graceful_shutdown=config.request_timeout_s + 5, server_header=False,
+        http=header_timeout_protocol(config.header_timeout_s)))
     # uvicorn handles SIGTERM (stop accepting, finish in-flight requests, shut down) and then
     # re-raises it to the handler that was installed before: a no-op here, so the exit is 0.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)

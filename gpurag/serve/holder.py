@@ -92,5 +92,5 @@ class IndexHolder:
                 return False, new.version
             self.current = new  # the swap: one reference assignment
             self.last_error = None
-            log.warning("serving index version %s from %s", new.version, self.path)
+            log.info("serving index version %s from %s", new.version, self.path)
             return True, new.version

@@ -9,6 +9,7 @@ from collections import defaultdict
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                    30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 
 def _labels(pairs: tuple[tuple[str, str], ...]) -> str:
@@ -69,6 +70,9 @@ class Metrics:
         self.index_loaded_at = 0.0
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count one request; a method outside :data:`METHODS` is labelled ``other`` (a
+        client may send any method name: the series must stay bounded)."""
+        method = method if method in METHODS else "other"
         with self._lock:
             self.requests[(("route", route), ("method", method), ("status", str(status)))] += 1
             self.latency.observe((("route", route),), seconds)

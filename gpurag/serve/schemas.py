@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Query settings a caller may change per request (all of QueryConfig's retrieval knobs that are
 # safe to expose); anything else is rejected as an unknown field.
@@ -12,6 +12,7 @@ OPTION_FIELDS = ("damping", "seed_entities", "seed_facts", "seed_passages", "sim
                  "entity_weight", "fact_weight", "passage_weight", "dense_head", "dense_blend",
                  "rerank", "rerank_candidates")
 GLOBAL_FIELDS = ("level", "communities")  # settings of mode "global" only
+RESULT_FIELDS = ("min_confidence",)  # what is returned, not how it is ranked
 
 
 class QueryRequest(BaseModel):
@@ -24,12 +25,14 @@ class QueryRequest(BaseModel):
     questions: list[str] | None = Field(None, min_length=1,
                                         description="several questions, answered as a batch")
     k: int | None = Field(None, ge=1, description="passages per question (default 5)")
-    mode: str | None = Field(None, description="dense | graph (default: graph when the index "
-                             "has a knowledge graph) | global (corpus-wide: the communities "
+    mode: str | None = Field(None, description="dense | bm25 | graph (default: graph when the "
+                             "index has a knowledge graph) | global (corpus-wide: the communities "
                              "most relevant to the question)")
     level: int | None = Field(None, ge=0, description="mode global: the community level")
     communities: int | None = Field(None, ge=1, le=1000,
                                     description="mode global: how many communities")
+    min_confidence: float | None = Field(None, ge=0, le=1, description="return no passages "
+                                         "for a question whose confidence is below this")
     damping: float | None = Field(None, gt=0, lt=1, description="PPR damping")
     seed_entities: int | None = Field(None, ge=1, le=1000)
     seed_facts: int | None = Field(None, ge=1, le=1000)
@@ -43,11 +46,22 @@ class QueryRequest(BaseModel):
     rerank: str | None = Field(None, description="none | gat")
     rerank_candidates: int | None = Field(None, ge=1, le=1000)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        """JSON ``true`` is not the number 1: a boolean for a numeric setting is refused."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                if isinstance(value, bool):
+                    raise ValueError(f"{name}: expected a number or a string, got {value!r}"
+                                     .replace("True", "true").replace("False", "false"))
+        return data
+
     def question_list(self) -> list[str]:
         return [self.question] if self.question is not None else list(self.questions or [])
 
     def options(self) -> dict[str, Any]:
-        names = OPTION_FIELDS + GLOBAL_FIELDS
+        names = OPTION_FIELDS + GLOBAL_FIELDS + RESULT_FIELDS
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
@@ -137,6 +151,7 @@ class QueryResult(BaseModel):
     answer: str | None = None
     citations: list[str] = []
     error: str | None = None
+    confidence: float | None = None
     chains: list[EvidenceChain] = []
     communities: list[Community] = []
 

@@ -71,6 +71,7 @@ LOCK_SUFFIX = "lock"
 WORK_SUFFIX = "work"
 TMP_SUFFIX = "tmp"
 OLD_SUFFIX = "old"
+EMBED_CACHE_SUFFIX = "embcache"  # the build's embedding cache beside the index
 
 
 def sibling(target: Path, suffix: str) -> Path:

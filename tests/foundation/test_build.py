@@ -11,6 +11,7 @@ import gpurag.pipeline.build as build_mod
 from gpurag import Index, IndexConfig
 from gpurag.device import resolve_device
 from gpurag.embed import load_embedder
+from gpurag.store import layout
 
 from .conftest import write_jsonl
 
@@ -50,7 +51,9 @@ def _count_encodes(monkeypatch, fail_after: int | None = None) -> list[int]:
 
 
 def _leftovers(out) -> set[str]:
-    return {p.name for p in out.parent.iterdir() if p.name != out.name}
+    """What is beside the index besides itself and its embedding cache (kept on purpose)."""
+    cache = layout.sibling(out, layout.EMBED_CACHE_SUFFIX).name
+    return {p.name for p in out.parent.iterdir() if p.name not in (out.name, cache)}
 
 
 @pytest.fixture

@@ -92,3 +92,14 @@ def test_progress_bar_is_a_log_progress_only_off_a_terminal(monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert isinstance(progress_bar(3, "x", show=None), LogProgress)
     assert not isinstance(progress_bar(3, "x", show=False), LogProgress)
+
+
+def test_insert_into_a_log_file_writes_stage_lines(tmp_path, small_corpus, sample_records):
+    out = tmp_path / "idx"
+    code, log = _run_to_log(tmp_path, "-q", "index", str(small_corpus), "-o", str(out),
+                            "--no-graph")
+    assert code == 0, log
+    more = write_jsonl(tmp_path / "more.jsonl", sample_records[8:11])
+    code, log = _run_to_log(tmp_path, "insert", str(out), str(more))
+    assert code == 0, log
+    assert "chunk+embed: started" in log and "chunk+embed: done: 3 doc" in log, log

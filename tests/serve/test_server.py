@@ -221,3 +221,20 @@ def test_global_mode_over_http(client, holder):
     assert [p["chunk_id"] for p in got["passages"]] == direct.chunk_ids
     r = post(client, {**body, "damping": 0.5})
     assert r.status_code == 400 and "not valid with mode='global'" in r.json()["detail"]
+
+
+def test_confidence_and_min_confidence_over_http(client, holder):
+    """Each result has the Python API's confidence; ``min_confidence`` returns no passages
+    for a question below it."""
+    qs = ["Who founded Kestrel Dynamics Ltd.?", "What is the capital of France?"]
+    direct = holder.current.index.query_batch(qs, k=3)
+    r = post(client, {"questions": qs, "k": 3})
+    assert r.status_code == 200, r.text
+    got = r.json()["results"]
+    assert [x["confidence"] for x in got] == [d.confidence for d in direct]
+    assert got[0]["chains"]  # the evidence chains travel too
+    cut = (direct[0].confidence + direct[1].confidence) / 2
+    r = post(client, {"questions": qs, "k": 3, "min_confidence": cut})
+    held = r.json()["results"]
+    assert held[0]["passages"] and held[1]["passages"] == []
+    assert post(client, {"question": qs[0], "min_confidence": 2}).status_code in (400, 422)

@@ -1,0 +1,281 @@
+"""Conversation structure read at write time, with surface rules only (zero LLM tokens).
+
+Per session a :class:`Discourse` keeps a window of the entities mentioned in recent turns and
+what each was introduced as ("My son Leo", "His teacher is Mr. Tanaka": Leo is the speaker's
+son, Tanaka is Leo's teacher). For each new trace it resolves
+
+- **pronouns** (he, she, they, his, her, their, ...) to the most recent entity of the window
+  that is not a speaker of the session (one speaker addresses the other as "you");
+- **possessive chains**: an entity's descriptor walked through its owners ("Tanaka teacher Leo
+  son Mira"), so a question about "Mira's son's teacher" reaches a turn that only says "He
+  teaches at Westfield School";
+- **relative dates** ("yesterday", "three days ago", "last week(end)", "last Friday", "last
+  month") to absolute dates by the trace's own time (its session date);
+- **attribute claims**: (subject, attribute) pairs such as (Mira, residence) from a lexicon of
+  paraphrases ("moved house", "new place", "relocated", "lives in", "address"), used to let a
+  newer claim supersede an older one in ranking (:func:`supersede`).
+
+The result is an :class:`Annotation`: referent names (added to the trace's entity tags), an
+expansion text (added to its lexical document), resolved dates and claims. The stored text is
+never changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2})\s*:\s*")
+PRONOUN = re.compile(r"\b(?:he|him|his|she|her|hers|they|them|their|theirs)\b", re.IGNORECASE)
+FIRST_PERSON = re.compile(r"\b(?:I|[Mm]y|[Mm]e|[Mm]ine|[Ww]e|[Oo]ur|[Uu]s)\b")
+_TITLE = r"(?:(?:Mr|Mrs|Ms|Dr|Miss|Prof)\.?\s+)?"
+_NAME = r"[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+){0,2}"
+DESCRIPTOR = re.compile(
+    rf"\b(?P<owner>[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir)\s+(?P<noun>[a-z]+(?:\s+(?!is\b|was\b|named\b|called\b)[a-z]+)?)"
+    rf"(?:,)?\s+(?:is\s+|was\s+|named\s+|called\s+)?{_TITLE}(?P<name>{_NAME})")
+WINDOW = 6  # turns back within the session that a pronoun may reach
+CHAIN = 3  # descriptor links walked
+
+_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+        "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+RELATIVE = re.compile(
+    r"\b(?P<expr>yesterday|today|tonight|this\s+morning|this\s+afternoon|this\s+evening|"
+    r"last\s+night|the\s+day\s+before\s+yesterday|last\s+weekend|last\s+week|last\s+month|"
+    r"last\s+year|last\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
+    r"(?:days?|weeks?|months?|years?)\s+ago)\b", re.IGNORECASE)
+
+ATTRIBUTES: dict[str, re.Pattern] = {
+    "residence": re.compile(
+        r"\b(?:address|moved(?:\s+house)?|move\s+to|relocat\w*|live[sd]?\s+(?:in|at|on)|"
+        r"living\s+(?:in|at|on)|new\s+(?:place|home|house|flat|apartment)|settled\s+into|"
+        r"find\s+us\s+at|home\s+is)\b", re.IGNORECASE),
+    "job": re.compile(
+        r"\b(?:work(?:s|ing)?\s+(?:as|at|for)|my\s+job|new\s+job|employ\w*|hired|"
+        r"position\s+(?:as|at)|promoted|career|do\s+for\s+a\s+living)\b", re.IGNORECASE),
+    "partner": re.compile(
+        r"\b(?:girlfriend|boyfriend|partner|wife|husband|married|dating|engaged|fianc[eé]e?)\b",
+        re.IGNORECASE),
+    "phone": re.compile(r"\b(?:phone|mobile|cell)\s*(?:number)?\b", re.IGNORECASE),
+    "email": re.compile(r"\be-?mail\b", re.IGNORECASE),
+    "hobby": re.compile(
+        r"\b(?:hobby|hobbies|my\s+thing|picked\s+up|took\s+up|taken\s+up|love\s+\w+ing|"
+        r"enjoy\s+\w+ing|favou?rite\s+(?:way|pastime|thing)|in\s+my\s+free\s+time|"
+        r"every\s+(?:evening|weekend|morning|night|\w+day)|on\s+weekends|"
+        r"my\s+\w+\s+(?:class|walk|club|lessons?))\b", re.IGNORECASE),
+}
+QUESTION_ATTRIBUTES: dict[str, re.Pattern] = {
+    **ATTRIBUTES,
+    "residence": re.compile(r"\b(?:address|live[sd]?|living|home|moved|move|house|reside\w*)\b",
+                            re.IGNORECASE),
+    "job": re.compile(r"\b(?:job|work\w*|employ\w*|living|occupation|profession|career)\b",
+                      re.IGNORECASE),
+    "hobby": re.compile(r"\b(?:hobby|hobbies|pastime|free\s+time|for\s+fun|interested\s+in|"
+                        r"would\s+\w+(?:\s+\w+)?\s+(?:enjoy|like|appreciate|value))\b",
+                        re.IGNORECASE),
+}
+BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|used\s+to|former(?:ly)?|old|earlier|"
+                    r"originally|prior|first)\b", re.IGNORECASE)
+
+
+@dataclass
+class Annotation:
+    """What the discourse rules read off one trace."""
+
+    speaker: str = ""
+    refs: list[str] = field(default_factory=list)  # entities pronouns/possessives point to
+    expansion: str = ""  # words added to the trace's lexical document
+    dates: list[str] = field(default_factory=list)  # ISO dates of relative expressions
+    claims: list[tuple[str, str]] = field(default_factory=list)  # (subject key, attribute)
+
+
+_HONORIFIC = re.compile(r"^(?:mr|mrs|ms|dr|miss|prof)\.?\s+", re.IGNORECASE)
+
+
+def key(name: str) -> str:
+    """A comparable form of a name: case, spaces and a title ("Mr. Tanaka") do not matter."""
+    return "".join(_HONORIFIC.sub("", name.strip()).lower().split())
+
+
+def speaker_of(text: str) -> str:
+    m = SPEAKER.match(text)
+    return m.group("name") if m else ""
+
+
+def resolve_dates(text: str, when: float) -> list[str]:
+    """ISO dates (``YYYY-MM-DD``, or ``YYYY-MM`` / ``YYYY`` for months and years) of the
+    relative time expressions of ``text``, by the trace time ``when`` (epoch seconds)."""
+    if when != when or not RELATIVE.search(text):
+        return []
+    try:
+        day = dt.datetime.fromtimestamp(when, tz=dt.UTC).date()
+    except (OverflowError, OSError, ValueError):
+        return []
+    out = []
+    for m in RELATIVE.finditer(text):
+        e = " ".join(m.group("expr").lower().split())
+        if e in ("today", "tonight", "this morning", "this afternoon", "this evening"):
+            out.append(day.isoformat())
+        elif e in ("yesterday", "last night"):
+            out.append((day - dt.timedelta(days=1)).isoformat())
+        elif e == "the day before yesterday":
+            out.append((day - dt.timedelta(days=2)).isoformat())
+        elif e == "last weekend":
+            sat = day - dt.timedelta(days=(day.weekday() - 5) % 7 or 7)
+            out.append(sat.isoformat())
+        elif e == "last week":
+            out.append((day - dt.timedelta(days=7)).isoformat())
+        elif e == "last month":
+            y, mth = (day.year, day.month - 1) if day.month > 1 else (day.year - 1, 12)
+            out.append(f"{y:04d}-{mth:02d}")
+        elif e == "last year":
+            out.append(f"{day.year - 1:04d}")
+        elif e.startswith("last "):
+            wd = _WEEKDAYS.index(e.split()[1])
+            out.append((day - dt.timedelta(days=(day.weekday() - wd) % 7 or 7)).isoformat())
+        else:
+            num, unit, _ = e.split()
+            n = int(num) if num.isdigit() else _NUM[num]
+            unit = unit.rstrip("s")
+            if unit == "day":
+                out.append((day - dt.timedelta(days=n)).isoformat())
+            elif unit == "week":
+                out.append((day - dt.timedelta(days=7 * n)).isoformat())
+            elif unit == "month":
+                total = day.year * 12 + day.month - 1 - n
+                out.append(f"{total // 12:04d}-{total % 12 + 1:02d}")
+            else:
+                out.append(f"{day.year - n:04d}")
+    return out
+
+
+def date_words(iso: str) -> str:
+    """``2023-05-07`` -> ``"7 May 2023"`` (what a question may say)."""
+    parts = [int(p) for p in iso.split("-")]
+    if len(parts) == 3:
+        d = dt.date(*parts)
+        return f"{d.day} {d.strftime('%B')} {d.year}"
+    if len(parts) == 2:
+        return f"{dt.date(parts[0], parts[1], 1).strftime('%B')} {parts[0]}"
+    return str(parts[0])
+
+
+class Discourse:
+    """Write-time discourse state of every session (see the module docstring)."""
+
+    def __init__(self, window: int = WINDOW) -> None:
+        self.window = window
+        self._recent: dict[str, deque] = {}  # session -> (turn, [names]) of recent traces
+        self._speakers: dict[str, set[str]] = {}
+        self._desc: dict[str, tuple[str, str]] = {}  # name key -> (noun, owner name)
+
+    def annotate(self, text: str, session: str, turn: int, when: float,
+                 names: list[str]) -> Annotation:
+        """Annotate one trace (``names``: the entity surfaces tagged in it) and remember it."""
+        ann = Annotation(speaker=speaker_of(text))
+        speakers = self._speakers.setdefault(session, set())
+        if ann.speaker:
+            speakers.add(key(ann.speaker))
+        body = text[SPEAKER.match(text).end():] if ann.speaker else text
+        recent = self._recent.setdefault(session, deque(maxlen=self.window))
+        while recent and turn - recent[0][0] > self.window:
+            recent.popleft()
+        own = [n for n in names if key(n) not in speakers and not _sentence_initial(body, n)]
+        referent = ""
+        if PRONOUN.search(body):
+            for _, prior in reversed(recent):
+                cands = [n for n in prior if key(n) not in speakers]
+                if cands:
+                    referent = cands[-1]
+                    break
+        if referent:
+            ann.refs.append(referent)
+        for m in DESCRIPTOR.finditer(body):
+            owner = m.group("owner").lower()
+            owner_name = (ann.speaker if owner in ("my", "our") else referent)
+            name = m.group("name")
+            if owner_name and key(name) != key(owner_name) and key(name) not in speakers:
+                self._desc[key(name)] = (m.group("noun"), owner_name)  # the latest wins
+        words: list[str] = []
+        for n in dict.fromkeys([*ann.refs, *own]):
+            words.extend(self.chain(n, include_self=n in ann.refs))
+        ann.expansion = " ".join(words)
+        ann.dates = resolve_dates(body, when)
+        if ann.dates:
+            ann.expansion = " ".join([ann.expansion, *(date_words(d) for d in ann.dates)]).strip()
+        if not body.rstrip().endswith("?"):
+            subject = ann.speaker if FIRST_PERSON.search(body) else (
+                (own or ann.refs or [""])[0])
+            if subject:
+                ann.claims = [(key(subject), a) for a, pat in ATTRIBUTES.items()
+                              if pat.search(body)]
+        recent.append((turn, [*ann.refs, *own]))  # its own names last: the likeliest next
+        return ann
+
+    def chain(self, name: str, include_self: bool = True) -> list[str]:
+        """``name`` and its descriptor chain: "Tanaka teacher Leo son Mira"."""
+        out = [name] if include_self else []
+        seen = {key(name)}
+        k = key(name)
+        for _ in range(CHAIN):
+            if k not in self._desc:
+                break
+            noun, owner = self._desc[k]
+            out.append(noun)
+            if key(owner) in seen:
+                break
+            out.append(owner)
+            seen.add(key(owner))
+            k = key(owner)
+        return out
+
+
+def _sentence_initial(body: str, name: str) -> bool:
+    """A one-word name that only opens a sentence ("Tell me more", "Guess what") is too
+    likely a capitalized common word to be a referent."""
+    if " " in name.strip():
+        return False
+    for m in re.finditer(rf"\b{re.escape(name)}\b", body):
+        before = body[:m.start()].rstrip()
+        if before and before[-1] not in ".!?:;\"'(":
+            return False
+    return True
+
+
+def question_attributes(question: str) -> list[str]:
+    """The attributes a question asks about."""
+    return [a for a, pat in QUESTION_ATTRIBUTES.items() if pat.search(question)]
+
+
+def supersede(ids: np.ndarray, scores: np.ndarray, claims: dict[int, list[tuple[str, str]]],
+              times: np.ndarray, attrs: list[str], subjects: set[str],
+              before: bool) -> np.ndarray:
+    """Scores where, among candidates claiming the same (subject, attribute) the question asks
+    about, the newest claim ranks first (``before``: the older ones rank first instead); the
+    others keep their order among themselves, just below it. ``ids``/``scores`` aligned."""
+    if not attrs or not claims:
+        return scores
+    groups: dict[tuple[str, str], list[int]] = {}
+    for pos, tid in enumerate(ids.tolist()):
+        for c in claims.get(tid, ()):
+            if c[1] in attrs and (not subjects or c[0] in subjects):
+                groups.setdefault(c, []).append(pos)
+    out = scores.copy()
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        m = np.asarray(members)
+        t = np.nan_to_num(times[ids[m]], nan=-np.inf)
+        top = float(out[m].max())
+        newest = m[int(np.argmax(t))]
+        if before:  # the older claims are what is asked: each above the newest
+            others = m[m != newest]
+            out[others] = top + 1e-6 * (1 + np.argsort(np.argsort(out[others])))
+        else:
+            out[newest] = top + 1e-6
+    return out

@@ -1,0 +1,68 @@
+"""Entity paths for the returned passages of a batch, traced with array operations.
+
+For each returned passage row of a question: the seed entity it mentions (the lowest id among
+the question's seeds it mentions), else the strongest relation ``seed -> entity`` from one of
+the question's seeds to an entity the passage mentions (ties: lower seed, then lower entity),
+else none. Only the returned rows are traced.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from gpurag.query.second_hop import csr_rows
+
+
+def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp.csr_array,
+          adj: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Paths of the rows ``rows`` (``(q, k)`` passage rows, -1 padded) from the seeds
+    (``seed_q``, ``seed_e``: each question's seed entities, any order, repeats allowed);
+    ``mentions``: passage -> entity, ``adj``: entity -> entity weights (CSR, sorted indices).
+
+    Returns ``(question, rank, first, second)`` per path, by question then rank: ``second``
+    is -1 for a passage that mentions the seed ``first``, else the entity related to the seed
+    ``first`` that the passage mentions."""
+    q, _ = rows.shape
+    n_ent = mentions.shape[1]
+    seed_key = np.unique(np.asarray(seed_q, np.int64) * n_ent + np.asarray(seed_e, np.int64))
+    has_seed = np.zeros(q, bool)
+    has_seed[seed_key // n_ent] = True
+    pq, pj = np.nonzero((rows >= 0) & has_seed[:, None])
+    prow = rows[pq, pj]
+    pair = np.arange(len(pq))
+    m_ptr = mentions.indptr.astype(np.int64)
+    owner, ent = csr_rows(pair, m_ptr[prow], np.diff(m_ptr)[prow], mentions.indices)
+    ent = ent.astype(np.int64)
+    # a seed the passage mentions: the first (lowest) of its mentions that is a seed
+    hit = np.isin(pq[owner] * n_ent + ent, seed_key)
+    direct_pair, first_hit = np.unique(owner[hit], return_index=True)
+    direct_ent = ent[hit][first_hit]
+    # otherwise the strongest seed -> mentioned entity relation
+    other = np.ones(len(pq), bool)
+    other[direct_pair] = False
+    keep = other[owner]
+    want = pd.DataFrame({"pair": owner[keep], "q": pq[owner[keep]], "e": ent[keep]})
+    sq = seed_key // n_ent
+    se = seed_key % n_ent
+    needed = np.zeros(q, bool)
+    needed[want["q"].to_numpy()] = True
+    sq, se = sq[needed[sq]], se[needed[sq]]
+    a_ptr = adj.indptr.astype(np.int64)
+    s_owner, nb = csr_rows(np.arange(len(se)), a_ptr[se], np.diff(a_ptr)[se], adj.indices)
+    _, w = csr_rows(np.arange(len(se)), a_ptr[se], np.diff(a_ptr)[se], adj.data)
+    links = pd.DataFrame({"q": sq[s_owner], "s": se[s_owner], "e": nb.astype(np.int64),
+                          "w": w})
+    joined = want.merge(links, on=["q", "e"])
+    j_pair = joined["pair"].to_numpy(np.int64)
+    j_s, j_e = joined["s"].to_numpy(np.int64), joined["e"].to_numpy(np.int64)
+    order = np.lexsort((j_e, j_s, -joined["w"].to_numpy(np.float64), j_pair))
+    rel_pair, first_rel = np.unique(j_pair[order], return_index=True)
+    rel_s, rel_e = j_s[order][first_rel], j_e[order][first_rel]
+    path_pair = np.concatenate([direct_pair, rel_pair])
+    first = np.concatenate([direct_ent, rel_s])
+    second = np.concatenate([np.full(len(direct_pair), -1, np.int64), rel_e])
+    order = np.argsort(path_pair, kind="stable")
+    path_pair = path_pair[order]
+    return pq[path_pair], pj[path_pair], first[order], second[order]
