@@ -102,12 +102,15 @@ def layout(result: Any, gold: set[str] | None = None, per_passage: int = PER_PAS
              pcol, hover, gold=p.doc_id in gold, rank=p.rank, doc_id=p.doc_id)
     seeds = {s.name: s for s in result.seeds}
     for c in chains:
+        types = list(getattr(c, "types", [])) + [""] * len(c.entities)
         for i, name in enumerate(c.entities):
             kind = "seed" if i == 0 else "entity"
             s = seeds.get(name)
             how = f"matched by {s.via}, score {s.score:.3f}" if s is not None else ""
-            node(f"entity:{name}", kind, [_short(name)], i + 1,
-                 f"{'question entity' if i == 0 else 'bridge entity'} {name}\n{how}".strip())
+            label = _short(name, MAX_LABEL - 9) + (f" · {types[i]}" if types[i] else "")
+            node(f"entity:{name}", kind, [label], i + 1,
+                 f"{'question entity' if i == 0 else 'bridge entity'} {name}"
+                 f"{f' ({types[i]})' if types[i] else ''}\n{how}".strip())
         edge("question", f"entity:{c.entities[0]}", "question", "names",
              f"the question names {c.entities[0]}")
         for step in c.steps:

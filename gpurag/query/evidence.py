@@ -72,6 +72,8 @@ class EvidenceChain:
     entities: list[str]  # question entity first, then each bridge entity
     steps: list[EvidenceStep] = field(default_factory=list)
     bridge: bool = False  # passes through a bridge entity found in another passage
+    types: list[str] = field(default_factory=list)  # of the entities: PERSON, PLACE, ORG,
+    # WORK, DATE or "" (gpurag.extract.entity_types)
 
 
 class EvidenceData:
@@ -115,6 +117,16 @@ class EvidenceData:
         from gpurag.extract.base import COOCCURS
 
         self.cooccurs = COOCCURS
+
+    @functools.cached_property
+    def types(self) -> np.ndarray:
+        """Each entity's type from name patterns and its page (or "")."""
+        from gpurag.extract.entity_types import entity_types
+
+        page = np.full(self.n_ent, "", dtype=object)
+        has = np.flatnonzero(self.title_entity >= 0)
+        page[self.title_entity[has]] = self.texts[has]
+        return entity_types(pd.Series(self.names), pd.Series(page))
 
     def mentions_of(self, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo, hi = self.m_ptr[row], self.m_ptr[row + 1]
@@ -338,7 +350,7 @@ def _chain(data: EvidenceData, last: int, row: int, rank_of: dict[int, int], sco
     return EvidenceChain(rank=rank, chunk_id=str(data.chunk_ids[row]),
                          doc_id=str(data.doc_ids[row]), score=score,
                          entities=[str(data.names[e]) for e in entities], steps=steps,
-                         bridge=bridge)
+                         bridge=bridge, types=[str(data.types[e]) for e in entities])
 
 
 def add_chains(retriever: Any, results: list[Any], rows: np.ndarray) -> None:
@@ -356,7 +368,12 @@ def format_chains(result: Any, per_passage: int = 2) -> list[str]:
         if shown.get(chain.rank, 0) >= per_passage:
             continue
         shown[chain.rank] = shown.get(chain.rank, 0) + 1
-        parts = [chain.entities[0]]
+        kinds = dict(zip(chain.entities, chain.types, strict=False))
+
+        def typed(name: str, kinds: dict[str, str] = kinds) -> str:
+            return f"{name} ({kinds[name]})" if kinds.get(name) else name
+
+        parts = [typed(chain.entities[0])]
         for step in chain.steps:
             where = (f"#{step.rank}" if step.rank is not None else step.doc_id)
             quote = " ".join(step.text.split())
@@ -367,7 +384,7 @@ def format_chains(result: Any, per_passage: int = 2) -> list[str]:
                              f"{step.char_end}]]-> #{chain.rank}")
             else:
                 parts.append(f"-[{what}: \"{quote}\" {where} {step.doc_id} [{step.char_start}:"
-                             f"{step.char_end}]]-> {step.target}")
+                             f"{step.char_end}]]-> {typed(step.target)}")
         lines.append(f"   #{chain.rank} {chain.doc_id} ({chain.score:.2f}"
                      f"{', bridge' if chain.bridge else ''}): " + " ".join(parts))
     return lines
