@@ -70,6 +70,28 @@ class CachedEmbedder:
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         texts = list(texts)
+        return self._encode(texts, lambda rows: self.inner.encode(
+            [texts[r] for r in rows], batch_size=batch_size))
+
+    def encode_inputs_for(self, texts: list[str], flat: np.ndarray, lengths: np.ndarray,
+                          batch_size: int = 64) -> np.ndarray:
+        """:meth:`encode` of ``texts`` whose model inputs are given (the chunker's token ids,
+        ``model_inputs``' layout): keyed by the texts, the misses embedded from their ids."""
+        from gpurag.pipeline.chunk_tokens import concat_ranges
+
+        lengths = np.asarray(lengths, dtype=np.int64)
+        starts = np.cumsum(lengths) - lengths
+
+        def compute(rows: list[int]) -> np.ndarray:
+            idx = np.asarray(rows, dtype=np.int64)
+            return self.inner.encode_tokens(flat[concat_ranges(starts[idx], lengths[idx])],
+                                            lengths[idx], batch_size=batch_size)
+
+        return self._encode(list(texts), compute)
+
+    def _encode(self, texts: list[str], compute) -> np.ndarray:
+        """Vectors of ``texts``: cached ones read, the rest from ``compute(rows)`` (the first
+        row of each missing text) and stored."""
         keys = self._keys(texts)
         found: dict[bytes, bytes] = {}
         unique = list(dict.fromkeys(keys))
@@ -89,7 +111,7 @@ class CachedEmbedder:
                 first_row.setdefault(keys[i], i)
             first = list(first_row)
             pos = {k: j for j, k in enumerate(first)}
-            vecs = self.inner.encode([texts[first_row[k]] for k in first], batch_size=batch_size)
+            vecs = compute([first_row[k] for k in first])
             out[missing] = vecs[[pos[keys[i]] for i in missing]]
             if not self._broken:
                 self._store(first, vecs)

@@ -14,6 +14,7 @@ from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.llm.config import LLMConfig
 from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.extract_ahead import extraction_alongside
 from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
@@ -157,12 +158,15 @@ def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | 
     stage("index", f"{source} -> {out}", show)
     t0 = time.perf_counter()
     if cluster is None:
-        chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
+        with extraction_alongside(cfg, work, show, timings) as on_part:  # overlaps stage 1
+            chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show,
+                                                      on_part=on_part)
+            timings["chunk_embed_s"] = time.perf_counter() - t0
     else:
         chunks, vectors, report = cluster.run_chunk_embed(source, embedder, cfg, work, show)
         if cluster.embed_implementations - {implementation_name(embedder)}:
             record.record("embed", "+".join(sorted(cluster.embed_implementations)))
-    timings["chunk_embed_s"] = time.perf_counter() - t0
+        timings["chunk_embed_s"] = time.perf_counter() - t0
     stage("read", report.summary(), show)
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")
