@@ -16,6 +16,18 @@ On a shared set (default: HotpotQA train, 100 questions, 994 passages) split A /
 ``delete`` (timed too, and equal to a build of A by tests/pipeline/test_incremental.py).
 
     python bench/incremental.py --out bench/results/incremental_<date>_cpu.json
+
+With ``--passages`` (issue 34: cost against corpus size) it instead takes the first ``--prefix``
+passages of a large corpus (default the shared enwiki one) as the base index, then inserts the
+next ``--new`` passages into copies of it, once by the exact path (``insert --exact``: the
+graph stage over the whole corpus) and once by the local path (the default), each a separate
+``gpurag insert`` process (wall, peak RSS, cost by stage from the manifest), deletes those
+documents again (exact path), and times ``--repeat`` local inserts of one document each in a
+row (does the cost grow?). The local insert's ``resolve_s`` includes ``resolve_embed_s`` (the
+new names embedded); deletes take the exact path:
+
+    python bench/incremental.py --passages /work/shared/data/enwiki_passages/passages.jsonl.gz \
+        --prefix 5000 --new 20 --work /tmp/incr --out bench/results/incremental_local_<date>.json
 """
 
 from __future__ import annotations
@@ -94,14 +106,131 @@ def warm_cache(index, directory: Path) -> int:
     return len(texts)
 
 
+def _prefix(path: Path, n: int) -> list[dict]:
+    import gzip
+    import itertools
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in itertools.islice(fh, n) if line.strip()]
+
+
+def _run_rss(cmd: list[str]) -> dict:
+    """Run a ``gpurag`` command in a child process: its wall time, peak RSS and last line."""
+    import subprocess
+
+    env = {**os.environ, "GPURAG_PROGRESS": "0"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "gpurag", "-q", *cmd], env=env,
+                                stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed: {errors[-2000:]}")
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "message": text.strip().splitlines()[-1:]}
+
+
+def _stages(index_path: Path) -> dict:
+    from gpurag.store import open_index_dir
+
+    d = open_index_dir(index_path)
+    try:
+        extra = d.manifest.extra
+        return {"stages_s": {k: round(v, 3) for k, v in extra.get("timings_s", {}).items()},
+                "change": {k: v for k, v in (extra.get("change") or {}).items()
+                           if k in ("op", "chunks", "reextracted_chunks")},
+                "incremental": extra.get("incremental"), "counts": d.manifest.counts}
+    finally:
+        d.close()
+
+
+def _digests(index_path: Path) -> dict:
+    manifest = json.loads((index_path / "manifest.json").read_text(encoding="utf-8"))
+    return {rel: meta["sha256"] for rel, meta in manifest["files"].items()}
+
+
+def enwiki_main(args) -> int:
+    """Exact against local insert into a prefix of a large corpus (issue 34)."""
+    work = Path(args.work or tempfile.mkdtemp(prefix="gpurag-incr-"))
+    work.mkdir(parents=True, exist_ok=True)
+    records = _prefix(args.passages, args.prefix + args.new + args.repeat)
+    base_src = work / f"base{args.prefix}.jsonl"
+    if not base_src.exists():
+        _write(base_src, records[: args.prefix])
+    new = records[args.prefix : args.prefix + args.new]
+    new_src = _write(work / "new" / "new.jsonl", new)
+    base = work / f"base{args.prefix}.index"
+    report: dict = {"bench": "incremental-local", "passages": str(args.passages),
+                    "prefix": args.prefix, "new": args.new,
+                    "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                "load_avg_at_start": list(os.getloadavg()),
+                                "note": args.note}}
+    if not (base / "manifest.json").exists():
+        report["base_build"] = _run_rss(["index", str(base_src), "-o", str(base)])
+    report["base"] = _stages(base)
+    rows = {}
+    for mode in ("exact", "local"):
+        target = work / f"{mode}.index"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(base, target)
+        row = _run_rss(["insert", str(target), str(new_src), *(["--exact"] if mode == "exact"
+                                                             else [])])
+        row.update(_stages(target))
+        row["counts"] = {k: row["counts"].get(k) for k in ("chunks", "entities", "facts",
+                                                            "graph_edges")}
+        rows[mode] = row
+        print(json.dumps({mode: row}), file=sys.stderr)
+    report["insert"] = rows
+    ids = [r["id"] for r in new]
+    report["delete_exact"] = _run_rss(["delete", str(work / "local.index"), "--doc-ids", *ids])
+    report["delete_exact"].update(_stages(work / "local.index"))
+    report["delete_exact"]["files_equal_base"] = _digests(work / "local.index") == _digests(base)
+    if args.repeat:
+        from gpurag import Index
+
+        target = work / "local.index"
+        walls = []
+        index = Index.open(target)
+        for i, rec in enumerate(records[args.prefix + args.new:][: args.repeat]):
+            src = _write(work / "one" / f"{i}.jsonl", [rec])
+            t0 = time.perf_counter()
+            index = index.insert(src, show_progress=False)
+            walls.append(round(time.perf_counter() - t0, 2))
+        report["repeated_single_inserts_s"] = walls
+    ex, lo = rows["exact"], rows["local"]
+    report["local_over_exact"] = {"wall": round(lo["wall_s"] / ex["wall_s"], 3),
+                                  "peak_rss": round(lo["peak_rss_mb"] / ex["peak_rss_mb"], 3)}
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--pcts", default="1,10", help="inserted shares of the corpus, in percent")
     ap.add_argument("--out", type=Path, help="write the JSON here too")
     ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--passages", type=Path, help="large corpus (jsonl or jsonl.gz): the "
+                                                   "exact-against-local mode")
+    ap.add_argument("--prefix", type=int, default=5000, help="passages of the base index")
+    ap.add_argument("--new", type=int, default=20, help="passages inserted")
+    ap.add_argument("--repeat", type=int, default=5, help="single-document local inserts")
+    ap.add_argument("--note", default="shared 2-core machine, other jobs running")
     args = ap.parse_args(argv)
     os.environ["GPURAG_PROGRESS"] = "0"
+    if args.passages:
+        return enwiki_main(args)
     os.environ.pop("GPURAG_EMBED_CACHE", None)
 
     from gpurag import Index

@@ -211,9 +211,24 @@ def plot_serve_load(data: Mapping, fig, source: str) -> None:
     ax_l.set_xlabel("server-side request batching")
     ax_l.set_ylabel("ms per request")
     ax_l.legend()
+    fig.suptitle(serve_load_title(data), fontsize=10)
+
+
+def serve_load_title(data: Mapping) -> str:
+    """The serve-load figure's title: its conclusion (batching on/off throughput) with the
+    conditions it holds under (clients, cpus, embedder threads, machine load, date)."""
     args = data.get("args") or {}
-    fig.suptitle(f"gpurag serve under load: {args.get('clients', '?')} clients, "
-                 f"{data.get('cpu_count', '?')} cpus, {str(data.get('date'))[:10]}")
+    threads = args.get("threads")
+    load = data.get("loadavg_1m_before_after") or []
+    ratio = data.get("throughput_ratio_on_off")
+    verdict = (f"batching on/off throughput x{ratio:.2f}" if isinstance(ratio, int | float)
+               else "batching on vs off")
+    conditions = [f"{args.get('clients', '?')} clients", f"{data.get('cpu_count', '?')} cpus",
+                  f"embedder threads {threads}" if threads else "embedder threads: all cores"]
+    if len(load) == 2:
+        conditions.append(f"load avg {load[0]:.1f}->{load[1]:.1f}")
+    conditions.append(str(data.get("date"))[:10])
+    return f"gpurag serve under load: {verdict} ({', '.join(conditions)})"
 
 
 def plot_llm_clients(data: Mapping, fig, source: str) -> None:

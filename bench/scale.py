@@ -175,7 +175,7 @@ def host_only_runtime(device: str) -> Any:
 
     runtime = Runtime.create(device=device)
     standin = HashProjectionEmbedder()
-    runtime.embedder = lambda spec=None, cache=True: standin  # type: ignore[method-assign]
+    runtime.embedder = lambda *_a, **_k: standin  # type: ignore[method-assign]
     return runtime
 
 
@@ -224,11 +224,20 @@ def child_build(args: argparse.Namespace) -> dict:
         }
         if args.index_digest:
             result["index_sha256"] = index_digest(out)
+            result["index_files_sha256"] = file_digests(out)
         if not args.no_precision and not args.host_only:
             t = time.perf_counter()
             result["precision"] = storage_precision(out)
             result["precision_s"] = time.perf_counter() - t
     return result
+
+
+def file_digests(index_dir: Path) -> dict[str, str]:
+    """sha256 of every file of an index but the manifest, by relative path."""
+    import hashlib
+
+    return {p.relative_to(index_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(index_dir.rglob("*")) if p.is_file() and p.name != "manifest.json"}
 
 
 def index_digest(index_dir: Path) -> str:
@@ -490,6 +499,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", result["machine"].get("gpu", args.device)).strip("-")
     slug += "_hostonly" if args.host_only else ""
+    slug += "_cluster" if args.cluster else ""
     path = out_dir / f"scale_{date[:10]}_{slug.lower()}.json"
 
     def save() -> None:

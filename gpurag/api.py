@@ -21,7 +21,6 @@ from gpurag.query.results import Passage, QueryResult
 from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
-from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
 MODES = ("dense", "bm25", "graph", "global")
@@ -63,7 +62,8 @@ class Index:
         self.device = self.runtime.device
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
-        self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
+        checks.check_chunks(self.dir, self.chunks)
+        self.passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
         checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder
         self._embedder = None
@@ -117,7 +117,8 @@ class Index:
 
     # -- incremental updates ------------------------------------------------------------
     def insert(self, sources: str | os.PathLike | list[str | os.PathLike]
-               | Iterable[str | dict[str, Any]], show_progress: bool = True) -> Index:
+               | Iterable[str | dict[str, Any]], show_progress: bool = True,
+               exact: bool = False) -> Index:
         """Add the documents under ``sources`` (files or folders, or, as for :meth:`build`,
         the documents themselves: strings or ``{"id", "text", "title"}`` records) as a new
         version of this index and return it opened; this object stays pinned to its own
@@ -125,9 +126,11 @@ class Index:
 
         Like :meth:`delete`, it updates the path's current version (under its write lock),
         whichever version this object reads. Only the new documents are chunked, embedded and
-        extracted; the graph is re-derived
-        over all chunks, so the result equals a full build of the union. Documents whose id is
-        already indexed are skipped and reported (``last_update.skipped``).
+        extracted. By default the graph is updated locally (cost follows the new documents;
+        answers within a stated tolerance of a full build, ``manifest.extra["incremental"]``
+        says so, :meth:`compact` restores the full build); ``exact=True`` re-derives it over
+        all chunks, so the result equals a full build of the union byte for byte. Documents
+        whose id is already indexed are skipped and reported (``last_update.skipped``).
         """
         from gpurag.ingest.texts import split_sources, texts_source
         from gpurag.pipeline.incremental import insert_documents
@@ -139,11 +142,22 @@ class Index:
         if texts:
             with texts_source(texts, self.path) as path:
                 result = insert_documents(self.path, [path], runtime=self.runtime,
-                                          embedder=spec, show_progress=show_progress)
+                                          embedder=spec, show_progress=show_progress,
+                                          exact=exact)
         else:
             result = insert_documents(self.path, paths, runtime=self.runtime,
-                                      embedder=spec, show_progress=show_progress)
+                                      embedder=spec, show_progress=show_progress, exact=exact)
         return self._reopened(result)
+
+    def compact(self, show_progress: bool = True) -> Index:
+        """Rebuild the graph of a locally updated index from what it holds, giving the full
+        build's files byte for byte; returns it opened (``last_update.version`` None when
+        the index already was a full build's)."""
+        from gpurag.pipeline.incremental_local import compact_index
+
+        spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
+        return self._reopened(compact_index(self.path, runtime=self.runtime, embedder=spec,
+                                            show_progress=show_progress))
 
     def delete(self, doc_ids: list[str], show_progress: bool = True) -> Index:
         """Remove the documents ``doc_ids`` and everything only they supported (chunks,

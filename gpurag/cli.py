@@ -118,8 +118,11 @@ def cmd_update(args: argparse.Namespace) -> int:
     from gpurag import Index
 
     index = Index.open(args.index, embedder=args.embedder, runtime=make_runtime(args))
+    if args.command == "compact":
+        return _report_compact(index.compact(show_progress=not args.quiet).last_update)
     if args.command == "insert":
-        new = index.insert(args.sources, show_progress=not args.quiet)
+        new = index.insert(args.sources, show_progress=not args.quiet,
+                           exact=getattr(args, "exact", False))
     else:
         from gpurag.pipeline.incremental import read_ids_file
 
@@ -128,15 +131,33 @@ def cmd_update(args: argparse.Namespace) -> int:
     r = new.last_update
     verb = "added" if r.op == "insert" else "removed"
     if r.version is None:
-        say(f"nothing new to insert into {r.path} (index unchanged)")
+        say(f"nothing {'new to insert into' if r.op == 'insert' else 'to delete from'} "
+            f"{r.path} (index unchanged)")
     else:
+        local = (new.manifest.extra.get("incremental") or {}).get("mode") == "local"
+        # a delete extracts nothing new: it re-extracts the chunks whose extraction depended
+        # on the removed ones (batch-dependent extractors), usually none
+        extracted = "extracted" if r.op == "insert" else "re-extracted"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
-            f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
-            f"embedded ({r.reused_vectors} reused); communities: full re-cluster")
+            f"{verb}; {r.reextracted_chunks} chunks {extracted}, {r.embedded_texts} "
+            f"names/facts embedded ({r.reused_vectors} reused); communities: "
+            f"{str(new.manifest.extra.get('communities') or 'full re-cluster').split(':')[0]}"
+            + ("; local update (within a tolerance of a full build: `gpurag compact` "
+               "restores it)" if local else ""))
     if r.skipped:
         say("  skipped: " + ", ".join(f"{n} {k}" for k, n in r.skipped.items()))
     if r.not_found:
         say(f"  not in the index: {len(r.not_found)} ids (first: {r.not_found[0]})")
+    return 0
+
+
+def _report_compact(r) -> int:
+    """What ``gpurag compact`` did."""
+    if r.version is None:
+        say(f"{r.path} is already a full build's (nothing to compact)")
+    else:
+        say(f"{r.path}: version {r.version}: compacted ({r.reextracted_chunks} chunks "
+            f"extracted again, {r.embedded_texts} names/facts embedded); equals a full build")
     return 0
 
 
@@ -152,6 +173,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.level < 0:
         raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
                           "whole number >= 0")
+    if args.question is not None and not args.question.strip():
+        raise InputError("the question is empty (only whitespace); the service refuses it too")
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += read_questions(args.questions_file)
@@ -307,6 +330,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("insert", help="add documents to an index (a new version)")
     p.add_argument("index", help="index directory")
     p.add_argument("sources", nargs="+", help="files or folders of documents to add")
+    p.add_argument("--exact", action="store_true",
+                   help="re-derive the graph over all chunks (the full build's bytes) instead "
+                        "of a local update")
+    _add_update_options(p)
+
+    p = sub.add_parser("compact", help="rebuild a locally updated index's graph from what it "
+                                       "holds (equals a full build)")
+    p.add_argument("index", help="index directory")
     _add_update_options(p)
 
     p = sub.add_parser("delete", help="remove documents from an index (a new version)")

@@ -51,10 +51,11 @@ class CachedEmbedder:
         self._db = sqlite3.connect(path / DB_NAME, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
+        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
+        self._broken = False  # a write failed (a full disk): the cache only reads from then on
         # Bounded: past max_rows vectors the oldest (first inserted) are evicted.
         self.max_rows = (None if max_bytes is None
                          else max(1, max_bytes // (4 * self.dim + ROW_OVERHEAD)))
-        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
         self.hits = 0
         self.misses = 0
         self.evicted = 0
@@ -69,6 +70,28 @@ class CachedEmbedder:
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         texts = list(texts)
+        return self._encode(texts, lambda rows: self.inner.encode(
+            [texts[r] for r in rows], batch_size=batch_size))
+
+    def encode_inputs_for(self, texts: list[str], flat: np.ndarray, lengths: np.ndarray,
+                          batch_size: int = 64) -> np.ndarray:
+        """:meth:`encode` of ``texts`` whose model inputs are given (the chunker's token ids,
+        ``model_inputs``' layout): keyed by the texts, the misses embedded from their ids."""
+        from gpurag.pipeline.chunk_tokens import concat_ranges
+
+        lengths = np.asarray(lengths, dtype=np.int64)
+        starts = np.cumsum(lengths) - lengths
+
+        def compute(rows: list[int]) -> np.ndarray:
+            idx = np.asarray(rows, dtype=np.int64)
+            return self.inner.encode_tokens(flat[concat_ranges(starts[idx], lengths[idx])],
+                                            lengths[idx], batch_size=batch_size)
+
+        return self._encode(list(texts), compute)
+
+    def _encode(self, texts: list[str], compute) -> np.ndarray:
+        """Vectors of ``texts``: cached ones read, the rest from ``compute(rows)`` (the first
+        row of each missing text) and stored."""
         keys = self._keys(texts)
         found: dict[bytes, bytes] = {}
         unique = list(dict.fromkeys(keys))
@@ -88,16 +111,30 @@ class CachedEmbedder:
                 first_row.setdefault(keys[i], i)
             first = list(first_row)
             pos = {k: j for j, k in enumerate(first)}
-            vecs = self.inner.encode([texts[first_row[k]] for k in first], batch_size=batch_size)
+            vecs = compute([first_row[k] for k in first])
             out[missing] = vecs[[pos[keys[i]] for i in missing]]
-            with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                                     [(k, vecs[j].tobytes()) for j, k in enumerate(first)])
-                self._rows += len(first)
-                self._evict()
+            if not self._broken:
+                self._store(first, vecs)
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         return out
+
+    def _store(self, keys: list[bytes], vecs: np.ndarray) -> None:
+        """Remember new vectors; a failed write (a full disk) is logged once and the vectors
+        are still returned: a cache never fails the build it speeds up."""
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                                     [(k, vecs[j].tobytes()) for j, k in enumerate(keys)])
+                self._rows += len(keys)
+                self._evict()
+        except sqlite3.Error as exc:
+            import logging
+
+            self._broken = True
+            logging.getLogger(__name__).warning(
+                "embedding cache %s: cannot store new vectors (%s); not caching from here on",
+                self.path, exc)
 
     def _evict(self) -> None:
         """Delete the oldest vectors past ``max_rows`` (inside the caller's transaction)."""

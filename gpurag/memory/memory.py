@@ -206,6 +206,8 @@ class Memory:
                 raise ValueError(f"version {meta['version']} is newer than this gpurag")
             config = MemoryConfig.from_dict(meta.get("config", {}), **overrides)
             dim = int(meta["dim"])
+            if dim < 1:
+                raise ValueError(f"dim {meta['dim']!r} must be a whole number >= 1")
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
         mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout)
@@ -714,8 +716,10 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 
 
 def relational_weight(deficit: float, n_anchors: int, cfg: MemoryConfig) -> float:
-    """Logistic in the anchor coverage deficit: 0 anchors -> 0; one trace holding every anchor
-    leans temporal, none holding them all leans relational."""
+    """The share of the graph score given to the relational view (the rest: temporal): 0
+    without anchors; else the anchor coverage deficit itself (``derived_weight``, see
+    docs/MEMORY.md), or a logistic in it: one trace holding every anchor leans temporal, none
+    holding them all leans relational."""
     if n_anchors == 0:
         return 0.0
     if cfg.derived_weight:  # docs/MEMORY.md: the deficit is the share a path must supply

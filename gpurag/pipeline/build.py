@@ -14,6 +14,7 @@ from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.llm.config import LLMConfig
 from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.extract_ahead import extraction_alongside
 from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
@@ -130,14 +131,22 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     record.record("embed", implementation_name(embedder))
-    if cluster is not None:
-        from gpurag.pipeline.distributed import Cluster
+    try:
+        if cluster is not None:
+            from gpurag.pipeline.distributed import Cluster
 
-        with Cluster(cluster) as on:
-            return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
-                                 work, source_label, on)
-    return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
-                         source_label)
+            with Cluster(cluster) as on:
+                return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
+                                     work, source_label, on)
+        return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
+                             source_label)
+    except BaseException:
+        if not work.has_progress():  # nothing a rerun would reuse: leave no hidden folder
+            work.remove()
+        else:
+            log.info("the work done so far is kept in %s: the same command resumes it",
+                     work.root)
+        raise
 
 
 def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,
@@ -149,12 +158,15 @@ def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | 
     stage("index", f"{source} -> {out}", show)
     t0 = time.perf_counter()
     if cluster is None:
-        chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show)
+        with extraction_alongside(cfg, work, show, timings) as on_part:  # overlaps stage 1
+            chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show,
+                                                      on_part=on_part)
+            timings["chunk_embed_s"] = time.perf_counter() - t0
     else:
         chunks, vectors, report = cluster.run_chunk_embed(source, embedder, cfg, work, show)
         if cluster.embed_implementations - {implementation_name(embedder)}:
             record.record("embed", "+".join(sorted(cluster.embed_implementations)))
-    timings["chunk_embed_s"] = time.perf_counter() - t0
+        timings["chunk_embed_s"] = time.perf_counter() - t0
     stage("read", report.summary(), show)
     if len(chunks) == 0:
         raise InputError(f"no usable text under {source}: {report.summary()}")

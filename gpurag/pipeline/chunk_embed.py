@@ -135,13 +135,15 @@ def run_chunk_embed(
     show_progress: bool | None, *,
     documents: Callable[[IngestReport], Iterator[Document]] | None = None,
     seen_chunks: set[str] | None = None,
+    on_part: Callable[[pd.DataFrame], None] | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
     """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints.
 
     ``documents`` (default: every document under ``source``) gives the documents from a report
     to fill; chunks whose id is in ``seen_chunks`` (an index's existing chunks) are duplicates.
     ``parts`` counts checkpoint files, ``units`` the document parts they hold (a resume skips
-    that many), ``docs`` the documents finished."""
+    that many), ``docs`` the documents finished. ``on_part`` is given each new checkpoint's
+    chunks once it is saved (:mod:`gpurag.pipeline.extract_ahead`)."""
     stage = work.state.setdefault("chunk_embed", {"parts": 0, "units": 0, "docs": 0,
                                                    "duplicates": 0, "report": None,
                                                    "done": False})
@@ -175,6 +177,8 @@ def run_chunk_embed(
             stage["docs"] += finished
             stage["duplicates"] += dups
             work.save()
+            if on_part is not None:
+                on_part(chunks)
             n_chunks += len(chunks)
             bar.update(finished)
             bar.set_postfix(chunks=n_chunks)
@@ -191,7 +195,10 @@ def embed_batch(batch: Sequence[DocPart], embedder: Embedder, cfg: IndexConfig,
     number of duplicates dropped: one checkpoint part (here or on a cluster worker)."""
     codec = codec or codec_for(cfg.vector_precision, embedder.dim)
     chunks, dups, inputs = chunk_batch(batch, embedder, cfg, seen)
-    if inputs is not None:  # the chunker's token ids: tokenized once
+    if inputs is not None and hasattr(type(embedder), "encode_inputs_for"):
+        fresh = embedder.encode_inputs_for(embed_texts(chunks, batch), *inputs,
+                                           batch_size=cfg.embed_batch_size)  # cache: by text
+    elif inputs is not None:  # the chunker's token ids: tokenized once
         fresh = embedder.encode_tokens(*inputs, batch_size=cfg.embed_batch_size)
     else:
         fresh = embedder.encode(embed_texts(chunks, batch), batch_size=cfg.embed_batch_size)

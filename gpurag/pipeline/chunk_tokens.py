@@ -99,8 +99,11 @@ def model_inputs_of_windows(embedder, ids: np.ndarray, windows: Windows, keep: n
 
 
 def tokenizes_once(embedder) -> bool:
-    """Whether ``embedder`` (its class, not a wrapper forwarding attributes: the embedding
-    cache is keyed by text) takes token ids from the chunker."""
+    """Whether ``embedder`` takes token ids from the chunker: by its class (a wrapper that
+    forwards attributes does not, unless it says how: the embedding cache, keyed by text, has
+    ``encode_inputs_for`` and tokenizes once when the embedder it wraps does)."""
+    if callable(getattr(type(embedder), "encode_inputs_for", None)):
+        return tokenizes_once(embedder.inner)
     kind = type(embedder)
     if not all(callable(getattr(kind, a, None)) for a in
                ("token_ids_offsets", "encode_tokens", "wrap_ids", "continuation_ids")):

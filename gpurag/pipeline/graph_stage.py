@@ -74,8 +74,7 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     batches of a CPU-bound extractor run in worker processes (:mod:`extract_pool`)."""
     from gpurag.pipeline.extract_pool import extract_batches, pool_workers
 
-    stage = work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {},
-                                              "batch_stats": []})
+    stage = extract_state(work)
     bar = progress_bar(total=len(chunks), desc=f"extract ({extractor.name})", unit="chunk",
                        show=show_progress)
     bar.update(stage["done_rows"])
@@ -83,9 +82,7 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
     first = stage["done_rows"]
     workers = pool_workers(extractor, -(-(len(chunks) - first) // batch_size))
     for start, rows, part in extract_batches(chunks, extractor, first, batch_size, workers):
-        write_extraction_part(work, stage["parts"], part)
-        add_extraction_part(stage, start, rows, part.stats)
-        work.save()
+        checkpoint_extraction(work, start, rows, part)
         bar.update(rows)
     bar.close()
     return read_extraction(work, stage)
@@ -131,6 +128,21 @@ def read_extraction(work: WorkDir, stage: dict[str, Any]) -> Extraction:
                                  ignore_index=True) if desc_parts else None)
     ex.batch_stats = batch_stats_frame(stage.get("batch_stats", []))
     return ex
+
+
+def extract_state(work: WorkDir) -> dict[str, Any]:
+    """The extract stage's checkpoint state in ``work`` (made empty when absent)."""
+    return work.state.setdefault("extract", {"done_rows": 0, "parts": 0, "stats": {},
+                                             "batch_stats": []})
+
+
+def checkpoint_extraction(work: WorkDir, start: int, rows: int, part: Extraction) -> None:
+    """Write the extraction of chunk rows ``[start, start + rows)`` (the next batch in order)
+    as the stage's next checkpoint and save the state naming it."""
+    stage = extract_state(work)
+    write_extraction_part(work, stage["parts"], part)
+    add_extraction_part(stage, start, rows, part.stats)
+    work.save()
 
 
 def batch_stats_frame(batches: list[dict[str, Any]]) -> pd.DataFrame:

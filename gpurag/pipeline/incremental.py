@@ -56,7 +56,6 @@ from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
-from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
 log = logging.getLogger(__name__)
@@ -140,7 +139,7 @@ def load_stored(d: IndexDir) -> Stored:
     names = {f.name for f in dataclasses.fields(IndexConfig)}
     cfg = IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
     chunks = d.table(layout.CHUNKS)
-    vectors = decode_all(load_index(d.file(layout.PASSAGES_FAISS)))
+    vectors = decode_all(d.faiss(layout.PASSAGES_FAISS))
     ex = None
     stats = batch_stats_frame([])
     texts: list[str] = []
@@ -161,9 +160,9 @@ def load_stored(d: IndexDir) -> Stored:
                                        f"outside [0, {len(chunks)})")
     if cfg.graph:  # the stored names and facts with their vectors, decoded
         texts += d.table(layout.NAMES, columns=["name"])["name"].astype(str).tolist()
-        vecs.append(decode_all(load_index(d.file(layout.NAMES_FAISS))))
+        vecs.append(decode_all(d.faiss(layout.NAMES_FAISS)))
         texts += d.table(layout.FACTS, columns=["text"])["text"].astype(str).tolist()
-        vecs.append(decode_all(load_index(d.file(layout.FACTS_FAISS))))
+        vecs.append(decode_all(d.faiss(layout.FACTS_FAISS)))
     dim = vectors.shape[1] if vectors.ndim == 2 else 0
     known = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
     if len(texts) != len(known):  # inconsistent files: reuse nothing rather than misalign
@@ -253,7 +252,8 @@ def update_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
         start = 0
     elif per_chunk:
         start = len(chunks) if op == "delete" else first_changed
-    else:
+    else:  # chunks a local insert extracted in batches of their own are extracted again
+        first_changed = min(first_changed, local_extraction_start(stored.manifest))
         start = (first_changed // _batch_size(extractor)) * _batch_size(extractor)
     start = min(start, len(chunks))
     if stored.extraction is None:
@@ -264,6 +264,14 @@ def update_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
                                             keep_all_stats=per_chunk and op == "delete")
     new, new_stats = extract_from(chunks, extractor, start)
     return join_extractions(kept, kept_stats, new, new_stats), len(chunks) - start
+
+
+def local_extraction_start(manifest: Any) -> int | float:
+    """The first chunk position a local insert extracted outside a full build's batches
+    (``extra["incremental"]["exact_below"]``; infinity when there is none). Positions only
+    move down on a delete, so the stored position is a safe bound in the new positions."""
+    info = manifest.extra.get("incremental") or {}
+    return int(info["exact_below"]) if "exact_below" in info else float("inf")
 
 
 # -- commit ---------------------------------------------------------------------------------
@@ -307,7 +315,7 @@ def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFr
                         "chunks": change.get("chunks", 0)})
         extra = {
             **{k: v for k, v in manifest.extra.items()
-               if k not in ("timings_s", "change", "history", "parent")},
+               if k not in ("timings_s", "change", "history", "parent", "incremental")},
             "timings_s": timings,
             "version": version,
             "parent": {"version": _version(manifest), "created": manifest.created,
@@ -380,12 +388,18 @@ def _insert_key(sources: Sequence[str | Path], stored: Stored) -> str:
 
 def insert_documents(index: str | Path, sources: Sequence[str | Path],
                      runtime: Runtime | None = None, embedder: str | None = None,
-                     show_progress: bool = True) -> UpdateResult:
+                     show_progress: bool = True, exact: bool = False) -> UpdateResult:
     """Add the documents under ``sources`` to the index at ``index`` as a new version.
 
     Documents whose id is already in the index are skipped and reported (delete them first to
     replace them). ``embedder``: the embedder spec (the caller decides whether the one the
     manifest names is trusted). Nothing new: no new version.
+
+    By default the update is local (:mod:`gpurag.pipeline.incremental_local`: its cost follows
+    the new documents, its answers stay within a stated tolerance of a full build); ``exact``
+    re-derives the graph over all chunks, so the version equals a full build byte for byte.
+    Indexes a local update cannot serve (dense-only, no stored extraction, LLM extraction or
+    descriptions) always take the exact path.
     """
     runtime = runtime or Runtime.create()
     show = runtime.show_progress(show_progress)
@@ -395,6 +409,17 @@ def insert_documents(index: str | Path, sources: Sequence[str | Path],
         if not s.exists():
             raise InputError(f"insert source {s}: no such file or folder")
     with naming(out), WriteLock(out) as lock:
+        if not exact:
+            from gpurag.pipeline import incremental_local as local
+
+            d = open_index_dir(out)
+            try:
+                why = local.why_not_local(d, local.stored_config(d))
+                if why is None:
+                    return local.insert_local(out, lock, d, sources, runtime, embedder, show)
+                log.info("exact insert: %s", why)
+            finally:
+                d.close()
         return _insert_locked(out, lock, _read_stored(out), sources, runtime, embedder, show)
 
 

@@ -130,3 +130,18 @@ def test_bad_results_name_the_file_and_write_nothing(tmp_path, capsys, make, mes
     assert bench_plot.main([str(src)]) == 1  # a file named on the command line: an error
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == [src]
+
+
+def test_serve_load_titles_state_their_conditions():
+    """Two runs with opposite conclusions must not share one title: the title carries the
+    ratio and the conditions (threads, load) it was measured under."""
+    serve_load_title = bench_plot.serve_load_title
+    titles = {}
+    for name in ("serve_load_2026-11-30_cpu.json", "serve_load_2026-11-30_cpu_threads1.json"):
+        titles[name] = serve_load_title(json.loads((REPO / "bench" / "results" / name)
+                                                   .read_text(encoding="utf-8")))
+    assert len(set(titles.values())) == 2
+    assert "x0.80" in titles["serve_load_2026-11-30_cpu.json"]
+    assert "embedder threads: all cores" in titles["serve_load_2026-11-30_cpu.json"]
+    assert "embedder threads 1" in titles["serve_load_2026-11-30_cpu_threads1.json"]
+    assert "load avg 13.8->15.2" in titles["serve_load_2026-11-30_cpu_threads1.json"]

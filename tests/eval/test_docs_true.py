@@ -60,12 +60,20 @@ def test_readme_table_equals_docs_results():
                 f"{ {k: results[dataset][mode][k] for k in values} }")
 
 
+# Pictures that show no measured numbers (screenshots of a page): exempt from the check.
+SCREENSHOTS = {"explain_sample.png"}
+
+
 def test_every_picture_is_generated_from_a_committed_result_and_agrees_with_it():
     images = _images()
     assert images, "the README shows at least one picture"
     results = read_results(RESULTS)
+    checked = 0
     for doc, image in images:
         assert image.is_file(), f"{doc.name} shows {image}, which does not exist"
+        if image.name in SCREENSHOTS:
+            continue
+        checked += 1
         meta = read_png_text(image)
         assert SOURCE_KEY in meta, f"{image.name}: no {SOURCE_KEY} (drawn by hand?)"
         source, _, section = meta[SOURCE_KEY].partition("#")
@@ -73,6 +81,7 @@ def test_every_picture_is_generated_from_a_committed_result_and_agrees_with_it()
         shown = json.loads(meta[VALUES_KEY])
         assert shown == figure_values(results, section, tuple(shown)), (
             f"{image.name} shows {shown}, docs/results.md says otherwise")
+    assert checked, "at least one results picture is checked"
 
 
 def test_the_readme_figure_is_redrawn_from_docs_results(tmp_path):

@@ -12,6 +12,7 @@ import os
 import signal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -240,6 +241,41 @@ def test_local_n_starts_n_workers_sharing_the_cores_and_stops_them():
         assert on.n_workers() == 1
         env = on.client.run(lambda: os.environ.get("GPURAG_THREADS"))
         assert list(env.values()) == [str(dist._cores())]
+        profiled = on.client.run(
+            lambda: __import__("dask").config.get("distributed.worker.profile.enabled"))
+        assert list(profiled.values()) == [False]  # no 10 ms stack sampling (dist.QUIET)
         local = on._local
     assert local is None or local.status.name == "closed"
     assert on._local is None
+
+
+class UnpicklableExtractor(LoggedExtractor):
+    """Holds a lock, as a loaded model may: cannot be sent to a worker."""
+
+    def __init__(self, log: Path) -> None:
+        import threading
+
+        super().__init__(log)
+        self.lock = threading.Lock()
+
+
+def test_an_extractor_that_cannot_travel_extracts_in_the_driver_the_same_batches(
+        small_batches, client, tmp_path, caplog):
+    from gpurag.pipeline.workdir import WorkDir
+
+    recs = [json.loads(x) for x in (SAMPLE / "corpus.jsonl").read_text().splitlines() if x]
+    chunks = pd.DataFrame({"chunk_id": [r["id"] for r in recs], "doc_id": [r["id"] for r in recs],
+                           "title": [r["title"] for r in recs], "text": [r["text"] for r in recs]})
+    one = graph_stage.run_extraction(chunks, make_extractor("fast"),
+                                     WorkDir(tmp_path / "one", "k"), False)
+    on = dist.Cluster(client)
+    here = on.run_extraction(chunks, UnpicklableExtractor(tmp_path / "log"),
+                             WorkDir(tmp_path / "here", "k"), False)
+    there = on.run_extraction(chunks, LoggedExtractor(tmp_path / "log2"),
+                              WorkDir(tmp_path / "there", "k"), False)
+    assert "cannot be sent to the cluster's workers" in caplog.text
+    assert len(runs(tmp_path / "log")) == len(runs(tmp_path / "log2")) == 4
+    for ex in (here, there):
+        pd.testing.assert_frame_equal(ex.mentions, one.mentions)
+        pd.testing.assert_frame_equal(ex.relations, one.relations)
+        assert ex.stats == one.stats

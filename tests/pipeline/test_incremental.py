@@ -1,4 +1,5 @@
-"""Incremental indexing (issue 13): insert and delete give what a full build of the result gives.
+"""Incremental indexing (issue 13): an exact insert and a delete give what a full build of the
+result gives (the default, local insert: test_incremental_local.py).
 
 The sample corpus split A/B: ``build(A) + insert(B)`` against ``build(A ∪ B)`` and
 ``build(A ∪ B) + delete(B)`` against ``build(A)``, compared file by file (every file of the
@@ -97,7 +98,7 @@ def corpus(tmp_path_factory):
 
 def test_build_then_insert_equals_build_of_the_union(tmp_path, corpus, runtime):
     base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
-    grown = base.insert(corpus["B"], show_progress=False)
+    grown = base.insert(corpus["B"], show_progress=False, exact=True)
     full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
     assert_equivalent(grown, full)
     r = grown.last_update
@@ -259,6 +260,6 @@ def test_insert_into_a_triples_index_equals_build_of_the_union(tmp_path, corpus,
     triples.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     opts = dict(runtime=runtime, show_progress=False, triples=str(triples))
     base = Index.build(corpus["A"], tmp_path / "inc", **opts)
-    grown = base.insert(corpus["B"], show_progress=False)
+    grown = base.insert(corpus["B"], show_progress=False, exact=True)
     assert grown.last_update.reextracted_chunks == 57 - (SPLIT // BATCH) * BATCH
     assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", **opts))

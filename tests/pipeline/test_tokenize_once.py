@@ -105,3 +105,20 @@ def test_duplicates_against_seen_and_within_the_batch(embedder):
     assert list(chunks["doc_id"]) == ["d1"] and dups == 1 and len(seen) == 1
     again, dups2, inputs = chunk_batch([twin], embedder, IndexConfig(), seen)
     assert len(again) == 0 and dups2 == 1 and len(inputs[1]) == 0
+
+
+def test_the_embedding_cache_takes_the_token_ids_and_keys_by_text(embedder, tmp_path):
+    from gpurag.embed.cache import CachedEmbedder
+
+    cached = CachedEmbedder(embedder, tmp_path / "cache")
+    assert tokenizes_once(cached)
+    docs = tricky_docs()
+    chunks, _, inputs = chunk_batch(docs, cached, IndexConfig(chunk_tokens=24, chunk_overlap=5),
+                                    set())
+    texts = embed_texts(chunks, docs)
+    got = cached.encode_inputs_for(texts, *inputs)
+    assert cached.misses == len(texts) and cached.hits == 0
+    assert np.array_equal(got, embedder.encode(texts))
+    again = cached.encode(texts)  # all from the cache, keyed by the same texts
+    assert np.array_equal(again, got) and cached.hits == len(texts)
+    cached.close()

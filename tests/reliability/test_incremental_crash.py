@@ -121,3 +121,27 @@ def test_killed_insert_keeps_the_old_version_and_a_rerun_resumes(tmp_path, monke
     assert list(dict.fromkeys(grown.chunks["doc_id"])) == \
         [r["id"] for r in records[:20]] + [r["id"] for r in new]
     assert not work.exists() and not tmp.exists()
+
+
+def test_killed_compact_keeps_the_local_version_and_a_rerun_completes(tmp_path):
+    """kill -9 while ``gpurag compact`` writes the new version: the local version stays the
+    readable one; compacting again gives the exact version (issue 34)."""
+    records = read_jsonl(SAMPLE)
+    index = tmp_path / "idx"
+    Index.build(write_jsonl(tmp_path / "a.jsonl", records[:30]), index,
+                show_progress=False).close()
+    local = Index.open(index).insert(write_jsonl(tmp_path / "b.jsonl", records[30:]),
+                                     show_progress=False)
+    assert local.manifest.extra["incremental"]["mode"] == "local"
+    n, checksum = len(local.chunks), local.manifest.checksum
+    local.close()
+    tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
+    env = {**os.environ, "GPURAG_PROGRESS": "0", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpurag", "-q", "compact", str(index)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _kill_when(lambda: (tmp / layout.CHUNKS).exists(), proc, "the compacted version's table")
+    _assert_previous_version(index, n, checksum)
+    assert Index.open(index).manifest.extra["incremental"]["mode"] == "local"
+    done = Index.open(index).compact(show_progress=False)
+    assert done.last_update.version == 3 and "incremental" not in done.manifest.extra
+    assert len(done.chunks) == n and not tmp.exists()

@@ -1,0 +1,614 @@
+"""Local inserts: an insert that costs what the new documents change, not what the index holds.
+
+The exact insert (:mod:`gpurag.pipeline.incremental`) re-runs the graph stage over the whole
+corpus, so its cost grows with the index. A local insert instead
+
+* extracts only the new chunks (in batches of their own, starting at the first new chunk);
+* resolves only the names not stored yet, against the stored name index
+  (:mod:`gpurag.resolve.incremental`): stored entities keep their ids and are never merged;
+* appends the new mentions, relations, facts and entities to the stored tables and updates the
+  counts of the entities they touch;
+* adds the new passage, name and fact vectors to the stored FAISS indexes (no re-training, no
+  rebuild; an index whose size crosses the threshold where a build picks another kind is
+  rebuilt from its stored vectors);
+* merges the new edges into the stored CSR graph (passage node ids shift by the number of new
+  entities: one vectorized remap, no re-aggregation of stored edges).
+
+Communities are repaired locally (:func:`repair_communities`: a new entity joins every
+community of its most strongly linked stored entity, the others form new level-0 communities;
+nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model is
+rebuilt over all chunks (seconds at 50k passages). The result is not byte-identical to a full
+build: the extraction of the new chunks may differ from the batch a build gives them (the fast
+extractor's sentence-initial rule looks at its batch), new names never merge stored entities,
+a new typed triple equal to a stored one is a second fact, and Leiden would cluster the grown
+graph differently. The manifest says so
+(``extra["incremental"]``: ``mode: "local"``, ``exact_below``: the chunks below it are as a full
+build has them) and ``gpurag compact`` (:func:`compact_index`) rebuilds the graph from what the
+index holds, giving the full build's files byte for byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from gpurag.config import IndexConfig
+from gpurag.errors import InputError
+from gpurag.extract.base import Extraction
+from gpurag.graph import csr as csr_mod
+from gpurag.graph.csr import CSRGraph, build_csr
+from gpurag.ingest.readers import source_fingerprint
+from gpurag.pipeline import incremental as inc
+from gpurag.pipeline.chunk_embed import run_chunk_embed
+from gpurag.pipeline.facts import sentence_facts, triple_facts
+from gpurag.pipeline.graph_stage import (
+    KnowledgeGraph,
+    batch_stats_frame,
+    detect_communities,
+    drop_date_entities,
+    mention_weights,
+    name_labels,
+)
+from gpurag.pipeline.workdir import WorkDir
+from gpurag.resolve.incremental import resolve_new_names
+from gpurag.resolve.normalize import alias_keys, normalize_name
+from gpurag.runtime import BuildRecord, Runtime, implementation_name
+from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
+from gpurag.store.diskio import naming
+from gpurag.store.reader import IndexDir
+from gpurag.vectors import build_index, save_index
+from gpurag.vectors.codec import codec_for, decode_all
+from gpurag.vectors.faiss_index import search
+
+log = logging.getLogger(__name__)
+
+LOCAL = "local"
+COMMUNITIES = "full re-cluster"
+COMMUNITIES_LOCAL = ("local repair: a new entity joins the communities (every level) of its "
+                     "most strongly linked stored entity; new entities linked to none form new "
+                     "level-0 communities by connected component; nothing is re-split")
+TOLERANCE = ("answers within a tolerance of a full build (tests: Recall@5 within 0.01, the "
+             "same top-5 documents for >= 95% of questions); `gpurag compact` restores the "
+             "full build byte for byte")
+
+
+# -- what a local update reads --------------------------------------------------------------
+def stored_config(d: IndexDir) -> IndexConfig:
+    """The config the index at ``d`` was built with (keys this gpurag does not know dropped)."""
+    names = {f.name for f in dataclasses.fields(IndexConfig)}
+    return IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
+
+
+def why_not_local(d: IndexDir, cfg: IndexConfig) -> str | None:
+    """Why an insert into ``d`` must take the exact path (None: it can be local)."""
+    if not cfg.graph:
+        return "a dense-only index has no graph to update"
+    if not (d.has(layout.EXTRACT_MENTIONS) and d.has(layout.EXTRACT_RELATIONS)):
+        return "the index keeps no extraction (built before it was stored)"
+    if d.has(layout.DESCRIPTIONS) or d.has(layout.EXTRACT_DESCRIPTIONS) or d.has(layout.REPORTS):
+        return "LLM descriptions and community reports are re-derived over the whole corpus"
+    if cfg.extractor.strip().lower() == "llm" and not cfg.triples:
+        return "LLM extraction goes through the exact path (its response cache)"
+    return None
+
+
+def _writable_index(d: IndexDir, rel: str):
+    """The stored FAISS index read into memory (not mapped), so vectors can be added."""
+    from gpurag.vectors.faiss_index import _faiss
+
+    return _faiss().read_index(str(d.file(rel)))
+
+
+def _kind(n: int, ivf_threshold: int, hnsw_threshold: int | None) -> str:
+    """The index kind :func:`~gpurag.vectors.build_index` picks for ``n`` vectors."""
+    if hnsw_threshold is not None and n >= hnsw_threshold:
+        return "hnsw"
+    return "flat" if n < ivf_threshold else "ivf"
+
+
+def grown_index(index, rel: str, new: np.ndarray, cfg: IndexConfig, hnsw: bool,
+                rebuilt: list[str]):
+    """The stored FAISS ``index`` (of file ``rel``, read writable) with ``new`` vectors added,
+    or rebuilt from its stored vectors and ``new`` when the new size needs another index kind
+    (``hnsw``: the kinds of the name and fact indexes; ``rebuilt`` names ``rel`` then)."""
+    hnsw_threshold = cfg.hnsw_threshold if hnsw else None
+    n_old = int(index.ntotal)
+    if _kind(n_old, cfg.ivf_threshold, hnsw_threshold) == _kind(
+            n_old + len(new), cfg.ivf_threshold, hnsw_threshold):
+        if len(new):
+            index.add(np.ascontiguousarray(new, dtype=np.float32))
+        return index
+    rebuilt.append(rel)
+    old = decode_all(index)
+    return build_index(np.concatenate([old, new.astype(np.float32)]), cfg.ivf_threshold,
+                       cfg.seed, hnsw_threshold, codec=codec_for(cfg.vector_precision,
+                                                                  old.shape[1]))
+
+
+# -- the graph delta ------------------------------------------------------------------------
+@dataclasses.dataclass
+class GraphDelta:
+    """The new version's graph tables, from the stored ones and the new extraction."""
+
+    entities: pd.DataFrame
+    names: pd.DataFrame
+    aliases: pd.DataFrame
+    mentions: pd.DataFrame
+    relations: pd.DataFrame
+    synonyms: pd.DataFrame
+    new_name_vectors: np.ndarray
+    new_mentions: pd.DataFrame
+    new_relations: pd.DataFrame
+    n_new_entities: int
+    neighbours: int
+
+
+def _new_name_table(ex: Extraction) -> tuple[pd.Series, pd.Series]:
+    """Occurrences of each surface name in ``ex`` (value_counts order) and its label."""
+    names = pd.concat([ex.mentions["name"], ex.relations["head"], ex.relations["tail"]],
+                      ignore_index=True).astype(str)
+    counts = names.value_counts()
+    labels = name_labels(ex.mentions).reindex(counts.index).fillna("").astype(str)
+    return counts, labels
+
+
+def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_index,
+                  timings: dict[str, float]) -> GraphDelta:
+    """Entity ids for the new extraction and the updated entity, name and alias tables."""
+    t0 = time.perf_counter()
+    entities = d.table(layout.ENTITIES)
+    names = d.table(layout.NAMES)
+    aliases = d.table(layout.ALIASES)
+    counts, labels = _new_name_table(ex)
+    uniq = counts.index.to_numpy(dtype=object)
+    row = pd.Index(names["name"].astype(str).to_numpy(dtype=object)).get_indexer(uniq)
+    seen = row >= 0
+    unseen = [str(u) for u in uniq[~seen]]
+    codec = codec_for(cfg.vector_precision, embedder.dim)
+    vecs = (codec.round_trip(embedder.encode(unseen, batch_size=cfg.embed_batch_size),
+                             in_place=True) if unseen
+            else np.zeros((0, embedder.dim), np.float32))
+    timings["resolve_embed_s"] = time.perf_counter() - t0
+    n_stored = len(entities)
+
+    def search_names(q: np.ndarray, k: int):
+        return search(name_index, q, k)
+
+    res = resolve_new_names(
+        unseen, vecs, counts.to_numpy(np.float64)[~seen], labels.to_numpy(dtype=object)[~seen],
+        stored_names=names, stored_keys=alias_keys(aliases),
+        entity_counts=entities["count"].to_numpy(np.float64),
+        entity_labels=entities["label"].astype(str).to_numpy(dtype=object),
+        search=search_names, decode=lambda rows: decode_all(name_index, rows),
+        merge_threshold=cfg.merge_threshold, synonym_threshold=cfg.synonym_threshold)
+    entity_of_uniq = np.empty(len(uniq), np.int64)
+    entity_of_uniq[seen] = names["entity"].to_numpy(np.int64)[row[seen]]
+    entity_of_uniq[~seen] = res.entity
+    name_to_entity = pd.Series(entity_of_uniq, index=pd.Index(uniq, dtype=object))
+
+    # names: stored counts grow, the unseen names follow (their vectors go to the index)
+    name_counts = names["count"].to_numpy(np.int64).copy()
+    np.add.at(name_counts, row[seen], counts.to_numpy(np.int64)[seen])
+    names = pd.concat([names.assign(count=name_counts), pd.DataFrame({
+        "name": np.asarray(unseen, dtype=object).astype(str),
+        "entity": res.entity.astype(names["entity"].dtype),
+        "count": counts.to_numpy(np.int64)[~seen]})], ignore_index=True)
+    new_alias = pd.DataFrame({"name": unseen, "entity_id": res.entity.astype(np.int32)})
+    new_alias["key"] = normalize_name(unseen) if unseen else []
+    aliases = pd.concat([aliases, new_alias[list(aliases.columns)]], ignore_index=True)
+
+    mentions = ex.mentions.copy()
+    mentions["entity"] = name_to_entity.reindex(mentions["name"].astype(str)).to_numpy(np.int64)
+    rel = ex.relations.copy()
+    rel["head_entity"] = name_to_entity.reindex(rel["head"].astype(str)).to_numpy(np.int64)
+    rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
+    rel = rel[rel["head_entity"] != rel["tail_entity"]]
+    entities = update_entities(entities, names, mentions, res.n_stored, res.new_labels)
+    stored_m = d.table(layout.MENTIONS)
+    stored_r = d.table(layout.RELATIONS)
+    m_cols, r_cols = list(stored_m.columns), list(stored_r.columns)
+    timings["resolve_s"] = time.perf_counter() - t0
+    return GraphDelta(
+        entities=entities, names=names, aliases=aliases,
+        mentions=pd.concat([stored_m, mentions[m_cols].astype(stored_m.dtypes.to_dict())],
+                           ignore_index=True),
+        relations=pd.concat([stored_r, rel[r_cols].astype(stored_r.dtypes.to_dict())],
+                            ignore_index=True),
+        synonyms=res.synonym_pairs, new_name_vectors=vecs, new_mentions=mentions,
+        new_relations=rel, n_new_entities=len(entities) - n_stored, neighbours=res.neighbours)
+
+
+def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: pd.DataFrame,
+                    n_stored: int, new_labels: list[str]) -> pd.DataFrame:
+    """The entity table over the updated ``names``: display name (most frequent surface form,
+    ties to the longest, then the first stored), alias and occurrence counts recomputed, passage
+    and mention counts grown by the new mentions; stored labels kept, new entities labelled."""
+    n_ent = n_stored + len(new_labels)
+    ent = names["entity"].to_numpy(np.int64)
+    cnt = names["count"].to_numpy(np.float64)
+    lengths = names["name"].astype(str).str.len().to_numpy(np.int64)
+    order = np.lexsort((np.arange(len(names)), -lengths, -cnt, ent))
+    first = order[np.r_[True, ent[order][1:] != ent[order][:-1]]]
+    display = np.empty(n_ent, dtype=object)
+    display[ent[first]] = names["name"].to_numpy(dtype=object)[first]
+    pairs = new_mentions.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
+    grow_p = np.bincount(pairs["entity"].to_numpy(np.int64), minlength=n_ent)
+    grow_m = np.bincount(new_mentions["entity"].to_numpy(np.int64), minlength=n_ent)
+    old_p = np.zeros(n_ent, np.int64)
+    old_m = np.zeros(n_ent, np.int64)
+    old_p[:n_stored] = entities["n_passages"].to_numpy(np.int64)
+    old_m[:n_stored] = entities["n_mentions"].to_numpy(np.int64)
+    out = pd.DataFrame({
+        "entity_id": np.arange(n_ent, dtype=np.int32),
+        "name": display,
+        "n_aliases": np.bincount(ent, minlength=n_ent).astype(np.int32),
+        "count": np.bincount(ent, weights=cnt, minlength=n_ent),
+        "label": np.concatenate([entities["label"].to_numpy(dtype=object),
+                                 np.asarray(new_labels, dtype=object)]),
+        "n_passages": (old_p + grow_p).astype(np.int32),
+        "n_mentions": (old_m + grow_m).astype(np.int32),
+    })
+    extra = [c for c in entities.columns if c not in out.columns]
+    if extra:  # columns this code does not derive: stored values, empty for new entities
+        out = out.join(entities[extra].reindex(np.arange(n_ent)))
+    return out[list(entities.columns)].astype(entities.dtypes.to_dict())
+
+
+def new_facts(chunks_new: pd.DataFrame, offset: int, delta: GraphDelta
+              ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Facts of the new chunks (labelled triples, then sentences naming 2+ entities) with their
+    fact -> entity CSR, chunk positions global."""
+    from gpurag.extract.base import COOCCURS
+
+    local = delta.new_mentions.assign(chunk=delta.new_mentions["chunk"] - offset)
+    parts = [triple_facts(delta.new_relations, COOCCURS), sentence_facts(chunks_new, local)]
+    parts[1][0]["chunk"] += offset
+    tables = [p[0] for p in parts if len(p[0])]
+    if not tables:
+        return parts[1][0], np.zeros(1, np.int64), np.zeros(0, np.int64)
+    indptr = [np.zeros(1, np.int64)]
+    indices = []
+    for table, ptr, ent in parts:
+        if len(table):
+            indptr.append(ptr[1:] + indptr[-1][-1])
+            indices.append(ent)
+    return (pd.concat(tables, ignore_index=True), np.concatenate(indptr),
+            np.concatenate(indices))
+
+
+def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages: int,
+                 title_weight: float) -> KnowledgeGraph:
+    """The stored graph with passage ids shifted past the new entities, plus the new edges
+    (relations, mentions, synonym pairs), symmetric, coalesced."""
+    n_ent = len(delta.entities)
+    shift = n_ent - n_ent_old
+    n_nodes = n_ent + n_passages
+    n_old = len(stored.indptr) - 1
+    rows = np.repeat(np.arange(n_old, dtype=np.int64), np.diff(stored.indptr))
+    cols = np.asarray(stored.indices, np.int64)
+    rows = np.where(rows >= n_ent_old, rows + shift, rows)
+    cols = np.where(cols >= n_ent_old, cols + shift, cols)
+    rel, ment, syn = delta.new_relations, delta.new_mentions, delta.synonyms
+    pairs = ment.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
+    pair = rel.groupby(["head_entity", "tail_entity"], sort=False)["weight"].sum().reset_index()
+    src = np.concatenate([pair["head_entity"].to_numpy(np.int64),
+                          pairs["entity"].to_numpy(np.int64), syn["a"].to_numpy(np.int64)])
+    dst = np.concatenate([pair["tail_entity"].to_numpy(np.int64),
+                          pairs["chunk"].to_numpy(np.int64) + n_ent,
+                          syn["b"].to_numpy(np.int64)])
+    w = np.concatenate([pair["weight"].to_numpy(np.float32),
+                        mention_weights(ment, title_weight), syn["score"].to_numpy(np.float32)])
+    new = build_csr(src, dst, w, n_nodes=n_nodes, symmetric=True)
+    new_rows = np.repeat(np.arange(n_nodes, dtype=np.int64), np.diff(new.indptr))
+    mat = sp.coo_array((np.concatenate([np.asarray(stored.weights, np.float64),
+                                        new.weights.astype(np.float64)]),
+                        (np.concatenate([rows, new_rows]),
+                         np.concatenate([cols, new.indices.astype(np.int64)]))),
+                       shape=(n_nodes, n_nodes)).tocsr()
+    mat.sum_duplicates()
+    graph = CSRGraph(indptr=mat.indptr.astype(np.int64), indices=mat.indices.astype(np.int32),
+                     weights=mat.data.astype(np.float32))
+    ent = mat[:n_ent, :n_ent].tocsr()
+    ent.sum_duplicates()
+    entity_graph = CSRGraph(indptr=ent.indptr.astype(np.int64),
+                            indices=ent.indices.astype(np.int32),
+                            weights=ent.data.astype(np.float32))
+    return KnowledgeGraph(graph, entity_graph)
+
+
+def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: int
+                       ) -> pd.DataFrame | None:
+    """The stored communities with the new entities (ids ``n_stored`` on) placed locally: each
+    joins every community of its most strongly linked stored entity (ties: the lowest id); the
+    rest form new level-0 communities, one per connected component of the edges among them.
+    None when the stored table does not hold every stored entity once at level 0."""
+    level0 = stored["level"].to_numpy() == 0
+    nodes0 = stored["node"].to_numpy(np.int64)[level0]
+    if len(nodes0) != n_stored or (n_stored and len(np.unique(nodes0)) != n_stored):
+        return None
+    n_ent = entity_graph.n_nodes
+    if n_ent == n_stored:
+        return stored
+    ptr = np.asarray(entity_graph.indptr, np.int64)
+    rows = np.repeat(np.arange(n_stored, n_ent, dtype=np.int64), np.diff(ptr[n_stored:]))
+    cols = np.asarray(entity_graph.indices[ptr[n_stored]:], np.int64)
+    weights = np.asarray(entity_graph.weights[ptr[n_stored]:], np.float32)
+    linked = cols < n_stored
+    best = (pd.DataFrame({"new": rows[linked], "node": cols[linked], "w": weights[linked]})
+            .sort_values(["new", "w", "node"], ascending=[True, False, True], kind="stable")
+            .drop_duplicates("new"))
+    joined = stored.merge(best[["new", "node"]], on="node")
+    joined = joined.assign(node=joined["new"]).drop(columns="new")
+    alone = np.setdiff1d(np.arange(n_stored, n_ent), best["new"].to_numpy())
+    parts = [stored, joined[list(stored.columns)]]
+    if len(alone):
+        from gpurag.resolve.groups import components
+
+        pos = np.full(n_ent, -1, np.int64)
+        pos[alone] = np.arange(len(alone))
+        among = (pos[rows] >= 0) & (pos[np.minimum(cols, n_ent - 1)] >= 0) & ~linked
+        comp = components(len(alone), pos[rows[among]], pos[cols[among]])
+        first = int(stored["community"].max()) + 1 if len(stored) else 0
+        parts.append(pd.DataFrame({"node": alone, "level": 0, "community": first + comp,
+                                   "parent": -1, "is_final": True}))
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["level", "node"], kind="stable").reset_index(drop=True).astype(
+        stored.dtypes.to_dict())
+
+
+# -- insert ---------------------------------------------------------------------------------
+def _work_key(sources: list[Path], manifest: Any) -> str:
+    payload = json.dumps({"op": "insert", "sources": [source_fingerprint(s) for s in sources],
+                          "parent": manifest.checksum or manifest.created,
+                          "config": manifest.config}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
+                 runtime: Runtime, spec: str | None, show: bool | None) -> inc.UpdateResult:
+    """Insert ``sources`` into the committed version ``d`` of ``out`` as a local update
+    (under the write lock ``lock``)."""
+    cfg = stored_config(d)
+    manifest = d.manifest
+    timings: dict[str, float] = {}
+    record = BuildRecord()
+    record.record("device", runtime.device)
+    embedder = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
+    record.record("embed", implementation_name(embedder))
+    work = WorkDir(out, _work_key(sources, manifest))
+    old = d.table(layout.CHUNKS)
+    t0 = time.perf_counter()
+    new_chunks, new_vectors, report = run_chunk_embed(
+        sources[0], embedder, cfg, work, show,
+        documents=lambda r: inc.new_documents(sources, set(old["doc_id"].astype(str)), r),
+        seen_chunks=set(old["chunk_id"].astype(str)))
+    timings["chunk_embed_s"] = time.perf_counter() - t0
+    skipped = {k: int(v) for k, v in report.skipped.items() if v}
+    added = list(dict.fromkeys(new_chunks["doc_id"].astype(str)))
+    result = inc.UpdateResult("insert", out, None, documents=added, chunks=len(new_chunks),
+                              skipped=skipped, timings_s=timings)
+    if not len(new_chunks):
+        work.remove()
+        log.info("nothing new to insert: %s", report.summary())
+        return result
+    n_old = len(old)
+    chunks = pd.concat([old, new_chunks], ignore_index=True)
+
+    # extraction of the new chunks only
+    t0 = time.perf_counter()
+    extractor = inc._extractor(cfg, runtime, show)
+    record.record("extract", extractor.name)
+    raw, raw_stats = inc.extract_from(chunks, extractor, n_old)
+    timings["extract_s"] = time.perf_counter() - t0
+    result.reextracted_chunks = len(new_chunks)
+    ex = raw if cfg.graph_dates else drop_date_entities(raw)
+
+    rebuilt: list[str] = []
+    name_index = _writable_index(d, layout.NAMES_FAISS)
+    delta = resolve_delta(d, cfg, ex, embedder, name_index, timings)
+    result.embedded_texts = len(delta.new_name_vectors)
+    result.reused_vectors = 0
+
+    t0 = time.perf_counter()
+    f_table, f_ptr, f_ent = new_facts(new_chunks, n_old, delta)
+    facts = d.table(layout.FACTS)
+    fact_indptr = np.asarray(d.array(layout.FACT_ENTITY_INDPTR, mmap=False))
+    fact_indices = np.asarray(d.array(layout.FACT_ENTITY_INDICES, mmap=False))
+    facts = pd.concat([facts, f_table[list(facts.columns)].astype(facts.dtypes.to_dict())],
+                      ignore_index=True)
+    fact_indptr = np.concatenate([fact_indptr, f_ptr[1:] + fact_indptr[-1]]).astype(
+        fact_indptr.dtype)
+    fact_indices = np.concatenate([fact_indices, f_ent]).astype(fact_indices.dtype)
+    kg = merged_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True),
+                      len(delta.entities) - delta.n_new_entities, delta, len(chunks),
+                      cfg.title_edge_weight)
+    timings["graph_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    n_stored = len(delta.entities) - delta.n_new_entities
+    communities = repair_communities(d.table(layout.COMMUNITIES), kg.entity_graph, n_stored)
+    how = COMMUNITIES_LOCAL
+    if communities is None:  # the stored table does not cover the stored entities
+        how = COMMUNITIES
+        communities = detect_communities(kg, cfg, runtime.backends.leiden)
+        if kg.entity_graph.n_nodes:
+            record.record("leiden", communities.attrs.get("implementation",
+                                                          runtime.backends.names["leiden"]))
+    timings["leiden_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    codec = codec_for(cfg.vector_precision, embedder.dim)
+    fact_vecs = (codec.round_trip(embedder.encode(f_table["text"].tolist(),
+                                                  batch_size=cfg.embed_batch_size),
+                                  in_place=True) if len(f_table)
+                 else np.zeros((0, embedder.dim), np.float32))
+    result.embedded_texts += len(fact_vecs)
+    timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+
+    stored_ex = Extraction(mentions=d.table(layout.EXTRACT_MENTIONS),
+                           relations=d.table(layout.EXTRACT_RELATIONS))
+    stats = pd.concat([d.table(layout.EXTRACT_STATS) if d.has(layout.EXTRACT_STATS)
+                       else batch_stats_frame([]), raw_stats], ignore_index=True)
+    change = {"op": "insert", "documents": inc._ids(added), "chunks": len(new_chunks),
+              "documents_read": report.documents, "ingest": report.as_dict(),
+              "sources": [str(s) for s in sources],
+              "reextracted_chunks": result.reextracted_chunks}
+    writer = IndexWriter(out, lock=lock)
+    try:
+        t0 = time.perf_counter()
+        writer.write_table(layout.CHUNKS, chunks)
+        save_index(grown_index(_writable_index(d, layout.PASSAGES_FAISS),
+                               layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
+                   writer.path(layout.PASSAGES_FAISS))
+        timings["passage_index_s"] = time.perf_counter() - t0
+        from gpurag.device import package_version
+        from gpurag.query.lexical import BM25Index
+
+        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+        t0 = time.perf_counter()
+        BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
+        record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
+        timings["lexical_index_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
+                               True, rebuilt), writer.path(layout.NAMES_FAISS))
+        writer.write_table(layout.NAMES, delta.names)
+        writer.write_array(layout.FACT_ENTITY_INDPTR, fact_indptr)
+        writer.write_array(layout.FACT_ENTITY_INDICES, fact_indices)
+        csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
+        save_index(grown_index(_writable_index(d, layout.FACTS_FAISS), layout.FACTS_FAISS,
+                               fact_vecs, cfg, True, rebuilt), writer.path(layout.FACTS_FAISS))
+        writer.write_table(layout.ENTITIES, delta.entities)
+        writer.write_table(layout.ALIASES, delta.aliases)
+        writer.write_table(layout.MENTIONS, delta.mentions)
+        writer.write_table(layout.RELATIONS, delta.relations)
+        writer.write_table(layout.FACTS, facts)
+        writer.write_table(layout.COMMUNITIES, communities)
+        writer.write_table(layout.EXTRACT_MENTIONS,
+                           pd.concat([stored_ex.mentions, raw.mentions], ignore_index=True))
+        writer.write_table(layout.EXTRACT_RELATIONS,
+                           pd.concat([stored_ex.relations, raw.relations], ignore_index=True))
+        writer.write_table(layout.EXTRACT_STATS, stats)
+        timings["graph_write_s"] = time.perf_counter() - t0
+
+        documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
+        counts = {"documents": documents + report.documents, "chunks": len(chunks),
+                  **local_counts(delta, facts, kg, communities, stats)}
+        info = dict(manifest.extra.get("incremental") or {})
+        incremental = {
+            "mode": LOCAL,
+            "exact_below": min(int(info.get("exact_below", n_old)), n_old),
+            "local_updates": int(info.get("local_updates", 0)) + 1,
+            "updated_locally": ["extraction of the new chunks", "alias resolution of new names",
+                                "entity, mention, relation and fact tables",
+                                "passage/name/fact FAISS indexes (vectors added)",
+                                "graph CSR (new edges merged)"],
+            "communities": how,
+            "recomputed": ["BM25 model"],
+            "rebuilt_indexes": rebuilt,
+            "new_entities": delta.n_new_entities,
+            "resolved_against_stored_names": delta.neighbours,
+            "tolerance": TOLERANCE,
+        }
+        commit(writer, manifest, record, counts, change, timings, incremental, how)
+    except BaseException:
+        writer.abort()
+        raise
+    result.version = inc._version(manifest) + 1
+    work.remove()
+    return result
+
+
+def local_counts(delta: GraphDelta, facts: pd.DataFrame, kg: KnowledgeGraph,
+                 communities: pd.DataFrame, stats: pd.DataFrame) -> dict[str, int]:
+    """The graph counts of the manifest, as :func:`~gpurag.pipeline.graph_stage.graph_counts`
+    gives them."""
+    summed = Counter({str(k): int(v) for k, v in
+                      stats.groupby("key", sort=False)["value"].sum().items()})
+    return {
+        "entities": len(delta.entities),
+        "aliases": len(delta.aliases),
+        "merged_names": len(delta.names) - len(delta.entities),
+        "mentions": len(delta.mentions),
+        "relations": len(delta.relations),
+        "facts": len(facts),
+        "graph_nodes": kg.graph.n_nodes,
+        "graph_edges": kg.graph.n_edges,
+        "community_levels": int(communities["level"].max()) + 1 if len(communities) else 0,
+        **{f"extract_{k}": v for k, v in summed.items()},
+    }
+
+
+def commit(writer: IndexWriter, manifest: Any, record: BuildRecord, counts: dict[str, int],
+           change: dict[str, Any], timings: dict[str, float],
+           incremental: dict[str, Any] | None, communities: str = COMMUNITIES) -> None:
+    """Commit the new version with the lineage :func:`inc.commit_version` writes."""
+    version = inc._version(manifest) + 1
+    history = list(manifest.extra.get("history", []))[-(inc.MAX_HISTORY - 1):]
+    history.append({"version": version, "op": change["op"],
+                    "documents": change["documents"]["count"], "chunks": change.get("chunks", 0),
+                    **({"mode": incremental["mode"]} if incremental else {})})
+    extra = {
+        **{k: v for k, v in manifest.extra.items()
+           if k not in ("timings_s", "change", "history", "parent", "incremental")},
+        "timings_s": timings, "version": version,
+        "parent": {"version": inc._version(manifest), "created": manifest.created,
+                   "checksum": manifest.checksum},
+        "change": change, "history": history, "communities": communities,
+    }
+    if incremental:
+        extra["incremental"] = incremental
+    writer.commit(config=dict(manifest.config), counts=counts,
+                  components={**manifest.components, **record.as_dict()}, extra=extra)
+
+
+# -- compact --------------------------------------------------------------------------------
+def compact_index(index: str | Path, runtime: Runtime | None = None, embedder: str | None = None,
+                  show_progress: bool = True) -> inc.UpdateResult:
+    """Rebuild the graph of a locally updated index from what it holds (chunks, passage
+    vectors, stored extraction, stored name and fact vectors): the result is the full build's
+    files byte for byte. The chunks whose stored extraction is not a full build's (from
+    ``exact_below``) are extracted again on the build's batch boundaries. An index that is
+    already a full build's is left as it is (``version`` None)."""
+    runtime = runtime or Runtime.create()
+    show = runtime.show_progress(show_progress)
+    out = Path(index).resolve()
+    with naming(out), WriteLock(out) as lock:
+        d = open_index_dir(out)
+        try:
+            if (d.manifest.extra.get("incremental") or {}).get("mode") != LOCAL:
+                return inc.UpdateResult("compact", out, None)
+            stored = inc.load_stored(d)
+        finally:
+            d.close()
+        if stored.extraction is None:
+            raise InputError(f"compact: the index {out} keeps no extraction to rebuild from")
+        timings: dict[str, float] = {}
+        record = BuildRecord()
+        record.record("device", runtime.device)
+        chunks = stored.chunks
+        ex, reextracted = inc._timed_extraction(
+            stored, chunks, np.arange(len(chunks)), len(chunks), "insert", runtime, show, record,
+            timings)
+        graph_embedder = inc._graph_embedder(stored, runtime, embedder)
+        result = inc.UpdateResult("compact", out, None, reextracted_chunks=reextracted,
+                                  timings_s=timings)
+        change = {"op": "compact", "documents": inc._ids([]), "chunks": 0, "documents_read": 0,
+                  "reextracted_chunks": reextracted}
+        result.version = inc.commit_version(out, lock, stored, chunks, stored.vectors, ex,
+                                            graph_embedder, runtime, record, change, timings,
+                                            show)
+        result.embedded_texts = graph_embedder.misses
+        result.reused_vectors = graph_embedder.hits
+        return result

@@ -1,0 +1,90 @@
+"""Extraction alongside chunk+embed (pipeline/extract_ahead.py): the same index, byte for
+byte, as extracting after stage 1; a build that dies in stage 1 resumes to that index too."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import gpurag.pipeline.extract_ahead as extract_ahead
+import gpurag.pipeline.extract_pool as extract_pool
+import gpurag.pipeline.graph_stage as graph_stage
+from gpurag import Index
+from tests.foundation.test_build import BoomError, _count_encodes
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
+# small checkpoints and extraction batches: many of each on part of the sample corpus
+OPTS = dict(show_progress=False, ingest_batch_chunks=4)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "docs.jsonl"
+    path.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:16]))
+    return path
+
+
+def files(index: Path) -> dict[str, str]:
+    return {p.relative_to(index).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(index.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+
+
+def timings(index: Path) -> dict:
+    return json.loads((index / "manifest.json").read_text())["extra"]["timings_s"]
+
+
+def small_batches(m: pytest.MonkeyPatch) -> None:
+    m.setattr(graph_stage, "EXTRACT_BATCH", 4)
+    m.setattr(extract_pool, "MIN_BATCHES_FOR_POOL", 1)
+    m.setattr(extract_ahead, "MIN_BATCHES_FOR_POOL", 1)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, corpus) -> Path:
+    out = tmp_path_factory.mktemp("ref") / "index"
+    with pytest.MonkeyPatch.context() as m:
+        small_batches(m)
+        m.setenv("GPURAG_EXTRACT_WORKERS", "1")  # extraction after stage 1, in process
+        Index.build(corpus, out, **OPTS).close()
+    assert "extract_ahead_wait_s" not in timings(out)
+    return out
+
+
+@pytest.fixture
+def ahead(monkeypatch) -> list[int]:
+    """Two extraction workers alongside stage 1; the rows of each batch they were given."""
+    small_batches(monkeypatch)
+    monkeypatch.setenv("GPURAG_EXTRACT_WORKERS", "2")
+    submitted: list[int] = []
+    real = extract_ahead.ExtractAhead._submit
+    monkeypatch.setattr(extract_ahead.ExtractAhead, "_submit", lambda self, rows: (
+        submitted.append(rows), real(self, rows))[1])
+    return submitted
+
+
+def test_overlapped_extraction_gives_the_same_index(tmp_path, reference, corpus, ahead):
+    out = tmp_path / "ahead" / "index"
+    index = Index.build(corpus, out, **OPTS)
+    assert "extract_ahead_wait_s" in timings(out)
+    assert sum(ahead) == len(index.chunks) and max(ahead) == 4  # every row, in batches
+    index.close()
+    assert files(out) == files(reference)
+
+
+def test_death_in_stage_1_with_extraction_in_flight_resumes_to_the_same_index(
+        tmp_path, monkeypatch, reference, corpus, ahead):
+    out = tmp_path / "crash" / "index"
+    with monkeypatch.context() as m:
+        _count_encodes(m, fail_after=3)
+        with pytest.raises(BoomError):
+            Index.build(corpus, out, **OPTS)
+    state = json.loads((out.parent / ".index.work" / "state.json").read_text())
+    assert state["chunk_embed"]["parts"] == 3 and not state["chunk_embed"]["done"]
+    extracted = state.get("extract", {"done_rows": 0})["done_rows"]
+    assert extracted % 4 == 0  # whole batches only, in order
+    Index.build(corpus, out, **OPTS).close()
+    assert files(out) == files(reference)

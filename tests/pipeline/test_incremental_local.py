@@ -1,0 +1,176 @@
+"""Local inserts (issue 34): only the new documents' work, answers within the stated tolerance
+of a full build, and ``compact`` gives the full build back byte for byte.
+
+The sample corpus split A/B as in test_incremental.py (small extractor batches, so the open
+batch a local insert does not re-extract really differs from a build's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpurag import Index
+from gpurag.cli import main
+from gpurag.graph.csr import build_csr
+from gpurag.pipeline import graph_stage, incremental
+from gpurag.pipeline.incremental_local import grown_index, repair_communities
+from gpurag.runtime import Runtime
+from gpurag.store import layout
+from tests.pipeline.test_incremental import (
+    BATCH,
+    SPLIT,
+    _file_digests,
+    _records,
+    _retrieval,
+    _write,
+    assert_equivalent,
+)
+
+
+@pytest.fixture(autouse=True)
+def _small_batches(monkeypatch):
+    monkeypatch.setattr(graph_stage, "EXTRACT_BATCH", BATCH)
+    monkeypatch.setattr(incremental, "EXTRACT_BATCH", BATCH)
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return Runtime.create(device="cpu", progress=False)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    records = _records()
+    return {"A": _write(root / "a" / "A.jsonl", records[:SPLIT]),
+            "B1": _write(root / "b1" / "B1.jsonl", records[SPLIT:SPLIT + 10]),
+            "B2": _write(root / "b2" / "B2.jsonl", records[SPLIT + 10:]),
+            "AB": _write(root / "ab" / "AB.jsonl", records),
+            "b_ids": [r["id"] for r in records[SPLIT:]]}
+
+
+def _within_tolerance(got: Index, want: Index) -> None:
+    (top_a, rec_a), (top_b, rec_b) = _retrieval(got), _retrieval(want)
+    same = np.mean([x == y for x, y in zip(top_a, top_b, strict=True)])
+    assert same >= 0.95 and abs(rec_a - rec_b) <= 0.01, (same, rec_a, rec_b)
+
+
+def test_local_insert_touches_only_the_new_documents(tmp_path, corpus, runtime):
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"],
+                                                                  show_progress=False)
+    r = grown.last_update
+    assert r.version == 3 and r.chunks == 17
+    assert r.reextracted_chunks == 17  # only the new chunks, not the open batch
+    info = grown.manifest.extra["incremental"]
+    assert info["mode"] == "local" and info["exact_below"] == SPLIT
+    assert info["local_updates"] == 2 and "tolerance" in info
+    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    assert _file_digests(grown) != _file_digests(full)  # local: not the build's bytes
+    _within_tolerance(grown, full)
+    # the stored entities keep their ids; every table agrees with the others
+    old_names = base.dir.table(layout.NAMES)
+    new_names = grown.dir.table(layout.NAMES)
+    assert new_names["name"].iloc[: len(old_names)].tolist() == old_names["name"].tolist()
+    assert (new_names["entity"].iloc[: len(old_names)].to_numpy()
+            == old_names["entity"].to_numpy()).all()
+    assert grown.retriever.entity_index.index.ntotal == len(new_names)
+    assert grown.retriever.fact_index.ntotal == len(grown.dir.table(layout.FACTS))
+    assert grown.manifest.counts["chunks"] == len(grown.chunks) == 57
+    assert grown.manifest.counts["documents"] == full.manifest.counts["documents"]
+    for q in ("Who founded Kestrel Dynamics?",):
+        assert grown.query(q).passages
+    # communities repaired locally: the stored rows as they were, every entity placed once
+    comm = grown.dir.table(layout.COMMUNITIES)
+    n_ent = len(grown.dir.table(layout.ENTITIES))
+    assert sorted(comm.loc[comm["level"] == 0, "node"]) == list(range(n_ent))
+    assert comm.groupby("node")["is_final"].sum().eq(1).all()
+    n_old = len(base.dir.table(layout.ENTITIES))
+    pd.testing.assert_frame_equal(comm[comm["node"] < n_old].reset_index(drop=True),
+                                  base.dir.table(layout.COMMUNITIES))
+    assert grown.manifest.extra["communities"].startswith("local repair")
+
+
+def test_repair_communities_places_new_entities_by_their_strongest_stored_link():
+    stored = pd.DataFrame({"node": [0, 1, 2, 0, 1], "level": [0, 0, 0, 1, 1],
+                           "community": [0, 0, 1, 2, 3], "parent": [-1, -1, -1, 0, 0],
+                           "is_final": [False, False, True, True, True]}).astype(
+        {"node": np.int32, "level": np.int16, "community": np.int32, "parent": np.int32})
+    # entities 3 (linked to 1 with weight 2, to 2 with weight 1), 4 and 5 (linked to each
+    # other only), 6 (isolated)
+    g = build_csr(np.array([3, 3, 4]), np.array([1, 2, 5]), np.array([2.0, 1.0, 1.0]), 7)
+    out = repair_communities(stored, g, 3)
+    rows = {n: out[out["node"] == n][["level", "community", "parent", "is_final"]]
+            .values.tolist() for n in range(7)}
+    assert rows[3] == rows[1]
+    assert rows[4] == rows[5] == [[0, 4, -1, True]]
+    assert rows[6] == [[0, 5, -1, True]]
+    assert out.dtypes.to_dict() == stored.dtypes.to_dict()
+    assert repair_communities(stored.iloc[1:], g, 3) is None  # entity 0 not covered
+
+
+def test_compact_equals_the_full_build_byte_for_byte(tmp_path, corpus, runtime):
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"],
+                                                                  show_progress=False)
+    compacted = grown.compact(show_progress=False)
+    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    assert_equivalent(compacted, full)
+    assert "incremental" not in compacted.manifest.extra
+    assert compacted.last_update.reextracted_chunks == 57 - (SPLIT // BATCH) * BATCH
+    assert compacted.compact(show_progress=False).last_update.version is None  # already exact
+
+
+def test_exact_insert_after_local_ones_equals_a_build(tmp_path, corpus, runtime):
+    """The exact path re-extracts what local inserts extracted in their own batches."""
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"], exact=True,
+                                                                  show_progress=False)
+    assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", runtime=runtime,
+                                         show_progress=False))
+    assert "incremental" not in grown.manifest.extra
+
+
+def test_cli_compact(tmp_path, corpus, runtime, capsys):
+    out = tmp_path / "idx"
+    Index.build(corpus["A"], out, runtime=runtime, show_progress=False)
+    assert main(["-q", "insert", str(out), str(corpus["B1"])]) == 0
+    assert "local update" in capsys.readouterr().out
+    assert main(["-q", "compact", str(out)]) == 0
+    assert "version 3" in capsys.readouterr().out
+    assert main(["-q", "compact", str(out)]) == 0
+    assert "already" in capsys.readouterr().out
+
+
+def test_grown_index_adds_or_rebuilds_when_a_build_would_pick_another_kind():
+    from gpurag.config import IndexConfig
+    from gpurag.vectors import build_index
+    from gpurag.vectors.codec import codec_for, decode_all
+
+    rng = np.random.default_rng(0)
+    codec = codec_for("int8", 32)
+    x = rng.normal(size=(60, 32)).astype(np.float32)
+    x = codec.round_trip(x / np.linalg.norm(x, axis=1, keepdims=True))
+    cfg = IndexConfig(hnsw_threshold=50)
+    rebuilt: list[str] = []
+    small = build_index(x[:30], cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
+    added = grown_index(small, "f", x[30:40], cfg, True, rebuilt)  # 40 < 50: still flat
+    assert added is small and added.ntotal == 40 and rebuilt == []
+    grown = grown_index(added, "f", x[40:], cfg, True, rebuilt)  # 60 >= 50: HNSW, as a build
+    want = build_index(x, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
+    assert type(grown) is type(want) and rebuilt == ["f"]
+    assert np.array_equal(decode_all(grown), decode_all(want))
+
+
+def test_delete_after_a_local_insert_equals_a_build(tmp_path, corpus, runtime):
+    """A delete takes the exact path: it re-extracts what the local insert extracted in its
+    own batches, so deleting the inserted documents gives the build of the rest back."""
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    grown = base.insert(corpus["B1"], show_progress=False)
+    ids = list(dict.fromkeys(grown.chunks["doc_id"].astype(str)))[SPLIT:]
+    shrunk = grown.delete(ids, show_progress=False)
+    assert_equivalent(shrunk, Index.build(corpus["A"], tmp_path / "a", runtime=runtime,
+                                          show_progress=False))
+    assert "incremental" not in shrunk.manifest.extra
