@@ -208,6 +208,8 @@ class Memory:
                 raise ValueError(f"version {meta['version']} is newer than this gpurag")
             config = MemoryConfig.from_dict(meta.get("config", {}), **overrides)
             dim = int(meta["dim"])
+            if dim < 1:
+                raise ValueError(f"dim {meta['dim']!r} must be a whole number >= 1")
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
         mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout)
