@@ -20,6 +20,8 @@
 #    (1M x 384), the torch embedder's passages/s (fp16, bf16) and the CPU backend
 #    (bench/gpu_bench.py); GAT scoring (bench/score.py); per-stage scaling, query p50/p95 at
 #    q = 1, 64, 1024 against graph size, peak host/device memory (bench/scale.py).
+# 4. (last) bench/query.py: per-stage ms per question, dense vs graph, q = 1, 64, 1024 on a
+#    2,000-passage prefix, as the committed CPU results (bench/results/query_*_cpu.json).
 # Output is unbuffered; the log and every JSON land in $OUT when set (so a run cut short still
 # returns what it measured), else in bench/results/.
 set -u -o pipefail
@@ -134,5 +136,21 @@ timeout 110 python3 bench/scale.py --device cuda --budget-s 100 --out "$DEST" \
   --knn-max 1000000 "${SCALE_ARGS[@]}" --note "device_check $STAMP" 2>&1 | tee -a "$LOG"
 SCALE_RC=$?
 
-say "exit codes: tests $TESTS_RC, marked $MARKED_RC, e2e $E2E_RC, gpu_bench $BENCH_RC, score $SCORE_RC, scale $SCALE_RC; done"
+say "query stages, dense vs graph, q = 1, 64, 1024 on a 2,000-passage prefix (budget 120 s)"
+QUERY_RC=0
+QUERY_DATA=""
+for p in shared/data/enwiki_passages/passages.jsonl.gz \
+         ../shared/data/enwiki_passages/passages.jsonl.gz; do
+  if [ -f "$p" ]; then QUERY_DATA="$p"; break; fi
+done
+if [ -n "$QUERY_DATA" ]; then  # the same script as the committed CPU results
+  timeout 120 python3 bench/query.py --device cuda --sizes 2000 --data "$QUERY_DATA" \
+    --work "${TMPDIR:-/tmp}/gpurag_query_bench" --single 50 --batched 256 \
+    --out "$DEST/query_${STAMP}_cuda.json" 2>&1 | tee -a "$LOG"
+  QUERY_RC=$?
+else
+  echo "query bench skipped: no shared/data/enwiki_passages in the checkout" | tee -a "$LOG"
+fi
+
+say "exit codes: tests $TESTS_RC, marked $MARKED_RC, e2e $E2E_RC, gpu_bench $BENCH_RC, score $SCORE_RC, scale $SCALE_RC, query $QUERY_RC; done"
 exit $((TESTS_RC != 0 || MARKED_RC != 0 || E2E_RC != 0 || BENCH_RC != 0 || SCALE_RC != 0))

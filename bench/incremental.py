@@ -23,7 +23,8 @@ next ``--new`` passages into copies of it, once by the exact path (``insert --ex
 graph stage over the whole corpus) and once by the local path (the default), each a separate
 ``gpurag insert`` process (wall, peak RSS, cost by stage from the manifest), deletes those
 documents again (exact path), and times ``--repeat`` local inserts of one document each in a
-row (does the cost grow?):
+row (does the cost grow?). The local insert's ``resolve_s`` includes ``resolve_embed_s`` (the
+new names embedded); deletes take the exact path:
 
     python bench/incremental.py --passages /work/shared/data/enwiki_passages/passages.jsonl.gz \
         --prefix 5000 --new 20 --work /tmp/incr --out bench/results/incremental_local_<date>.json

@@ -12,7 +12,7 @@ first words of their text.
 graspologic-native (bench/graph_algos.py).
 
 Usage: python bench/query.py [--sizes 2000,20000] [--questions 1024] [--batches 1,64,1024]
-       [--single 100] [--out FILE.json] [--work runs/bench] [--device cpu|cuda]
+       [--single 100] [--batched 256] [--out FILE.json] [--work runs/bench] [--device cpu|cuda]
 Prints the table on stderr and writes the JSON report (``--out``; default stdout).
 """
 
@@ -124,8 +124,8 @@ def run_batches(index, questions: list[str], mode: str, batch: int, n: int) -> d
 
 def table(run: dict) -> str:
     """One markdown table of a prefix's runs: ms per question per stage."""
-    cols = ["embed", "dense", "bm25", "linking", "seeds", "walk", "fusion", "second_hop",
-            "expansion_bm25", "paths"]
+    cols = ["embed", "retrieve", "dense", "bm25", "linking", "seeds", "walk", "fusion",
+            "second_hop", "expansion_bm25", "paths", "evidence"]
     lines = [f"{run['passages']} passages",
              "| mode | batch | p50 | p95 | ms/q | q/s | " + " | ".join(cols) + " |",
              "|---" * (6 + len(cols)) + "|"]
@@ -148,6 +148,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=1024,
                     help="questions made per prefix (the largest batch needs as many)")
     ap.add_argument("--single", type=int, default=100, help="questions asked one at a time")
+    ap.add_argument("--batched", type=int, default=256,
+                    help="questions asked in batches (at least one batch of each size)")
     ap.add_argument("--batches", default="1,64,1024")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (the runtime's)")
@@ -175,8 +177,7 @@ def main() -> None:
                 index.query_batch(questions[:4], k=10, mode=mode)  # opens what it needs
                 run["query"][mode] = []
                 for b in batches:
-                    n = min(args.single, len(questions)) if b == 1 else \
-                        max(b, len(questions) // b * b)
+                    n = args.single if b == 1 else max(b, args.batched)
                     log(f"[{size}] {mode}, batches of {b} ({min(n, len(questions))} questions)")
                     run["query"][mode].append(run_batches(index, questions, mode, b,
                                                           min(n, len(questions))))

@@ -91,10 +91,13 @@ def graph_frames(index: IndexDir, passages: bool = False) -> GraphFrames:
     """The entity graph of an opened index (with passage nodes and mention edges when
     ``passages``)."""
     if not index.has(layout.ENTITIES):
-        raise IndexFormatError(f"{index.path} has no knowledge graph (built without --graph)")
+        raise IndexFormatError(f"{index.root} has no knowledge graph (built without --graph)")
+    from gpurag.store import checks
+
+    checks.check_graph(index, checks.table_rows(index, layout.CHUNKS))  # rows and id ranges
     nodes, levels = _entity_nodes(index)
     n_ent = len(nodes)
-    graph = csr_mod.load(index.file(layout.GRAPH_DIR))
+    graph = csr_mod.load(index.file(layout.GRAPH_DIR), shown=index.root / layout.GRAPH_DIR)
     src = np.repeat(np.arange(graph.n_nodes, dtype=np.int64), np.diff(graph.indptr))
     dst = np.asarray(graph.indices, dtype=np.int64)
     weight = np.asarray(graph.weights, dtype=np.float64)

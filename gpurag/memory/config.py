@@ -18,7 +18,8 @@ class MemoryConfig:
     w_graph: float = 0.25
     coverage_slope: float = 8.0  # logistic slope of the relational weight in the deficit
     coverage_mid: float = 0.4  # deficit at which relational and temporal weigh the same
-    derived_weight: bool = False  # relational weight = the coverage deficit (no slope/mid)
+    derived_weight: bool = True  # relational weight = the coverage deficit (docs/MEMORY.md);
+    # False: the older logistic in the deficit with coverage_slope / coverage_mid
     damping: float = 0.5
     tau: float = 3.0  # turns: closeness decay of the temporal view
     recency: float = 0.0  # bonus of the most recent best-covering session

@@ -4,7 +4,8 @@ A passage whose first line is ``Time: <stamp>`` (the chat logs of ``lihua_world`
 (its id) of turns (its other non-empty lines) at that time; any other passage is one trace.
 Consecutive one-turn passages stamped with the same time whose ids differ only in a trailing
 number (``conv3:D2:4``, ``conv3:D2:5``: one dialogue turn per passage) are the turns of one
-session (the id without that number), numbered by it. Every trace names its passage in
+session (the id without that number), numbered by it; so are unstamped one-turn passages
+whose ids differ only in a trailing number and follow each other. Every trace names its passage in
 ``meta["doc"]`` when that is not its session, so a passage is ranked where its trace is.
 """
 
@@ -46,8 +47,9 @@ def _passages(path: Path) -> Iterator[tuple[str, str, int]]:
             try:
                 rec = json.loads(raw)
                 doc_id, text = str(rec["id"]), str(rec["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{lineno}: not a passage record ({exc})") from exc
+            except (KeyError, TypeError, ValueError, RecursionError) as exc:  # ValueError: JSON
+                raise InputError(f"{path}:{lineno}: not a passage record "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
             yield doc_id, text, lineno
 
 
@@ -55,16 +57,33 @@ def group_turns(passages: Iterable[tuple[str, str, int]]) -> Iterator[dict[str, 
     """Traces of ``(doc id, text, order)`` passages, the one-turn passages of one session
     grouped (see the module docstring)."""
     time_of: dict[str, Any] = {}  # session prefix -> the time it was first seen with
+    held: tuple[dict[str, Any], str, str, str] | None = None  # unstamped one-turn passage
     for doc_id, text, order in passages:
         traces = [t for t in session_traces(doc_id, text, order) if t["text"]]
         m = _TRAILING_NUMBER.match(doc_id)
-        if len(traces) == 1 and m is not None and _TIME_LINE.match(text.split("\n", 1)[0]):
+        one = len(traces) == 1 and m is not None
+        prefix = (m.group("prefix").rstrip(":_-. /") or doc_id) if m else ""
+        stamped = _TIME_LINE.match(text.split("\n", 1)[0]) is not None
+        if one and stamped:
             t = traces[0]
-            prefix = m.group("prefix").rstrip(":_-. /") or doc_id
             seen = time_of.setdefault(prefix, t["time"])
             session = prefix if seen == t["time"] else f"{prefix}@{t['time']}"
             t.update(session=session, turn=int(m.group("n")), meta={"doc": doc_id})
+        elif one and held is not None and held[1] == prefix:
+            # unstamped: consecutive passages of one prefix are one session
+            prev, _, prev_id, prev_n = held
+            if prev["session"] == prev_id:
+                prev.update(session=prefix, turn=int(prev_n), meta={"doc": prev_id})
+            traces[0].update(session=prefix, turn=int(m.group("n")), meta={"doc": doc_id})
+        if held is not None:
+            yield held[0]
+            held = None
+        if one and not stamped:
+            held = (traces[0], prefix, doc_id, m.group("n"))
+            continue
         yield from traces
+    if held is not None:
+        yield held[0]
 
 
 def frame_traces(doc_ids: Iterable[str], texts: Iterable[str]) -> Iterator[dict[str, Any]]:

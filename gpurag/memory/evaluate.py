@@ -29,7 +29,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "w_dense": (0.5, 1.0),
     "w_bm25": (0.5, 1.0, 1.5),
     "w_graph": (0.0, 0.25, 0.5, 1.0),
-    "coverage_mid": (0.1, 0.4),
+    "neighbour": (0.0, 0.2),
     "session_weight": (0.0, 0.1, 0.2),
 }
 

@@ -84,15 +84,9 @@ TOLERANCE = ("answers within a tolerance of a full build (tests: Recall@5 within
 
 # -- what a local update reads --------------------------------------------------------------
 def stored_config(d: IndexDir) -> IndexConfig:
+    """The config the index at ``d`` was built with (keys this gpurag does not know dropped)."""
     names = {f.name for f in dataclasses.fields(IndexConfig)}
     return IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
-
-
-def exact_below(manifest: Any, n_chunks: int) -> int:
-    """The first chunk position whose stored extraction may differ from a full build's (the
-    chunk count when every chunk's is a full build's)."""
-    info = manifest.extra.get("incremental") or {}
-    return min(int(info.get("exact_below", n_chunks)), n_chunks)
 
 
 def why_not_local(d: IndexDir, cfg: IndexConfig) -> str | None:

@@ -9,7 +9,6 @@ else none. Only the returned rows are traced.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.query.second_hop import csr_rows
@@ -43,21 +42,27 @@ def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp
     other = np.ones(len(pq), bool)
     other[direct_pair] = False
     keep = other[owner]
-    want = pd.DataFrame({"pair": owner[keep], "q": pq[owner[keep]], "e": ent[keep]})
+    w_pair, w_q, w_e = owner[keep], pq[owner[keep]], ent[keep]
     sq = seed_key // n_ent
     se = seed_key % n_ent
     needed = np.zeros(q, bool)
-    needed[want["q"].to_numpy()] = True
+    needed[w_q] = True
     sq, se = sq[needed[sq]], se[needed[sq]]
     a_ptr = adj.indptr.astype(np.int64)
     s_owner, nb = csr_rows(np.arange(len(se)), a_ptr[se], np.diff(a_ptr)[se], adj.indices)
     _, w = csr_rows(np.arange(len(se)), a_ptr[se], np.diff(a_ptr)[se], adj.data)
-    links = pd.DataFrame({"q": sq[s_owner], "s": se[s_owner], "e": nb.astype(np.int64),
-                          "w": w})
-    joined = want.merge(links, on=["q", "e"])
-    j_pair = joined["pair"].to_numpy(np.int64)
-    j_s, j_e = joined["s"].to_numpy(np.int64), joined["e"].to_numpy(np.int64)
-    order = np.lexsort((j_e, j_s, -joined["w"].to_numpy(np.float64), j_pair))
+    # join (question, mentioned entity) with (question, seed's neighbour) on both
+    l_key = sq[s_owner] * n_ent + nb.astype(np.int64)
+    by_key = np.argsort(l_key, kind="stable")
+    l_sorted = l_key[by_key]
+    w_key = w_q * n_ent + w_e
+    lo = np.searchsorted(l_sorted, w_key, "left")
+    hi = np.searchsorted(l_sorted, w_key, "right")
+    j_owner, j_link = csr_rows(np.arange(len(w_key)), lo, hi - lo, by_key)
+    j_pair = w_pair[j_owner]
+    j_s, j_e = se[s_owner[j_link]], w_e[j_owner]
+    j_w = np.asarray(w, np.float64)[j_link]
+    order = np.lexsort((j_e, j_s, -j_w, j_pair))
     rel_pair, first_rel = np.unique(j_pair[order], return_index=True)
     rel_s, rel_e = j_s[order][first_rel], j_e[order][first_rel]
     path_pair = np.concatenate([direct_pair, rel_pair])

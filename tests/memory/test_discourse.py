@@ -111,10 +111,13 @@ def test_one_turn_passages_are_grouped_into_sessions():
     traces = list(group_turns([
         ("c1:D1:1", stamp + "Ana: Hi!", 0), ("c1:D1:2", stamp + "Ben: Hello.", 1),
         ("c1:D2:1", "Time: 20230601_09:00\nAna: Back again.", 2),
-        ("plain", "No time line here.", 3)]))
+        ("plain", "No time line here.", 3),
+        ("conv-2_D1:1", "Ana: Hi!", 4), ("conv-2_D1:2", "Ben: Hello.", 5),
+        ("conv-2_D2:1", "Ana: Again.", 6)]))
     assert [(t["session"], t["turn"], t.get("meta", {}).get("doc")) for t in traces] == [
         ("c1:D1", 1, "c1:D1:1"), ("c1:D1", 2, "c1:D1:2"), ("c1:D2", 1, "c1:D2:1"),
-        ("plain", 0, None)]
+        ("plain", 0, None), ("conv-2_D1", 1, "conv-2_D1:1"), ("conv-2_D1", 2, "conv-2_D1:2"),
+        ("conv-2_D2:1", 0, None)]  # unstamped and alone: its own passage
 
 
 def test_an_attribute_question_reaches_the_claim_among_filler(memory):
