@@ -131,12 +131,16 @@ def cmd_update(args: argparse.Namespace) -> int:
     r = new.last_update
     verb = "added" if r.op == "insert" else "removed"
     if r.version is None:
-        say(f"nothing new to insert into {r.path} (index unchanged)")
+        say(f"nothing {'new to insert into' if r.op == 'insert' else 'to delete from'} "
+            f"{r.path} (index unchanged)")
     else:
         local = (new.manifest.extra.get("incremental") or {}).get("mode") == "local"
+        # a delete extracts nothing new: it re-extracts the chunks whose extraction depended
+        # on the removed ones (batch-dependent extractors), usually none
+        extracted = "extracted" if r.op == "insert" else "re-extracted"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
-            f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
-            f"embedded ({r.reused_vectors} reused); communities: "
+            f"{verb}; {r.reextracted_chunks} chunks {extracted}, {r.embedded_texts} "
+            f"names/facts embedded ({r.reused_vectors} reused); communities: "
             f"{str(new.manifest.extra.get('communities') or 'full re-cluster').split(':')[0]}"
             + ("; local update (within a tolerance of a full build: `gpurag compact` "
                "restores it)" if local else ""))
@@ -169,6 +173,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.level < 0:
         raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
                           "whole number >= 0")
+    if args.question is not None and not args.question.strip():
+        raise InputError("the question is empty (only whitespace); the service refuses it too")
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += read_questions(args.questions_file)
@@ -197,8 +203,10 @@ def cmd_query(args: argparse.Namespace) -> int:
             results = global_results(index, questions, k=k, level=args.level,
                                      top=top)
         else:
+            cap = client.config.max_tokens  # --llm-max-tokens caps reports and answers
             results = global_answers(index, questions, client, level=args.level,
-                                     communities=top, k=k)
+                                     communities=top, k=k, report_max_tokens=min(600, cap),
+                                     answer_max_tokens=min(500, cap))
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
         if args.min_confidence is not None:

@@ -182,8 +182,9 @@ def _named(exc: OSError, path: Path) -> OSError:
     return exc
 
 
-def load_index(path: Path):
-    """Read a FAISS index file, naming the file when it is unreadable."""
+def load_index(path: Path, shown: Path | None = None):
+    """Read a FAISS index file, naming the file when it is unreadable (as ``shown``: the index
+    file itself, not the private view path it is read through)."""
     faiss = _faiss()
     try:
         index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
@@ -191,7 +192,9 @@ def load_index(path: Path):
         try:
             index = faiss.read_index(str(path))
         except RuntimeError as exc:
-            raise IndexFormatError(f"corrupt FAISS index file {path}: {exc}") from exc
+            name = str(shown or path)
+            detail = " ".join(str(exc).replace(str(path), name).split())
+            raise IndexFormatError(f"corrupt FAISS index file {name}: {detail}") from exc
     if hasattr(index, "nprobe"):
         index.nprobe = max(8, index.nlist // 32)
     if hasattr(index, "hnsw"):
