@@ -203,8 +203,10 @@ def cmd_query(args: argparse.Namespace) -> int:
             results = global_results(index, questions, k=k, level=args.level,
                                      top=top)
         else:
+            cap = client.config.max_tokens  # --llm-max-tokens caps reports and answers
             results = global_answers(index, questions, client, level=args.level,
-                                     communities=top, k=k)
+                                     communities=top, k=k, report_max_tokens=min(600, cap),
+                                     answer_max_tokens=min(500, cap))
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
         if args.min_confidence is not None:
