@@ -9,46 +9,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from gpurag.config import threads_from_env
 from gpurag.errors import IndexFormatError
 from gpurag.vectors.codec import VectorCodec
+from gpurag.vectors.faiss_setup import configured_faiss as _faiss
+from gpurag.vectors.faiss_setup import process_threads, use_threads
 
-_CONFIGURED = False
-_THREADS = 0  # the process's FAISS thread count, resolved once by _faiss()
-_LOCAL = threading.local()  # the count last set in this thread
 # M = 16: on 65k MiniLM name vectors (int8) recall@10 0.988 against exact (M = 32: 0.990),
 # 0.23 ms a query instead of 0.36, and 528 bytes a vector instead of 656.
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 80, 96
 SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
-
-
-def _faiss():
-    """Import faiss, configure it once per process (small query batches use BLAS: its default
-    threshold of 20 sends 1-19 queries down a slow scalar path; the thread count comes from
-    ``GPURAG_THREADS``, else OpenMP's default) and put this thread at that thread count."""
-    global _CONFIGURED, _THREADS
-    import faiss
-
-    if not _CONFIGURED:
-        faiss.cvar.distance_compute_blas_threshold = 1
-        _THREADS = threads_from_env() or int(faiss.omp_get_max_threads())
-        _CONFIGURED = True
-    _use_threads(faiss, _THREADS)
-    return faiss
-
-
-def _use_threads(faiss, n: int) -> None:
-    """Run this thread's FAISS calls on ``n`` OpenMP threads. OpenMP keeps the count per calling
-    thread (``nthreads-var`` is a per-task setting), so this never changes the searches of
-    another thread, and it is written only when it changes."""
-    if getattr(_LOCAL, "threads", None) != n:
-        faiss.omp_set_num_threads(n)
-        _LOCAL.threads = n
 
 
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
@@ -110,11 +83,9 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros((len(queries), k), dtype=np.float32), empty
     import faiss
 
-    if not _CONFIGURED:
-        _faiss()
     # Small searches run on one thread: OpenMP start-up and barriers cost more than the scan.
     small = len(queries) * index.ntotal < SINGLE_THREAD_WORK
-    _use_threads(faiss, 1 if small else _THREADS)
+    use_threads(faiss, 1 if small else process_threads())
     return index.search(queries, k)
 
 

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gpurag.vectors import faiss_index
-from gpurag.vectors.faiss_index import SINGLE_THREAD_WORK, _faiss, build_index, search
+from gpurag.vectors.faiss_index import SINGLE_THREAD_WORK, build_index, search
+from gpurag.vectors.faiss_setup import configured_faiss as _faiss
+from gpurag.vectors.faiss_setup import process_threads
 
 REPO = Path(__file__).resolve().parents[2]
 
 _PROBE = """
 import threading
-from gpurag.vectors.faiss_index import _faiss
+from gpurag.vectors.faiss_setup import configured_faiss as _faiss
 faiss = _faiss()
 seen = []
 def worker():
@@ -41,7 +42,7 @@ def test_configured_thread_count_holds_in_every_thread():
 
 def test_concurrent_small_and_large_searches_keep_their_own_threads():
     faiss = _faiss()
-    configured = faiss_index._THREADS
+    configured = process_threads()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2048, 32)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -82,4 +83,4 @@ def test_heavy_calls_after_a_small_search_run_on_the_configured_threads():
     search(build_index(x), x[:1], 1)
     assert faiss.omp_get_max_threads() == 1  # a small search: one thread, left set
     _faiss()  # what build_index, load_index and the graph kNN call first
-    assert faiss.omp_get_max_threads() == faiss_index._THREADS
+    assert faiss.omp_get_max_threads() == process_threads()
