@@ -21,7 +21,6 @@ from gpurag.query.results import Passage, QueryResult
 from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
-from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
 MODES = ("dense", "bm25", "graph", "global")
@@ -63,7 +62,8 @@ class Index:
         self.device = self.runtime.device
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
-        self.passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
+        checks.check_chunks(self.dir, self.chunks)
+        self.passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
         checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder
         self._embedder = None

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from gpurag.cli_runtime import make_runtime
 from gpurag.device import DeviceError
 from gpurag.errors import ConfigError, GpuragError, InputError, describe_os_error
 from gpurag.eval.cli import add_eval_commands
@@ -80,16 +81,6 @@ def read_questions(path: str) -> list[str]:
     return [q.strip() for q in text.split("\n") if q.strip()]
 
 
-def make_runtime(args: argparse.Namespace):
-    """The one runtime of this command: device and progress from the environment and
-    ``--quiet``, LLM settings from ``GPURAG_LLM_*`` and the ``--llm-*`` options."""
-    from gpurag.llm.cli import config_from_args
-    from gpurag.runtime import Runtime
-
-    return Runtime.create(progress=False if getattr(args, "quiet", False) else None,
-                          llm=config_from_args(args))
-
-
 def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
@@ -131,12 +122,16 @@ def cmd_update(args: argparse.Namespace) -> int:
     r = new.last_update
     verb = "added" if r.op == "insert" else "removed"
     if r.version is None:
-        say(f"nothing new to insert into {r.path} (index unchanged)")
+        say(f"nothing {'new to insert into' if r.op == 'insert' else 'to delete from'} "
+            f"{r.path} (index unchanged)")
     else:
         local = (new.manifest.extra.get("incremental") or {}).get("mode") == "local"
+        # a delete extracts nothing new: it re-extracts the chunks whose extraction depended
+        # on the removed ones (batch-dependent extractors), usually none
+        extracted = "extracted" if r.op == "insert" else "re-extracted"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
-            f"{verb}; {r.reextracted_chunks} chunks extracted, {r.embedded_texts} names/facts "
-            f"embedded ({r.reused_vectors} reused); communities: "
+            f"{verb}; {r.reextracted_chunks} chunks {extracted}, {r.embedded_texts} "
+            f"names/facts embedded ({r.reused_vectors} reused); communities: "
             f"{str(new.manifest.extra.get('communities') or 'full re-cluster').split(':')[0]}"
             + ("; local update (within a tolerance of a full build: `gpurag compact` "
                "restores it)" if local else ""))
@@ -169,6 +164,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.level < 0:
         raise ConfigError(f"command line: --level={args.level} is not valid: it must be a "
                           "whole number >= 0")
+    if args.question is not None and not args.question.strip():
+        raise InputError("the question is empty (only whitespace); the service refuses it too")
     questions = [args.question] if args.question else []
     if args.questions_file:
         questions += read_questions(args.questions_file)
@@ -197,8 +194,10 @@ def cmd_query(args: argparse.Namespace) -> int:
             results = global_results(index, questions, k=k, level=args.level,
                                      top=top)
         else:
+            cap = client.config.max_tokens  # --llm-max-tokens caps reports and answers
             results = global_answers(index, questions, client, level=args.level,
-                                     communities=top, k=k)
+                                     communities=top, k=k, report_max_tokens=min(600, cap),
+                                     answer_max_tokens=min(500, cap))
     else:
         options = {"rerank": args.rerank} if args.rerank else {}
         if args.min_confidence is not None:

@@ -360,9 +360,33 @@ def env_setting(name: str, rule: Rule, default: Any,
                           f"{rule.describe()}") from None
 
 
+def machine_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def bounded_workers(n: int, name: str) -> int:
+    """``n`` threads or worker processes, at most the machine's cores (``GPURAG_THREADS=100000``
+    used to start that many and grow memory for minutes); a lowered value is logged (info:
+    a setting carried to a smaller machine is not an error)."""
+    cores = machine_cores()
+    if n > cores:
+        import logging
+
+        logging.getLogger(__name__).info("%s=%d is more than the %d CPU cores here: using %d",
+                                            name, n, cores, cores)
+        return cores
+    return n
+
+
 def threads_from_env(environ: Mapping[str, str] | None = None) -> int:
-    """``GPURAG_THREADS``: CPU threads for FAISS and ONNX Runtime (0 = their default)."""
-    return env_setting("GPURAG_THREADS", Rule(int, lo=0), 0, environ)
+    """``GPURAG_THREADS``: CPU threads for FAISS and ONNX Runtime (0 = their default), at
+    most the machine's cores."""
+    return bounded_workers(env_setting("GPURAG_THREADS", Rule(int, lo=0), 0, environ),
+                           "GPURAG_THREADS")
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:

@@ -155,7 +155,11 @@ class Runtime:
             return CachedEmbedder(embedder, folder)
         except (OSError, sqlite3.Error) as exc:
             if explicit:
-                raise
+                from gpurag.errors import ConfigError
+
+                raise ConfigError(f"GPURAG_EMBED_CACHE={folder}: cannot keep the embedding "
+                                  f"cache there ({exc}); point it at a writable folder or "
+                                  "unset it") from None
             logging.getLogger(__name__).warning(
                 "embedding cache %s not used: %s", folder, exc)
             return embedder

@@ -51,10 +51,11 @@ class CachedEmbedder:
         self._db = sqlite3.connect(path / DB_NAME, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB)")
+        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
+        self._broken = False  # a write failed (a full disk): the cache only reads from then on
         # Bounded: past max_rows vectors the oldest (first inserted) are evicted.
         self.max_rows = (None if max_bytes is None
                          else max(1, max_bytes // (4 * self.dim + ROW_OVERHEAD)))
-        self._rows = self._db.execute("SELECT count(*) FROM emb").fetchone()[0]
         self.hits = 0
         self.misses = 0
         self.evicted = 0
@@ -112,14 +113,28 @@ class CachedEmbedder:
             pos = {k: j for j, k in enumerate(first)}
             vecs = compute([first_row[k] for k in first])
             out[missing] = vecs[[pos[keys[i]] for i in missing]]
-            with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                                     [(k, vecs[j].tobytes()) for j, k in enumerate(first)])
-                self._rows += len(first)
-                self._evict()
+            if not self._broken:
+                self._store(first, vecs)
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         return out
+
+    def _store(self, keys: list[bytes], vecs: np.ndarray) -> None:
+        """Remember new vectors; a failed write (a full disk) is logged once and the vectors
+        are still returned: a cache never fails the build it speeds up."""
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                                     [(k, vecs[j].tobytes()) for j, k in enumerate(keys)])
+                self._rows += len(keys)
+                self._evict()
+        except sqlite3.Error as exc:
+            import logging
+
+            self._broken = True
+            logging.getLogger(__name__).warning(
+                "embedding cache %s: cannot store new vectors (%s); not caching from here on",
+                self.path, exc)
 
     def _evict(self) -> None:
         """Delete the oldest vectors past ``max_rows`` (inside the caller's transaction)."""

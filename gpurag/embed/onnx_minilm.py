@@ -54,9 +54,14 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or threads_from_env()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(
-            str(model), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        try:
+            self._session = ort.InferenceSession(
+                str(model), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime's own error types: not a model, wrong opset
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"embedder ONNX model {model} cannot be loaded: {first[:300]}"
+                              ) from None
         self._model = model
         self._small = None
         self._input_names = {i.name for i in self._session.get_inputs()}

@@ -43,6 +43,8 @@ def _community_columns(communities: pd.DataFrame, n_entities: int) -> dict[str, 
 
 
 def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
+    from gpurag.extract.entity_types import index_entity_types
+
     entities = index.table(layout.ENTITIES)
     n = len(entities)
     communities = (index.table(layout.COMMUNITIES)
@@ -53,6 +55,9 @@ def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
         "kind": "entity",
         "name": entities["name"].astype(str),
         "type": entities.get("label", pd.Series([""] * n)).astype(str),
+        # PERSON / PLACE / ORG / WORK / DATE from name patterns and the entity's page
+        # (UNKNOWN: none found; never empty, which CSV would read back as missing)
+        "entity_type": np.where((kinds := index_entity_types(index)) == "", "UNKNOWN", kinds),
         "n_passages": entities.get("n_passages", pd.Series(np.zeros(n))).astype(np.int64),
         "n_mentions": entities.get("n_mentions", pd.Series(np.zeros(n))).astype(np.int64),
         "n_aliases": entities.get("n_aliases", pd.Series(np.ones(n))).astype(np.int64),
@@ -91,10 +96,13 @@ def graph_frames(index: IndexDir, passages: bool = False) -> GraphFrames:
     """The entity graph of an opened index (with passage nodes and mention edges when
     ``passages``)."""
     if not index.has(layout.ENTITIES):
-        raise IndexFormatError(f"{index.path} has no knowledge graph (built without --graph)")
+        raise IndexFormatError(f"{index.root} has no knowledge graph (built without --graph)")
+    from gpurag.store import checks
+
+    checks.check_graph(index, checks.table_rows(index, layout.CHUNKS))  # rows and id ranges
     nodes, levels = _entity_nodes(index)
     n_ent = len(nodes)
-    graph = csr_mod.load(index.file(layout.GRAPH_DIR))
+    graph = csr_mod.load(index.file(layout.GRAPH_DIR), shown=index.root / layout.GRAPH_DIR)
     src = np.repeat(np.arange(graph.n_nodes, dtype=np.int64), np.diff(graph.indptr))
     dst = np.asarray(graph.indices, dtype=np.int64)
     weight = np.asarray(graph.weights, dtype=np.float64)

@@ -18,8 +18,12 @@ FORMATS = ("graphml", "gexf", "parquet", "csv")
 
 
 def _atomic_file(path: Path, write: Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot create a file in {path.parent} ({exc.strerror})",
+                      str(path)) from None
     os.close(fd)
     try:
         write(Path(tmp))
@@ -27,6 +31,9 @@ def _atomic_file(path: Path, write: Callable[[Path], None]) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; exports are for sharing
         os.replace(tmp, path)
+    except OSError as exc:  # name the output asked for, not the temporary file beside it
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -426,7 +426,9 @@ class ReducedHNSW:
 
     def __init__(self, vectors: np.ndarray, search_dim: int | None = 128, hnsw_m: int = 16,
                  ef_search: int = 32) -> None:
-        import faiss
+        from gpurag.vectors.faiss_index import _faiss
+
+        faiss = _faiss()  # this thread at the process's thread count (HNSW adds depend on it)
 
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         n, dim = x.shape
@@ -460,7 +462,9 @@ class ReducedHNSW:
 def _build_faiss_cpu(vectors: np.ndarray, *, approximate_above: int | None = None,
                      search_dim: int | None = 128, hnsw_m: int = 16) -> Any:
     """Exact ``IndexFlatIP``; above ``approximate_above`` rows a :class:`ReducedHNSW`."""
-    import faiss
+    from gpurag.vectors.faiss_index import _faiss
+
+    faiss = _faiss()
 
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     if approximate_above is not None and len(x) > approximate_above:

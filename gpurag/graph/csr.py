@@ -164,8 +164,10 @@ def validate_arrays(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray
         raise bad("weights", "holds negative, infinite or NaN weights")
 
 
-def load(directory: str | os.PathLike[str], mmap: bool = True) -> CSRGraph:
-    """Read a graph written by :func:`save`; ``mmap=True`` maps the arrays read-only.
+def load(directory: str | os.PathLike[str], mmap: bool = True,
+         shown: str | os.PathLike[str] | None = None) -> CSRGraph:
+    """Read a graph written by :func:`save`; ``mmap=True`` maps the arrays read-only; errors
+    name the folder as ``shown`` (an index's own folder rather than its private view).
 
     The arrays are validated (:func:`validate_arrays`) before use; an unreadable or malformed
     file is an :class:`~gpurag.errors.IndexFormatError` naming it, never a crash in native code.
@@ -173,6 +175,7 @@ def load(directory: str | os.PathLike[str], mmap: bool = True) -> CSRGraph:
     from gpurag.errors import IndexFormatError
 
     path = Path(directory)
+    named = Path(shown) if shown is not None else path
     mode = "r" if mmap else None
     arrays = {}
     for name in _FILES:
@@ -180,8 +183,10 @@ def load(directory: str | os.PathLike[str], mmap: bool = True) -> CSRGraph:
         try:
             arrays[name] = np.load(file, mmap_mode=mode, allow_pickle=False)
         except Exception as exc:
-            raise IndexFormatError(f"corrupt graph array {file}: {exc}") from exc
-    validate_arrays(arrays["indptr"], arrays["indices"], arrays["weights"], path)
+            detail = str(exc).replace(str(path), str(named))
+            raise IndexFormatError(f"corrupt graph array {named / f'{name}.npy'}: {detail}"
+                                   ) from exc
+    validate_arrays(arrays["indptr"], arrays["indices"], arrays["weights"], named)
     return CSRGraph(**arrays)
 
 

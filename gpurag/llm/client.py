@@ -165,6 +165,7 @@ class LLMClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[str, asyncio.Future[ChatResult]] = {}
         self._model_lock: asyncio.Lock | None = None
+        self._model_error: LLMError | None = None  # a failed discovery, raised again at once
         self._down: LLMError | None = None
         self.pool = ServerPool(self.config.urls)
 
@@ -306,22 +307,40 @@ class LLMClient:
         return await self.amap(one, range(len(requests)), self.config.concurrency * 2)
 
     async def amodels(self) -> list[str]:
-        """Model ids from ``/v1/models``."""
-        data = await self._send("GET", "/models", None, "models")
-        return [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+        """Model ids from ``/v1/models``: one call, bounded by the request timeout, no
+        retries (a server that hangs or answers junk there is an error, not a wait)."""
+        data = await self._send("GET", "/models", None, "models", retries=0)
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise LLMError(f"{self.config.url}/models did not answer a model list "
+                           f"(expected {{\"data\": [{{\"id\": ...}}]}}, got "
+                           f"{str(data)[:80]!r})", kind="bad_response", tag="models",
+                           reason="no model list")
+        return [str(m["id"]) for m in items if isinstance(m, dict) and "id" in m]
 
     async def aresolve_model(self) -> str:
         """The configured model name, or the server's first model."""
         if self.model:
             return self.model
+        if self._model_error is not None:
+            raise self._model_error
         self._ensure_session()
         assert self._model_lock is not None
         async with self._model_lock:
+            if self._model_error is not None:
+                raise self._model_error
             if not self.model:
-                models = await self.amodels()
-                if not models:
-                    raise LLMError("server lists no models", kind="bad_response",
-                                   reason="no models")
+                try:
+                    models = await self.amodels()
+                    if not models:
+                        raise LLMError("the server lists no models", kind="bad_response",
+                                       reason="no models")
+                except LLMError as exc:  # once: every later request fails at once with it
+                    self._model_error = LLMError(
+                        f"cannot find out which model to use from {self.config.url}/models "
+                        f"({exc}); name one with --llm-model or GPURAG_LLM_MODEL",
+                        kind="unavailable", tag="models", reason="model discovery failed")
+                    raise self._model_error from exc
                 self.model = models[0]
         return self.model
 
@@ -421,8 +440,9 @@ class LLMClient:
         return payload
 
     async def _send(self, method: str, path: str, body: tuple[ChatRequest, str] | None,
-                    tag: str) -> dict[str, Any]:
-        """One HTTP call with retries; returns the decoded JSON body."""
+                    tag: str, retries: int | None = None) -> dict[str, Any]:
+        """One HTTP call with retries (``retries``, default the config's); returns the decoded
+        JSON body."""
         http = self._ensure_session()
         assert self._sem is not None
         cfg = self.config
@@ -485,7 +505,7 @@ class LLMClient:
                              "with schema")
                     self._structured = "json_object"
                 continue
-            if not err.retriable or attempt >= cfg.max_retries:
+            if not err.retriable or attempt >= (cfg.max_retries if retries is None else retries):
                 if err.kind == "connect":
                     self._down = err
                 raise err

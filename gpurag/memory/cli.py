@@ -18,9 +18,14 @@ def _read_jsonl(path: str) -> list[dict]:
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
+                rec = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); "
+                                 "convert the file to UTF-8") from None
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: not JSON ({exc})") from exc
+            except RecursionError:
+                raise InputError(f"{path}:{lineno}: JSON nested too deeply to parse") from None
             if not isinstance(rec, dict):
                 raise InputError(f"{path}:{lineno}: expected an object with a 'text' field")
             out.append(rec)

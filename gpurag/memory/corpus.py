@@ -47,8 +47,9 @@ def _passages(path: Path) -> Iterator[tuple[str, str, int]]:
             try:
                 rec = json.loads(raw)
                 doc_id, text = str(rec["id"]), str(rec["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{lineno}: not a passage record ({exc})") from exc
+            except (KeyError, TypeError, ValueError, RecursionError) as exc:  # ValueError: JSON
+                raise InputError(f"{path}:{lineno}: not a passage record "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
             yield doc_id, text, lineno
 
 

@@ -23,6 +23,7 @@ never changed.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -79,6 +80,8 @@ QUESTION_ATTRIBUTES: dict[str, re.Pattern] = {
                         r"would\s+\w+(?:\s+\w+)?\s+(?:enjoy|like|appreciate|value))\b",
                         re.IGNORECASE),
 }
+ANY_ATTRIBUTE = re.compile("|".join(f"(?:{p.pattern})" for p in ATTRIBUTES.values()),
+                           re.IGNORECASE)  # one search first: most turns claim nothing
 BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|used\s+to|former(?:ly)?|old|earlier|"
                     r"originally|prior|first)\b", re.IGNORECASE)
 
@@ -97,6 +100,7 @@ class Annotation:
 _HONORIFIC = re.compile(r"^(?:mr|mrs|ms|dr|miss|prof)\.?\s+", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def key(name: str) -> str:
     """A comparable form of a name: case, spaces and a title ("Mr. Tanaka") do not matter."""
     return "".join(_HONORIFIC.sub("", name.strip()).lower().split())
@@ -203,7 +207,8 @@ class Discourse:
                 self._desc[key(name)] = (m.group("noun"), owner_name)  # the latest wins
         words: list[str] = []
         for n in dict.fromkeys([*ann.refs, *own]):
-            words.extend(self.chain(n, include_self=n in ann.refs))
+            if n in ann.refs or key(n) in self._desc:
+                words.extend(self.chain(n, include_self=n in ann.refs))
         ann.expansion = " ".join(words)
         ann.dates = resolve_dates(body, when)
         if ann.dates:
@@ -211,7 +216,7 @@ class Discourse:
         if not body.rstrip().endswith("?"):
             subject = ann.speaker if FIRST_PERSON.search(body) else (
                 (own or ann.refs or [""])[0])
-            if subject:
+            if subject and ANY_ATTRIBUTE.search(body):
                 ann.claims = [(key(subject), a) for a, pat in ATTRIBUTES.items()
                               if pat.search(body)]
         recent.append((turn, [*ann.refs, *own]))  # its own names last: the likeliest next
@@ -240,10 +245,12 @@ def _sentence_initial(body: str, name: str) -> bool:
     likely a capitalized common word to be a referent."""
     if " " in name.strip():
         return False
-    for m in re.finditer(rf"\b{re.escape(name)}\b", body):
-        before = body[:m.start()].rstrip()
+    at = body.find(name)
+    while at >= 0:
+        before = body[:at].rstrip()
         if before and before[-1] not in ".!?:;\"'(":
             return False
+        at = body.find(name, at + len(name))
     return True
 
 

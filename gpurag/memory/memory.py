@@ -147,6 +147,8 @@ class Memory:
         self._n = 0
         self.vocab = Vocabulary()
         self._tags: list[list[int]] = []
+        self._raw_n: list[int] = []  # how many of a trace's tags are its text's own (the rest:
+        # referents), so an open after compaction need not tag the text again
         self._faiss = None
         self._faiss_n = 0
         self._csr_n = -1  # traces folded into the cached tag CSR / graph
@@ -206,6 +208,8 @@ class Memory:
                 raise ValueError(f"version {meta['version']} is newer than this gpurag")
             config = MemoryConfig.from_dict(meta.get("config", {}), **overrides)
             dim = int(meta["dim"])
+            if dim < 1:
+                raise ValueError(f"dim {meta['dim']!r} must be a whole number >= 1")
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
         mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout)
@@ -346,6 +350,7 @@ class Memory:
     def _load(self, traces: list[Trace], vectors: np.ndarray) -> None:
         snap = read_snapshot(self.path / SNAPSHOT)
         done = 0
+        raw_tags = None
         if snap is not None:
             meta, folder = snap
             done = int(meta["counts"].get("traces", 0))
@@ -356,19 +361,22 @@ class Memory:
                 ptr = np.load(folder / "tag_ptr.npy", allow_pickle=False)
                 ids = np.load(folder / "tag_ids.npy", allow_pickle=False)
                 self._tags = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(done)]
+                if (folder / "tag_raw.npy").exists():
+                    raw_n = np.load(folder / "tag_raw.npy", allow_pickle=False).tolist()
+                    raw_tags = [t[:r] for t, r in zip(self._tags, raw_n, strict=True)]
             else:
                 done = 0
-        self._ingest(traces[:done], vectors[:done], learn=False, tag=False)
+        self._ingest(traces[:done], vectors[:done], learn=False, tag=False, raw_tags=raw_tags)
         self._ingest(traces[done:], vectors[done:], learn=True)
 
     def _ingest(self, items: Sequence[Trace], vectors: np.ndarray, learn: bool,
-                tag: bool = True) -> None:
+                tag: bool = True, raw_tags: list[list[int]] | None = None) -> None:
         if not len(items):
             return
         texts = [t.text for t in items]
         if learn:
             self.vocab.learn(texts)
-        tags = self._annotate(items)
+        tags = self._annotate(items, raw_tags)
         if tag:
             self._tags.extend(tags)
         for t in items:
@@ -389,13 +397,16 @@ class Memory:
         self._vec[self._n:need] = vectors
         self._n = need
 
-    def _annotate(self, items: Sequence[Trace]) -> list[list[int]]:
+    def _annotate(self, items: Sequence[Trace],
+                  raw_tags: list[list[int]] | None = None) -> list[list[int]]:
         """Run the write-time discourse rules (:mod:`gpurag.memory.discourse`) over new
-        traces, in order; returns each trace's entity tags, its referents included."""
+        traces, in order; returns each trace's entity tags, its referents included
+        (``raw_tags``: the tags of the texts themselves, when known)."""
         canon = self.vocab.canonical()
         out = []
-        for t in items:
-            raw = self.vocab.tag(t.text)
+        for j, t in enumerate(items):
+            raw = self.vocab.tag(t.text) if raw_tags is None else raw_tags[j]
+            self._raw_n.append(len(raw))
             if not self.config.discourse or not t.text:
                 self._expansion.append("")
                 out.append(raw)
@@ -435,14 +446,15 @@ class Memory:
         write_snapshot(self.path / SNAPSHOT,
                        {"entities.parquet": self.vocab.to_frame(),
                         "lower_words.parquet": self.vocab.lower_frame()},
-                       {"tag_ptr.npy": ptr, "tag_ids.npy": ids}, stats)
+                       {"tag_ptr.npy": ptr, "tag_ids.npy": ids,
+                        "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats)
         return stats
 
     def _reannotate(self) -> None:
         """Tags and discourse annotations of every trace against the current vocabulary."""
         self._discourse = Discourse()
         self._expansion, self._claims, self._dates = [], {}, {}
-        self._claim_index = {}
+        self._claim_index, self._raw_n = {}, []
         traces = [Trace(i, self.texts[i], self.sessions[i], self.turns[i], self.times[i], {})
                   for i in range(self._n)]
         self._tags = self._annotate(traces)

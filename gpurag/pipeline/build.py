@@ -131,14 +131,22 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     record.record("embed", implementation_name(embedder))
-    if cluster is not None:
-        from gpurag.pipeline.distributed import Cluster
+    try:
+        if cluster is not None:
+            from gpurag.pipeline.distributed import Cluster
 
-        with Cluster(cluster) as on:
-            return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
-                                 work, source_label, on)
-    return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
-                         source_label)
+            with Cluster(cluster) as on:
+                return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
+                                     work, source_label, on)
+        return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
+                             source_label)
+    except BaseException:
+        if not work.has_progress():  # nothing a rerun would reuse: leave no hidden folder
+            work.remove()
+        else:
+            log.info("the work done so far is kept in %s: the same command resumes it",
+                     work.root)
+        raise
 
 
 def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,

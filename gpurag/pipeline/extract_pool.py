@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpurag.config import bounded_workers
 from gpurag.extract.base import Extraction, Extractor
 
 MIN_BATCHES_FOR_POOL = 16  # 8k chunks, ~1.3 s on one core; a worker takes ~1 s to start
@@ -54,7 +55,7 @@ def pool_workers(extractor: Extractor, n_batches: int, cap: int | None = None) -
         return 1
     env = os.environ.get("GPURAG_EXTRACT_WORKERS", "").strip()
     if env.isdigit() and int(env) > 0:
-        wanted = int(env)
+        wanted = bounded_workers(int(env), "GPURAG_EXTRACT_WORKERS")
     elif main_module_is_guarded():
         wanted = cap or available_cores()
     else:

@@ -56,7 +56,6 @@ from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
-from gpurag.vectors import load_index
 from gpurag.vectors.codec import decode_all
 
 log = logging.getLogger(__name__)
@@ -140,7 +139,7 @@ def load_stored(d: IndexDir) -> Stored:
     names = {f.name for f in dataclasses.fields(IndexConfig)}
     cfg = IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
     chunks = d.table(layout.CHUNKS)
-    vectors = decode_all(load_index(d.file(layout.PASSAGES_FAISS)))
+    vectors = decode_all(d.faiss(layout.PASSAGES_FAISS))
     ex = None
     stats = batch_stats_frame([])
     texts: list[str] = []
@@ -161,9 +160,9 @@ def load_stored(d: IndexDir) -> Stored:
                                        f"outside [0, {len(chunks)})")
     if cfg.graph:  # the stored names and facts with their vectors, decoded
         texts += d.table(layout.NAMES, columns=["name"])["name"].astype(str).tolist()
-        vecs.append(decode_all(load_index(d.file(layout.NAMES_FAISS))))
+        vecs.append(decode_all(d.faiss(layout.NAMES_FAISS)))
         texts += d.table(layout.FACTS, columns=["text"])["text"].astype(str).tolist()
-        vecs.append(decode_all(load_index(d.file(layout.FACTS_FAISS))))
+        vecs.append(decode_all(d.faiss(layout.FACTS_FAISS)))
     dim = vectors.shape[1] if vectors.ndim == 2 else 0
     known = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
     if len(texts) != len(known):  # inconsistent files: reuse nothing rather than misalign

@@ -90,19 +90,28 @@ class WorkDir:
                 dropped = [s for s in list(self.stage_inputs)[list(self.stage_inputs).index(stage):]
                            if s in state]
                 what = ", ".join(fields) or "the inputs"
-                if dropped:
+                done = ", ".join(kept)
+                if dropped and done:
                     log.warning("the interrupted build in %s is resumed after its %s stage: "
-                                "%s changed, so %s is redone", self.root,
-                                ", ".join(kept) or "no", what, ", ".join(dropped))
-                else:
+                                "%s changed, so %s is redone", self.root, done, what,
+                                ", ".join(dropped))
+                elif dropped:
+                    log.warning("the interrupted build in %s starts over: %s changed, so %s "
+                                "is redone", self.root, what, ", ".join(dropped))
+                elif done:
                     log.info("resuming the interrupted build in %s with its %s checkpoints "
-                             "(%s changed, which they do not depend on)", self.root,
-                             ", ".join(kept) or "no", what)
+                             "(%s changed, which they do not depend on)", self.root, done,
+                             what)
             for folder in STAGE_FOLDERS.get(stage, ()):
                 shutil.rmtree(self.root / folder, ignore_errors=True)
         if not kept:
             return {}
         return {"key": self.key, **kept}
+
+    def has_progress(self) -> bool:
+        """Whether any stage has a finished checkpoint a rerun would reuse."""
+        return any(isinstance(v, dict) and (v.get("parts") or v.get("done_rows"))
+                   for k, v in self.state.items() if k not in ("key", "inputs"))
 
     @property
     def resumed(self) -> bool:

@@ -33,7 +33,7 @@ from gpurag.query.seeds import SeedTable
 from gpurag.query.timing import Stages
 from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
-from gpurag.vectors import load_index, query_index, search
+from gpurag.vectors import query_index, search
 from gpurag.vectors.codec import decode_all
 from gpurag.vectors.grouped import GroupedIndex
 
@@ -92,18 +92,19 @@ class GraphRetriever:
         self.n_ent = len(self.entities)
         self.n_psg = len(chunks)
         self.chunk_ids = chunks["chunk_id"].to_numpy(dtype=object)
-        self.graph = csr_mod.load(index_dir.path / "graph", mmap=True)
+        self.graph = csr_mod.load(index_dir.path / "graph", mmap=True,
+                                  shown=index_dir.root / "graph")
         names = index_dir.table(layout.NAMES, columns=["entity", "count"])
         checks.check_ids(index_dir, layout.NAMES, names["entity"].to_numpy(), self.n_ent,
                          "entity ids")
         self.name_entity = names["entity"].to_numpy(np.int64)
         self.name_count = names["count"].to_numpy(np.float32)
-        name_index = load_index(index_dir.file(layout.NAMES_FAISS))
+        name_index = index_dir.faiss(layout.NAMES_FAISS)
         checks.check_vectors(index_dir, layout.NAMES_FAISS, name_index, len(names),
                              f"one per row of {layout.NAMES}")
         # An entity scores as its best surface name.
         self.entity_index = GroupedIndex(name_index, self.name_entity, self.n_ent)
-        self.fact_index = load_index(index_dir.file(layout.FACTS_FAISS))
+        self.fact_index = index_dir.faiss(layout.FACTS_FAISS)
         self.fact_indptr = np.asarray(index_dir.array(layout.FACT_ENTITY_INDPTR))
         self.fact_entities = np.asarray(index_dir.array(layout.FACT_ENTITY_INDICES))
         checks.check_vectors(index_dir, layout.FACTS_FAISS, self.fact_index,
@@ -133,7 +134,7 @@ class GraphRetriever:
     def passage_index(self):
         """The passage FAISS index: the opened index's, or read once from the folder."""
         if self._passage_index is None:
-            self._passage_index = load_index(self.dir.file(layout.PASSAGES_FAISS))
+            self._passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
         return self._passage_index
 
     def passage_vectors(self) -> np.ndarray:

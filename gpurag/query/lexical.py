@@ -96,6 +96,7 @@ class BM25Index:
     def load(cls, folder: str | Path, n: int) -> BM25Index:
         """The model :meth:`save` wrote for ``n`` chunks, memory-mapped."""
         model = _bm25s().BM25.load(str(folder), mmap=True, show_progress=False)
+        _check_model(model, n, folder)
         return cls(model=model, n=n)
 
     # -- the batched path -----------------------------------------------------------------
@@ -217,3 +218,25 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     out_s[qr, pos] = value
     out_r[qr, pos] = col
     return out_s, out_r
+
+
+def _check_model(model, n: int, folder: str | Path) -> None:
+    """The loaded BM25 arrays index only what exists (a resealed copy with ids out of range
+    failed at query time with an IndexError); ``ValueError`` naming what is wrong."""
+    scores = model.scores
+    data, indices, indptr = (np.asarray(scores[k]) for k in ("data", "indices", "indptr"))
+    problems = []
+    if int(scores.get("num_docs", n)) != n:
+        problems.append(f"it covers {scores.get('num_docs')} passages, the index has {n}")
+    if indices.ndim != 1 or data.shape != indices.shape or indptr.ndim != 1 or not indptr.size:
+        problems.append("its CSC arrays have the wrong shapes")
+    elif (int(indptr[0]) != 0 or int(indptr[-1]) != indices.size
+          or bool(np.any(indptr[1:] < indptr[:-1]))):
+        problems.append("its column pointer does not run from 0 to the number of entries")
+    elif indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n):
+        problems.append(f"it holds passage rows outside [0, {n})")
+    vocab = np.fromiter(model.vocab_dict.values(), dtype=np.int64, count=len(model.vocab_dict))
+    if vocab.size and (int(vocab.min()) < 0 or int(vocab.max()) >= max(indptr.size, 1)):
+        problems.append("its vocabulary points past its columns")
+    if problems:
+        raise ValueError(f"BM25 copy in {folder}: {'; '.join(problems)}")

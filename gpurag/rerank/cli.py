@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from gpurag.config import bounded_workers
+
 
 def _fmt(row: dict[str, float]) -> str:
     return "  ".join(f"{k} {v:.3f}" for k, v in row.items() if isinstance(v, float))
@@ -44,7 +46,8 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
                       candidates=args.candidates, hidden=args.hidden, layers=args.layers,
                       heads=args.heads, conv=args.conv,
                       fanout=tuple(int(f) for f in args.fanout.split(",")),
-                      max_nodes=args.max_nodes, threads=args.threads,
+                      max_nodes=args.max_nodes,
+                      threads=bounded_workers(args.threads, "--threads"),
                       balance_sets=args.balance_sets)
     quiet = args.quiet
     data, train_sets, val_sets, test_sets, keep = [], [], [], [], []

@@ -78,3 +78,60 @@ def check_graph(d: IndexDir, n_chunks: int) -> None:
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_ent):
         raise IndexFormatError(f"corrupt array {d.root / rel_idx}: entity ids outside "
                                f"[0, {n_ent})")
+    check_graph_tables(d, n_chunks)
+
+
+# Columns each table must have, and which of them hold ids of what ("entity" or "chunk" rows).
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    layout.CHUNKS: ("chunk_id", "doc_id", "title", "text", "char_start", "char_end"),
+    layout.ENTITIES: ("name", "n_passages"),
+    layout.ALIASES: ("name", "entity_id"),
+    layout.MENTIONS: ("entity", "chunk"),
+    layout.RELATIONS: ("head_entity", "tail_entity", "chunk"),
+    layout.FACTS: ("chunk", "text"),
+    layout.COMMUNITIES: ("node", "level", "community"),
+    layout.NAMES: ("name", "entity", "count"),
+}
+ID_COLUMNS: dict[str, dict[str, str]] = {
+    layout.ALIASES: {"entity_id": "entity"},
+    layout.MENTIONS: {"entity": "entity", "chunk": "chunk"},
+    layout.RELATIONS: {"head_entity": "entity", "tail_entity": "entity", "chunk": "chunk"},
+    layout.FACTS: {"chunk": "chunk"},
+    layout.COMMUNITIES: {"node": "entity"},
+}
+TEXT_COLUMNS = {layout.CHUNKS: ("chunk_id", "doc_id", "text")}
+
+
+def check_columns(d: IndexDir, rel: str) -> None:
+    """Table ``rel`` has the columns readers use (a resealed table without ``text`` used to
+    fail at query time with a KeyError)."""
+    names = set(table_columns(d, rel))
+    missing = [c for c in TABLE_COLUMNS.get(rel, ()) if c not in names]
+    if missing:
+        raise IndexFormatError(f"corrupt table {d.root / rel}: no {', '.join(missing)} "
+                               f"column{'s' if len(missing) > 1 else ''}")
+
+
+def check_chunks(d: IndexDir, chunks) -> None:
+    """The chunks table: its columns, and text columns that hold text."""
+    check_columns(d, layout.CHUNKS)
+    for col in TEXT_COLUMNS[layout.CHUNKS]:
+        kinds = {type(v) for v in chunks[col].head(1000)}
+        if kinds - {str}:
+            raise IndexFormatError(f"corrupt table {d.root / layout.CHUNKS}: column {col!r} "
+                                   "does not hold text")
+
+
+def check_graph_tables(d: IndexDir, n_chunks: int) -> None:
+    """Every graph table has its columns and every id it holds is a row of the entities or
+    chunks table (checked on open, like the CSR, not at the query that would index with it)."""
+    n = {"entity": table_rows(d, layout.ENTITIES), "chunk": n_chunks}
+    for rel in TABLE_COLUMNS:
+        if rel != layout.CHUNKS and d.has(rel):
+            check_columns(d, rel)
+    for rel, columns in ID_COLUMNS.items():
+        if not d.has(rel):
+            continue
+        frame = d.table(rel, columns=list(columns))
+        for col, kind in columns.items():
+            check_ids(d, rel, frame[col].to_numpy(), n[kind], f"{col} ({kind} ids)")

@@ -149,14 +149,52 @@ def parse_manifest(raw: bytes, where: str | Path) -> Manifest:
         manifest = Manifest(**data)
     except TypeError as exc:
         raise IndexFormatError(f"corrupt manifest {path}: {exc}") from exc
-    if manifest.checksum and manifest.checksum != seal(data):  # absent in older manifests
+    if not isinstance(manifest.checksum, str) or not manifest.checksum:
+        # every format-3 manifest is sealed: an emptied checksum must not turn the check off
+        raise IndexFormatError(f"corrupt manifest {path}: it has no checksum")
+    if manifest.checksum != seal(data):
         raise IndexFormatError(f"corrupt manifest {path}: its content does not match its "
                                "checksum")
     files_ok = isinstance(manifest.files, dict) and all(
         isinstance(m, dict) and isinstance(m.get("bytes"), int) for m in manifest.files.values())
     if not files_ok or not isinstance(manifest.config, dict):
         raise IndexFormatError(f"corrupt manifest {path}: bad 'files' or 'config'")
+    _check_unsealed(manifest, path)
     return manifest
+
+
+def _check_unsealed(manifest: Manifest, path: Path) -> None:
+    """The informational fields (not covered by the seal) have the types readers use."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    problems = []
+    if not isinstance(manifest.counts, dict) or not all(
+            isinstance(k, str) and whole(v) for k, v in manifest.counts.items()):
+        problems.append("'counts' must map names to whole numbers")
+    if not isinstance(manifest.components, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in manifest.components.items()):
+        problems.append("'components' must map names to strings")
+    extra = manifest.extra
+    if not isinstance(extra, dict):
+        problems.append("'extra' must be a table")
+    else:
+        if not whole(extra.get("version", 1)):
+            problems.append("extra 'version' must be a whole number")
+        if not isinstance(extra.get("history", []), list):
+            problems.append("extra 'history' must be a list")
+        if not isinstance(extra.get("ingest", {}), dict):
+            problems.append("extra 'ingest' must be a table")
+        timings = extra.get("timings_s", {})
+        if not isinstance(timings, dict) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool)
+                for v in timings.values()):
+            problems.append("extra 'timings_s' must map names to numbers")
+    for name in ("gpurag_version", "created"):
+        if not isinstance(getattr(manifest, name), str):
+            problems.append(f"{name!r} must be a string")
+    if problems:
+        raise IndexFormatError(f"corrupt manifest {path}: {'; '.join(problems)}")
 
 
 def read_manifest(directory: Path) -> Manifest:

@@ -61,6 +61,12 @@ class IndexDir:
         """The path to read ``rel`` of this version from."""
         return self.path / rel
 
+    def faiss(self, rel: str):
+        """The FAISS index ``rel`` of this version; errors name the index's own file."""
+        from gpurag.vectors.faiss_index import load_index
+
+        return load_index(self.file(rel), shown=self.root / rel)
+
     def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
         try:
             return pq.read_table(self.file(rel), columns=columns).to_pandas()
@@ -142,6 +148,9 @@ def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> Index
         raise IndexFormatError(
             f"{target} is not a gpurag index: {layout.MANIFEST} is missing") from None
     fds.append(mfd)
+    if not stat.S_ISREG(os.fstat(mfd).st_mode):  # a FIFO would hang a reader, a folder fail
+        raise IndexFormatError(f"{target} is not a gpurag index: its {layout.MANIFEST} is not "
+                               "a regular file")
     manifest = parse_manifest(_read_all(mfd), target)
     for rel in manifest.files:
         layout.check_relpath(rel, target)

@@ -88,3 +88,39 @@ def test_death_in_stage_1_with_extraction_in_flight_resumes_to_the_same_index(
     assert extracted % 4 == 0  # whole batches only, in order
     Index.build(corpus, out, **OPTS).close()
     assert files(out) == files(reference)
+
+
+KILLED_BUILD = r"""
+import sys
+import gpurag.pipeline.extract_ahead as extract_ahead
+import gpurag.pipeline.extract_pool as extract_pool
+import gpurag.pipeline.graph_stage as graph_stage
+from gpurag import Index
+
+if __name__ == "__main__":
+    graph_stage.EXTRACT_BATCH = 4
+    extract_pool.MIN_BATCHES_FOR_POOL = extract_ahead.MIN_BATCHES_FOR_POOL = 1
+    Index.build(sys.argv[1], sys.argv[2], show_progress=False, ingest_batch_chunks=4)
+"""
+
+
+def test_kill_9_with_extraction_checkpoints_written_in_stage_1_resumes(
+        tmp_path, monkeypatch, reference, corpus, ahead):
+    import os
+    import subprocess
+    import sys
+
+    from tests.reliability.test_incremental_crash import _kill_when
+
+    out = tmp_path / "killed" / "index"
+    script = tmp_path / "build.py"  # a guarded main module: it may spawn extraction workers
+    script.write_text(KILLED_BUILD)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GPURAG_PROGRESS": "0",
+           "GPURAG_EXTRACT_WORKERS": "2"}
+    proc = subprocess.Popen([sys.executable, str(script), str(corpus), str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    work = out.parent / ".index.work"
+    _kill_when(lambda: (work / "extract" / "mentions-00001.parquet").exists(), proc,
+               "an extraction checkpoint")
+    Index.build(corpus, out, **OPTS).close()
+    assert files(out) == files(reference)
