@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from gpurag.cli_runtime import make_runtime
 from gpurag.device import DeviceError
 from gpurag.errors import ConfigError, GpuragError, InputError, describe_os_error
 from gpurag.eval.cli import add_eval_commands
@@ -78,16 +79,6 @@ def read_questions(path: str) -> list[str]:
     # One question a line, split on "\n" (and "\r\n") only: str.splitlines would also cut
     # at U+2028, \x0b, \x0c, \x1c-\x1e and \x85, shifting every later answer by a line.
     return [q.strip() for q in text.split("\n") if q.strip()]
-
-
-def make_runtime(args: argparse.Namespace):
-    """The one runtime of this command: device and progress from the environment and
-    ``--quiet``, LLM settings from ``GPURAG_LLM_*`` and the ``--llm-*`` options."""
-    from gpurag.llm.cli import config_from_args
-    from gpurag.runtime import Runtime
-
-    return Runtime.create(progress=False if getattr(args, "quiet", False) else None,
-                          llm=config_from_args(args))
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -370,12 +370,13 @@ def machine_cores() -> int:
 
 def bounded_workers(n: int, name: str) -> int:
     """``n`` threads or worker processes, at most the machine's cores (``GPURAG_THREADS=100000``
-    used to start that many and grow memory for minutes); a lowered value is logged."""
+    used to start that many and grow memory for minutes); a lowered value is logged (info:
+    a setting carried to a smaller machine is not an error)."""
     cores = machine_cores()
     if n > cores:
         import logging
 
-        logging.getLogger(__name__).warning("%s=%d is more than the %d CPU cores here: using %d",
+        logging.getLogger(__name__).info("%s=%d is more than the %d CPU cores here: using %d",
                                             name, n, cores, cores)
         return cores
     return n

@@ -9,10 +9,11 @@ from pathlib import Path
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from gpurag.cli import make_runtime
+    from gpurag.cli_runtime import make_runtime
     from gpurag.config import IndexConfig, check_value
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, format_table, open_or_build_index
+    from gpurag.memory.evaluate import memory_runner
     from gpurag.terminal import safe
 
     overrides: dict = {}
@@ -43,7 +44,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
             client = LLMClient(config_from_args(args))
         result = evaluate(ds, index, modes, index_time_s=index_s, answer_client=client,
-                          show=False if args.quiet else None)
+                          show=False if args.quiet else None,
+                          runners={"memory": memory_runner})
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -7,7 +7,7 @@ import logging
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,16 @@ def open_or_build_index(ds: Dataset, index_dir: str | None, triples: str | None,
     return index, tmp, time.perf_counter() - t0
 
 
-def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]] | str:
+Runner = Callable[[list[str], int], list[list[str]]]
+# a mode evaluated by code above this package (e.g. gpurag.memory's "memory"): index -> runner
+ModeRunner = Callable[[Any], "Runner | str"]
+
+
+def _mode_runner(index, mode: str, runners: Mapping[str, ModeRunner] | None = None,
+                 ) -> Runner | str:
     """A function questions -> ranked doc ids for ``mode``, or the reason it is unavailable."""
+    if runners and mode in runners:
+        return runners[mode](index)
     if mode == "bm25":
         from gpurag.eval.bm25 import BM25Retriever
 
@@ -96,9 +104,7 @@ def _mode_runner(index, mode: str) -> Callable[[list[str], int], list[list[str]]
 
         return run_index
     if mode == "memory":
-        from gpurag.memory.evaluate import memory_runner
-
-        return memory_runner(index)
+        return "mode memory is evaluated by gpurag eval (it passes gpurag.memory's runner)"
     return f"unknown mode {mode!r}"
 
 
@@ -119,9 +125,11 @@ def answer_quality(index, questions: list[Question], mode: str, client, k: int =
 
 def evaluate(ds: Dataset, index, modes: list[str], index_time_s: float = 0.0,
              latency_sample: int | None = None, answer_client=None,
-             show: bool | None = False) -> dict[str, Any]:
+             show: bool | None = False,
+             runners: Mapping[str, ModeRunner] | None = None) -> dict[str, Any]:
     """Score each mode; latency is measured one question at a time (the interactive case).
-    ``show``: progress (None: bars on a terminal, log lines elsewhere; False: none)."""
+    ``show``: progress (None: bars on a terminal, log lines elsewhere; False: none).
+    ``runners``: modes this package does not know, by name (index -> runner or reason)."""
     from gpurag.pipeline.progress import progress_bar, stage
 
     questions = ds.questions
@@ -137,7 +145,7 @@ def evaluate(ds: Dataset, index, modes: list[str], index_time_s: float = 0.0,
         {"id": q.id, "type": q.type, "hops": q.hops, "gold_ids": list(q.gold_ids), "ranks": {}}
         for q in questions]
     for mode in modes:
-        runner = _mode_runner(index, mode)
+        runner = _mode_runner(index, mode, runners)
         if isinstance(runner, str):
             out["unavailable"][mode] = runner
             log.warning("mode %s unavailable: %s", mode, runner)

@@ -43,6 +43,8 @@ def _community_columns(communities: pd.DataFrame, n_entities: int) -> dict[str, 
 
 
 def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
+    from gpurag.extract.entity_types import index_entity_types
+
     entities = index.table(layout.ENTITIES)
     n = len(entities)
     communities = (index.table(layout.COMMUNITIES)
@@ -53,6 +55,9 @@ def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
         "kind": "entity",
         "name": entities["name"].astype(str),
         "type": entities.get("label", pd.Series([""] * n)).astype(str),
+        # PERSON / PLACE / ORG / WORK / DATE from name patterns and the entity's page
+        # (UNKNOWN: none found; never empty, which CSV would read back as missing)
+        "entity_type": np.where((kinds := index_entity_types(index)) == "", "UNKNOWN", kinds),
         "n_passages": entities.get("n_passages", pd.Series(np.zeros(n))).astype(np.int64),
         "n_mentions": entities.get("n_mentions", pd.Series(np.zeros(n))).astype(np.int64),
         "n_aliases": entities.get("n_aliases", pd.Series(np.ones(n))).astype(np.int64),

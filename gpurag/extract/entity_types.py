@@ -86,3 +86,19 @@ def entity_types(names: pd.Series, page_text: pd.Series) -> np.ndarray:
     out[(out == "") & born] = "PERSON"
     out[names.str.fullmatch(_DATE).to_numpy()] = "DATE"
     return out
+
+
+def index_entity_types(index_dir) -> np.ndarray:
+    """:func:`entity_types` of every entity of an index (``IndexDir``): its canonical name and
+    the text of the passage its title names."""
+    from gpurag.store import layout
+
+    entities = index_dir.table(layout.ENTITIES, columns=["name"])
+    page = np.full(len(entities), "", dtype=object)
+    if index_dir.has(layout.MENTIONS):
+        m = index_dir.table(layout.MENTIONS, columns=["entity", "chunk", "label"])
+        m = m[m["label"] == "TITLE"].drop_duplicates("entity")
+        texts = index_dir.table(layout.CHUNKS, columns=["text"])["text"].astype(str).to_numpy(
+            dtype=object)
+        page[m["entity"].to_numpy(np.int64)] = texts[m["chunk"].to_numpy(np.int64)]
+    return entity_types(entities["name"], pd.Series(page))

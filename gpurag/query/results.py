@@ -64,13 +64,6 @@ class QueryResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def subgraph(self) -> dict[str, list[dict[str, Any]]]:
-        """The evidence as a small graph: question, seed entities, entity paths and passages
-        (see :func:`gpurag.export.evidence.evidence_subgraph`)."""
-        from gpurag.export.evidence import evidence_subgraph
-
-        return evidence_subgraph(self)
-
     @property
     def chunk_ids(self) -> list[str]:
         return [p.chunk_id for p in self.passages]

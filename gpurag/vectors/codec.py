@@ -21,15 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpurag.vectors.faiss_setup import configured_faiss as _faiss
+
 PRECISIONS = ("int8", "fp16", "fp32")
 INT8_RANGE_SIGMAS = 6.0  # components of unit vectors have sd 1/sqrt(dim)
 _DECODE_ROWS = 65_536
-
-
-def _faiss():
-    from gpurag.vectors.faiss_index import _faiss as configured
-
-    return configured()
 
 
 @dataclass(frozen=True)

@@ -13,30 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gpurag.config import threads_from_env
 from gpurag.errors import IndexFormatError
 from gpurag.vectors.codec import VectorCodec
+from gpurag.vectors.faiss_setup import configured_faiss as _faiss
+from gpurag.vectors.faiss_setup import process_threads, use_threads
 
-_CONFIGURED = False
 # M = 16: on 65k MiniLM name vectors (int8) recall@10 0.988 against exact (M = 32: 0.990),
 # 0.23 ms a query instead of 0.36, and 528 bytes a vector instead of 656.
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 80, 96
 SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
-
-
-def _faiss():
-    """Import faiss once and make small query batches use BLAS (its default threshold of 20
-    sends 1-19 queries down a slow scalar path)."""
-    global _CONFIGURED
-    import faiss
-
-    if not _CONFIGURED:
-        faiss.cvar.distance_compute_blas_threshold = 1
-        threads = threads_from_env()
-        if threads > 0:
-            faiss.omp_set_num_threads(threads)
-        _CONFIGURED = True
-    return faiss
 
 
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
@@ -96,15 +81,11 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if index.ntotal == 0:
         empty = np.full((len(queries), k), -1, dtype=np.int64)
         return np.zeros((len(queries), k), dtype=np.float32), empty
-    if len(queries) * index.ntotal < SINGLE_THREAD_WORK:
-        # Small searches: OpenMP start-up and barriers cost more than the scan itself.
-        faiss = _faiss()
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-        try:
-            return index.search(queries, k)
-        finally:
-            faiss.omp_set_num_threads(threads)
+    import faiss
+
+    # Small searches run on one thread: OpenMP start-up and barriers cost more than the scan.
+    small = len(queries) * index.ntotal < SINGLE_THREAD_WORK
+    use_threads(faiss, 1 if small else process_threads())
     return index.search(queries, k)
 
 

@@ -1,4 +1,4 @@
-"""`QueryResult.subgraph()` and `gpurag query --explain`: the evidence graph, rendered into a
+"""`evidence_subgraph(result)` and `gpurag query --explain`: the evidence graph, rendered into a
 self-contained page and checked in a real headless Chromium."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpurag.cli import main as gpurag_main
-from gpurag.export.evidence import QUESTION_ID, passage_node_id
+from gpurag.export.evidence import QUESTION_ID, evidence_subgraph, passage_node_id
 from gpurag.export.html import write_explain_html
 from gpurag.query.results import Passage, QueryResult, SeedEntity
 
@@ -60,7 +60,7 @@ def result(graph_index) -> QueryResult:
 
 
 def test_subgraph_links_question_seeds_paths_and_passages(result):
-    sub = result.subgraph()
+    sub = evidence_subgraph(result)
     nodes = {n["id"]: n for n in sub["nodes"]}
     assert nodes[QUESTION_ID]["label"] == QUESTION
     passages = [n for n in sub["nodes"] if n["kind"] == "passage"]
@@ -86,12 +86,12 @@ def test_subgraph_links_question_seeds_paths_and_passages(result):
 
 @needs_browser
 def test_subgraph_page_renders_every_node_offline(result, tmp_path):
-    """The vis-network page of ``QueryResult.subgraph()`` (``--explain`` draws the chain page
+    """The vis-network page of ``evidence_subgraph(result)`` (``--explain`` draws the chain page
     below)."""
-    out = write_explain_html(result.subgraph(), tmp_path / "evidence.html", title=QUESTION)
+    out = write_explain_html(evidence_subgraph(result), tmp_path / "evidence.html", title=QUESTION)
     page = out.read_text(encoding="utf-8")
     assert not re.search(r'(src|href)="https?://', page), "the page must open without a network"
-    sub = result.subgraph()
+    sub = evidence_subgraph(result)
     drawn = render_in_browser(out, tmp_path)
     assert drawn["nodes"] == len(sub["nodes"]) and drawn["edges"] == len(sub["edges"])
     assert drawn["placed"] == len(sub["nodes"])
@@ -106,7 +106,7 @@ def test_hostile_passage_text_cannot_break_the_page(tmp_path):
         passages=[Passage(1, "c1", "d1", "T <b>1</b>", hostile, 0, 10, 0.9),
                   Passage(2, "c2", "d2", "T2", "plain text", 0, 5, 0.5)],
         seeds=[SeedEntity(7, "Seed </script>", 0.8, "entity")])
-    out = write_explain_html(fake.subgraph(), tmp_path / "x.html", title=fake.question)
+    out = write_explain_html(evidence_subgraph(fake), tmp_path / "x.html", title=fake.question)
     drawn = render_in_browser(out, tmp_path)
     assert drawn["nodes"] == 4 and drawn["painted"] > 100
 

@@ -33,3 +33,12 @@ def test_chains_carry_the_types(graph_index):
     from gpurag.export.chain_page import render_page
 
     assert "Zoë Ødegård · PERSON" in render_page(r)
+
+
+def test_exports_carry_the_types(graph_index):
+    from gpurag.export.frames import graph_frames
+
+    nodes = graph_frames(graph_index.dir).nodes
+    typed = dict(zip(nodes["name"], nodes["entity_type"], strict=True))
+    assert typed["Zoë Ødegård"] == "PERSON" and typed["Tarnwick"] == "PLACE"
+    assert typed["Glimmerfold Records"] == "ORG" and typed["Lowtide Hymnal"] == "WORK"

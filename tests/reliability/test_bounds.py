@@ -5,6 +5,7 @@ by the machine's cores; LLM model discovery by one call within ``--llm-timeout``
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +19,8 @@ from gpurag.pipeline.extract_pool import pool_workers
 
 
 def test_threads_setting_is_bounded_by_the_cores(caplog):
-    assert threads_from_env({"GPURAG_THREADS": "100000"}) == machine_cores()
+    with caplog.at_level(logging.INFO, logger="gpurag.config"):
+        assert threads_from_env({"GPURAG_THREADS": "100000"}) == machine_cores()
     assert "more than the" in caplog.text
     assert threads_from_env({"GPURAG_THREADS": "1"}) == 1
     assert threads_from_env({}) == 0
