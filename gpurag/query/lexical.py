@@ -143,7 +143,8 @@ class BM25Index:
         # kept in token order, repeats unsummed: each passage's score sums its term scores
         # in the question's order, in float32, as bm25s adds them
         terms.has_canonical_format = False
-        return sp.csr_array(terms @ self.matrix)
+        out = terms @ self.matrix
+        return out if isinstance(out, sp.csr_array) else sp.csr_array(out)
 
     def search_tokens(self, tokens: Tokens, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, chunk rows) per tokenized text, -1 padded (score 0)."""

@@ -217,3 +217,25 @@ def test_numpy_topk_ties_at_the_cut_go_to_the_lower_ids():
         want = np.argsort(-x, axis=1, kind="stable")[:, :k]
         np.testing.assert_array_equal(i, want)
         np.testing.assert_array_equal(v, np.take_along_axis(x, want, axis=1))
+
+
+@pytest.mark.parametrize("method", ["auto", "power", "push"])
+def test_a_large_host_batch_runs_in_chunks_with_the_same_results(monkeypatch, method):
+    """A batch too large for one (q, n) iterate is split into chunks of questions; each
+    question's values, ids and gathered scores are what the whole batch gave."""
+    g = _graph(4, 300, 1500)
+    reset = _reset(5, 23, g.n_nodes)
+    gather = np.random.default_rng(6).integers(-1, 200, size=(23, 4))
+    kw = dict(k=7, lo=50, hi=250, gather=gather, damping=0.5, tol=1e-8, method=method)
+    whole = backend.host_ppr_topk(g, reset, **kw)
+    monkeypatch.setattr(backend, "HOST_CHUNK_BYTES", 1)
+    monkeypatch.setattr(backend, "HOST_CHUNK_MIN_ROWS", 5)
+    calls = []
+    inner = host_ppr.ppr
+    monkeypatch.setattr(host_ppr, "ppr", lambda g, r, **o: calls.append(r.shape[0])
+                        or inner(g, r, **o))
+    chunked = backend.host_ppr_topk(g, reset, **kw)
+    assert calls == [5, 5, 5, 5, 3]
+    np.testing.assert_array_equal(chunked.values, whole.values)
+    np.testing.assert_array_equal(chunked.ids, whole.ids)
+    np.testing.assert_array_equal(chunked.gathered, whole.gathered)

@@ -108,3 +108,19 @@ def test_a_model_variant_the_product_cannot_reproduce_uses_bm25s_scoring():
     order = np.lexsort((np.arange(len(corpus)), -want))[:3]
     np.testing.assert_array_equal(rows[0], order)
     np.testing.assert_array_equal(scores[0], want[order])
+
+
+def test_long_rows_keep_their_top_k_and_its_ties():
+    """Rows much longer than k, with many ties at the cut: the answer is the full sort's."""
+    rng = np.random.default_rng(11)
+    q, n, k = 30, 5000, 5
+    dense = np.where(rng.random((q, n)) < 0.3,
+                     rng.choice([0.25, 0.5, 1.0, 1.0001, 7.5], size=(q, n)) *
+                     rng.choice([1.0, 1.0, 1.0, 1.003], size=(q, n)), 0).astype(np.float32)
+    dense[3, :] = 0
+    dense[4, :3] = 2.0  # fewer than k entries
+    scores, rows = sparse_topk(sp.csr_array(dense), k)
+    order = np.lexsort((np.broadcast_to(np.arange(n), dense.shape), -dense), axis=1)[:, :k]
+    want = np.take_along_axis(dense, order, axis=1)
+    np.testing.assert_array_equal(scores, want)
+    np.testing.assert_array_equal(rows, np.where(want > 0, order, -1))
