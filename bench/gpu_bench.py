@@ -50,8 +50,8 @@ from synthetic import random_reset
 
 from gpurag.graph.csr import CSRGraph
 from gpurag.graph.ppr import ppr_power, ppr_push_batch
-from kernels.knn import ExactIndex
-from kernels.ppr_batched import build_operator, ppr_batched
+from gpurag.kernels.knn import ExactIndex
+from gpurag.kernels.ppr_batched import build_operator, ppr_batched
 
 REPO = Path(__file__).resolve().parents[1]
 

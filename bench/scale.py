@@ -201,8 +201,9 @@ def child_build(args: argparse.Namespace) -> dict:
         input_bytes = src.stat().st_size
         out = Path(tmp) / "index"
         t = time.perf_counter()
+        # cluster only when asked: a --baseline checkout's build() may not take it
         build(src, out, IndexConfig(), show_progress=False, runtime=runtime,
-              cluster=args.cluster_spec or None)
+              **({"cluster": args.cluster_spec} if args.cluster_spec else {}))
         wall = time.perf_counter() - t
         manifest = json.loads((out / "manifest.json").read_text())
         timings = manifest.get("extra", manifest).get("timings_s", {})

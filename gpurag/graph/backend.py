@@ -132,7 +132,7 @@ class DeviceGraph:
         """``P^T`` as a torch sparse CSR ``kernels.ppr_batched.TransitionOperator``, cached."""
         op = self._derived.get("pt")
         if op is None:
-            from kernels.ppr_batched import build_operator
+            from gpurag.kernels.ppr_batched import build_operator
 
             op = build_operator(self.indptr, self.indices, self.weights, self.device)
             self._derived["pt"] = op
@@ -186,7 +186,7 @@ def make_kernels_ppr(device: str) -> PPRFn:
     ) -> Any:
         """Batched power iteration on the device (``method`` and ``eps`` are accepted for
         compatibility with :func:`gpurag.graph.ppr.ppr` and ignored: always power iteration)."""
-        from kernels.ppr_batched import ppr_batched
+        from gpurag.kernels.ppr_batched import ppr_batched
 
         _check_output(output)
         op = DeviceGraph.of(g, device).transition_operator()
@@ -283,7 +283,7 @@ def numpy_topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def torch_topk(scores: Any, k: int) -> tuple[Any, Any]:
     """Top-``k`` of each row of a 2-D torch tensor on its device (``kernels.topk``)."""
-    from kernels.topk import topk_dense
+    from gpurag.kernels.topk import topk_dense
 
     return topk_dense(scores, k)
 

@@ -100,7 +100,7 @@ class TorchSearcher:
     def __init__(self, vectors: np.ndarray, device: str, metric: str, dtype: Any = None) -> None:
         import torch
 
-        from kernels.knn import ExactIndex
+        from gpurag.kernels.knn import ExactIndex
 
         self.metric = metric
         self.dim = int(vectors.shape[1])
@@ -122,7 +122,7 @@ class TorchSearcher:
         dtype re-ranks the candidates in float32 from the stored vectors."""
         import torch
 
-        from kernels.knn import ExactIndex
+        from gpurag.kernels.knn import ExactIndex
 
         self = cls.__new__(cls)
         self.metric = "ip"

@@ -204,7 +204,7 @@ def test_device_graph_on_cuda():
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 def test_knn_parity():
-    from kernels.knn import knn_reference
+    from gpurag.kernels.knn import knn_reference
 
     rng = np.random.default_rng(8)
     db = rng.standard_normal((50000, 128)).astype(np.float32)

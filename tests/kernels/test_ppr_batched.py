@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 
 from gpurag.graph.csr import CSRGraph, build_csr  # noqa: E402
 from gpurag.graph.ppr import ppr_power  # noqa: E402
-from kernels.ppr_batched import build_operator, ppr_batched  # noqa: E402
-from kernels.ppr_reference import ppr_reference  # noqa: E402
-from kernels.tests import device_params  # noqa: E402
+from gpurag.kernels.ppr_batched import build_operator, ppr_batched  # noqa: E402
+from gpurag.kernels.ppr_reference import ppr_reference  # noqa: E402
+from tests.kernels import device_params  # noqa: E402
 
 DEVICES = device_params()
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernels.topk import topk_dense
+from gpurag.kernels.topk import topk_dense
 
 _INT32_MAX = 2**31 - 1
 

@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels.knn import ExactIndex, knn_reference, knn_search  # noqa: E402
-from kernels.tests import device_params  # noqa: E402
+from gpurag.kernels.knn import ExactIndex, knn_reference, knn_search  # noqa: E402
+from tests.kernels import device_params  # noqa: E402
 
 DEVICES = device_params()
 

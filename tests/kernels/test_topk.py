@@ -7,13 +7,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels.tests import device_params  # noqa: E402
-from kernels.topk import (  # noqa: E402
+from gpurag.kernels.topk import (  # noqa: E402
     segmented_topk,
     segmented_topk_reference,
     topk_dense,
     topk_dense_reference,
 )
+from tests.kernels import device_params  # noqa: E402
 
 DEVICES = device_params()
 
