@@ -334,7 +334,9 @@ class Index:
             from gpurag.query.confidence import add_confidence
 
             t0 = time.perf_counter()
-            add_confidence(self, results, qvecs)
+            linked = [extra.get("linked") for extra in extras]  # the retrieval's, once
+            add_confidence(self, results, qvecs,
+                           linked if all(x is not None for x in linked) else None)
             confidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
             for r in results:
                 r.timings_ms["confidence"] = confidence_ms

@@ -50,8 +50,10 @@ def named_share(question: str, spans: list[tuple[int, int]]) -> float:
     return inside / len(caps)
 
 
-def features(index: Any, questions: list[str], qvecs: np.ndarray) -> np.ndarray | None:
-    """``(q, len(FEATURES))`` float64, or None for an index without a knowledge graph."""
+def features(index: Any, questions: list[str], qvecs: np.ndarray,
+             linked: list | None = None) -> np.ndarray | None:
+    """``(q, len(FEATURES))`` float64, or None for an index without a knowledge graph.
+    ``linked``: the entities each question names, where the retrieval linked them already."""
     retriever = index.retriever
     if retriever is None:
         return None
@@ -64,7 +66,8 @@ def features(index: Any, questions: list[str], qvecs: np.ndarray) -> np.ndarray 
         ent = np.zeros((len(questions), 1), np.float32)
     bm25, _ = retriever.lexical.search(questions, 1)
     terms = np.array([max(len(_WORD.findall(q)), 1) for q in questions], np.float64)
-    linked = retriever.linker.link(questions)
+    if linked is None:
+        linked = retriever.linker.link(questions)
     named = np.array([named_share(q, [(e.start, e.end) for e in row])
                       for q, row in zip(questions, linked, strict=True)])
     return np.stack([
@@ -90,9 +93,11 @@ def confidence(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-logits(x)))
 
 
-def add_confidence(index: Any, results: list[Any], qvecs: np.ndarray) -> None:
-    """Set ``result.confidence`` of each result (left None for an index without a graph)."""
-    x = features(index, [r.question for r in results], qvecs)
+def add_confidence(index: Any, results: list[Any], qvecs: np.ndarray,
+                   linked: list | None = None) -> None:
+    """Set ``result.confidence`` of each result (left None for an index without a graph);
+    ``linked`` as in :func:`features`."""
+    x = features(index, [r.question for r in results], qvecs, linked)
     if x is None:
         return
     for r, c in zip(results, confidence(x), strict=True):

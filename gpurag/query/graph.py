@@ -371,6 +371,9 @@ class GraphRetriever:
         paths = self.batch_paths(seeds, top_rows)
         shown = seeds.lists(len(questions), self.entity_names)
         extras = [{"seeds": s, "paths": p} for s, p in zip(shown, paths, strict=True)]
+        if linked is not None:  # handed on (confidence), so the batch is linked once
+            for extra, row in zip(extras, linked, strict=True):
+                extra["linked"] = row
         stages.lap("paths")
         return top_scores.astype(np.float32), top_rows, extras
 
