@@ -1,7 +1,8 @@
-"""Contract checks every extractor, embedder and reranker must pass (like scikit-learn's
-``check_estimator``): the same small verbs, deterministic results, documented shapes and
-dtypes. The test suite runs them over every registered implementation; a new one can call
-them in its own tests. Plain ``assert``s, so pytest shows the failing condition."""
+"""Contract checks every extractor, embedder, reranker, searcher, PPR, top-k and Leiden must
+pass (like scikit-learn's ``check_estimator``): the same small verbs, deterministic results,
+documented shapes and dtypes. The test suite runs them over every registered implementation;
+a new one can call them in its own tests. Plain ``assert``s: pytest shows the failing condition.
+"""
 
 from __future__ import annotations
 
@@ -72,3 +73,174 @@ def check_reranker(rr: Any, qvecs: np.ndarray, cand: np.ndarray, ppr_scores: np.
     np.testing.assert_array_equal(rr.score(qvecs, cand, ppr_scores, dense), out)
     one = rr.score(qvecs[:1], cand[:1], ppr_scores[:1], (dense[0][:1], dense[1][:1]))
     np.testing.assert_allclose(one, out[:1], atol=1e-5)
+
+
+def _exact(vectors: np.ndarray, queries: np.ndarray, metric: str) -> np.ndarray:
+    """The exact scores (q, n): inner products, or squared L2 distances."""
+    v, q = vectors.astype(np.float64), queries.astype(np.float64)
+    if metric == "l2":
+        return (q * q).sum(1)[:, None] - 2 * q @ v.T + (v * v).sum(1)[None, :]
+    return q @ v.T
+
+
+def check_searcher(searcher: Any, vectors: np.ndarray, queries: np.ndarray, *, k: int = 10,
+                   metric: str = "ip", tie: float = 1e-3) -> None:
+    """``searcher`` indexes ``vectors`` (n, d), n > k, exactly. ``search(x, k)`` gives float32
+    scores and int64 ids ``(q, k)``, best first, the scores of the ids, a top-``k`` of the
+    exact scores (up to ``tie``), deterministic, a row searched alone gets its batch row, and
+    ``k > ntotal`` pads with ``-1`` ids and ``-inf`` (L2: ``+inf``) scores."""
+    n, d = vectors.shape
+    assert searcher.ntotal == n and searcher.dim == d and searcher.d == d
+    assert searcher.metric == metric
+    assert isinstance(searcher.implementation, str) and searcher.implementation
+    scores, ids = searcher.search(queries, k)
+    assert scores.shape == ids.shape == (len(queries), k)
+    assert scores.dtype == np.float32 and ids.dtype == np.int64
+    assert ((ids >= 0) & (ids < n)).all()
+    assert all(len(set(row)) == k for row in ids.tolist())
+    sign = -1.0 if metric == "l2" else 1.0
+    assert (np.diff(sign * scores, axis=1) <= tie).all(), "best first"
+    exact = _exact(vectors, queries, metric)
+    np.testing.assert_allclose(scores, np.take_along_axis(exact, ids, axis=1), atol=tie)
+    s = sign * exact
+    kth = -np.sort(-s, axis=1)[:, k - 1]
+    assert (np.take_along_axis(s, ids, axis=1) >= kth[:, None] - tie).all()
+    for row, clear in enumerate(s > kth[:, None] + tie):
+        assert set(np.flatnonzero(clear)) <= set(ids[row].tolist())
+    again = searcher.search(queries, k)
+    np.testing.assert_array_equal(again[0], scores)
+    np.testing.assert_array_equal(again[1], ids)
+    one = searcher.search(queries[1:2], k)
+    np.testing.assert_allclose(one[0], scores[1:2], atol=tie)
+    big_s, big_i = searcher.search(queries[:2], n + 3)
+    assert big_i.shape == (2, n + 3)
+    assert (big_i[:, n:] == -1).all() and np.isinf(big_s[:, n:]).all()
+    assert (sign * big_s[:, n:] < 0).all()
+    assert sorted(big_i[0, :n].tolist()) == list(range(n))
+    try:
+        searcher.search(queries, 0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("k = 0 must raise ValueError")
+
+
+def check_topk(topk: Callable[[Any, int], tuple[Any, Any]], scores: np.ndarray,
+               to_input: Callable[[np.ndarray], Any] = np.asarray,
+               to_numpy: Callable[[Any], np.ndarray] = np.asarray) -> None:
+    """``topk(scores, k) -> (values, ids)`` per row of a 2-D array (``to_input`` makes the
+    part's input, ``to_numpy`` reads its output): values best first, the scores at the ids,
+    the ``k`` largest (ties at the cut may go to any id), distinct ids, deterministic; where
+    a row has fewer than ``k`` entries the host part pads with -1 ids and ``-inf``."""
+    scores = np.asarray(scores, np.float32)
+    q, n = scores.shape
+    for k in (1, min(5, n), n):
+        values, ids = topk(to_input(scores), k)
+        values, ids = to_numpy(values), to_numpy(ids)
+        assert values.shape == ids.shape == (q, k)
+        assert np.issubdtype(ids.dtype, np.integer)
+        assert ((ids >= 0) & (ids < n)).all()
+        assert all(len(set(row)) == k for row in ids.tolist())
+        assert (np.diff(values.astype(np.float64), axis=1) <= 0).all(), "best first"
+        np.testing.assert_array_equal(values, np.take_along_axis(scores, ids, axis=1))
+        np.testing.assert_array_equal(values, -np.sort(-scores, axis=1)[:, :k])
+        v2, i2 = topk(to_input(scores), k)
+        np.testing.assert_array_equal(to_numpy(v2), values)
+        np.testing.assert_array_equal(to_numpy(i2), ids)
+
+
+def _random_graph(n: int, seed: int):
+    from gpurag.graph.csr import build_csr
+
+    rng = np.random.default_rng(seed)
+    m = 4 * n
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    return build_csr(src, dst, rng.random(m).astype(np.float32) + 0.1, n)
+
+
+def check_ppr(ppr: Callable[..., Any], *, n: int = 60, q: int = 5, k: int = 8,
+              seed: int = 0, damping: float = 0.5) -> None:
+    """The PPR part (``ppr(g, reset, *, k, lo, hi, gather, damping, tol, full) -> PPRTop``) on
+    a random graph: float32 top-``k`` values and int64 ids relative to ``lo``, best first,
+    within ``[lo, hi)``, equal to the full scores at those ids, a top-``k`` of the NumPy
+    reference (:func:`gpurag.kernels.ppr_reference.ppr_reference`, exact solve) to float
+    noise, gathered scores at the ``gather`` ids (0 at -1), deterministic."""
+    from gpurag.kernels.ppr_reference import ppr_reference
+
+    g = _random_graph(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    reset = np.zeros((q, n), np.float32)
+    for row in range(q):
+        reset[row, rng.choice(n, 3, replace=False)] = rng.random(3) + 0.5
+    lo, hi = 10, n - 5
+    gather = rng.integers(-1, hi - lo, (q, 4))
+    out = ppr(g, reset, k=k, lo=lo, hi=hi, gather=gather, damping=damping, tol=1e-10,
+              full=True)
+    assert out.values.shape == out.ids.shape == (q, k)
+    assert out.values.dtype == np.float32 and out.ids.dtype == np.int64
+    assert ((out.ids >= 0) & (out.ids < hi - lo)).all()
+    assert (np.diff(out.values.astype(np.float64), axis=1) <= 1e-7).all(), "best first"
+    ref = ppr_reference(g.indptr, g.indices, g.weights, reset, damping=damping)
+    assert out.full is not None and out.full.shape == (q, n)
+    np.testing.assert_allclose(out.full, ref, atol=1e-5)
+    part = ref[:, lo:hi]
+    np.testing.assert_allclose(out.values, np.take_along_axis(part, out.ids, axis=1),
+                               atol=1e-5)
+    kth = -np.sort(-part, axis=1)[:, k - 1]
+    assert (np.take_along_axis(part, out.ids, axis=1) >= kth[:, None] - 1e-5).all()
+    want = np.where(gather >= 0, np.take_along_axis(part, gather.clip(0), axis=1), 0.0)
+    assert out.gathered.shape == (q, 4)
+    np.testing.assert_allclose(out.gathered, want, atol=1e-5)
+    again = ppr(g, reset, k=k, lo=lo, hi=hi, gather=gather, damping=damping, tol=1e-10)
+    np.testing.assert_array_equal(again.values, out.values)
+    np.testing.assert_array_equal(again.ids, out.ids)
+    assert again.full is None
+
+
+def check_leiden(leiden: Callable[..., Any], *, n: int = 80, max_cluster_size: int = 6,
+                 seed: int = 0) -> None:
+    """The Leiden part (``leiden(g, *, max_cluster_size, seed) -> DataFrame``) on a random
+    graph of planted groups: the documented columns and dtypes, level 0 covering every node
+    once, each deeper level splitting only oversize communities of the level above (``parent``
+    is the node's community there), community ids unique across levels, one final row per
+    node, ``attrs["implementation"]`` named, deterministic for a seed, and a positive
+    modularity of the level-0 partition."""
+    import pandas as pd
+
+    from gpurag.graph.csr import build_csr
+    from gpurag.graph.leiden import modularity
+
+    rng = np.random.default_rng(seed)
+    group = np.arange(n) // 8
+    src = rng.integers(0, n, 6 * n)
+    dst = np.where(rng.random(6 * n) < 0.9,
+                   group[src] * 8 + rng.integers(0, 8, 6 * n), rng.integers(0, n, 6 * n))
+    dst = np.minimum(dst, n - 1)
+    g = build_csr(src, dst, None, n)
+    out = leiden(g, max_cluster_size=max_cluster_size, seed=seed)
+    assert isinstance(out, pd.DataFrame)
+    want = {"node": np.int32, "level": np.int16, "community": np.int32, "parent": np.int32,
+            "is_final": np.bool_}
+    for col, dtype in want.items():
+        assert out[col].dtype == dtype, (col, out[col].dtype)
+    assert isinstance(out.attrs.get("implementation"), str) and out.attrs["implementation"]
+    top = out[out["level"] == 0]
+    assert sorted(top["node"].tolist()) == list(range(n)) and (top["parent"] == -1).all()
+    for level in sorted(set(out["level"].tolist()))[1:]:
+        above = out[out["level"] == level - 1].set_index("node")["community"]
+        here = out[out["level"] == level]
+        np.testing.assert_array_equal(here["parent"].to_numpy(),
+                                      above.loc[here["node"]].to_numpy())
+        sizes = above.value_counts()
+        assert (sizes.loc[here["parent"].unique()] > max_cluster_size).all()
+        oversize = above[above.map(sizes) > max_cluster_size].index
+        assert sorted(here["node"].tolist()) == sorted(oversize.tolist()), (
+            "a level covers the nodes of the oversize communities above")
+    owners = out.groupby("community")["level"].nunique()
+    assert (owners == 1).all(), "community ids unique across levels"
+    final = out[out["is_final"]]
+    assert sorted(final["node"].tolist()) == list(range(n))
+    again = leiden(g, max_cluster_size=max_cluster_size, seed=seed)
+    pd.testing.assert_frame_equal(out.reset_index(drop=True), again.reset_index(drop=True))
+    membership = top.sort_values("node")["community"].to_numpy()
+    assert modularity(g, membership) > 0.3

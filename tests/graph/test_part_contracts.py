@@ -1,0 +1,92 @@
+"""The searcher, PPR, top-k and Leiden contracts (:mod:`gpurag.contracts`) over every
+implementation that runs on the CPU: faiss-cpu and the torch kernel searchers, the host and
+the torch-kernel PPR, NumPy and torch top-k, graspologic-native and igraph Leiden (each torch
+or optional-library path skips cleanly where it is not installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from gpurag.contracts import check_leiden, check_ppr, check_searcher, check_topk
+from gpurag.graph import backend
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch (the gnn extra)")
+
+
+def _unit(n: int, d: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+DB, QUERIES = _unit(400, 24, 0), _unit(7, 24, 1)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("impl", ["faiss", pytest.param("torch", marks=needs_torch)])
+def test_searcher_contract(impl, metric):
+    from gpurag.vectors.searcher import make_searcher
+
+    check_searcher(make_searcher(DB, "cpu", metric=metric, backend=impl), DB, QUERIES,
+                   metric=metric)
+
+
+def test_searcher_contract_over_a_stored_index():
+    from gpurag.vectors import build_index
+    from gpurag.vectors.searcher import searcher_for_index
+
+    check_searcher(searcher_for_index(build_index(DB), "cpu"), DB, QUERIES)
+
+
+def _torch_ppr():
+    return backend.make_device_ppr_topk(backend.make_kernels_ppr("cpu"), "cpu")
+
+
+@pytest.mark.parametrize("make", [lambda: backend.host_ppr_topk,
+                                  pytest.param(_torch_ppr, marks=needs_torch)],
+                         ids=["host", "torch-kernels"])
+def test_ppr_contract(make):
+    check_ppr(make())
+
+
+def test_ppr_contract_for_the_cpu_backends():
+    check_ppr(backend.Backends.for_device("cpu").ppr)
+
+
+SCORES = np.random.default_rng(2).random((6, 40)).astype(np.float32)
+
+
+def test_topk_contract_numpy():
+    check_topk(backend.numpy_topk, SCORES)
+    values, ids = backend.numpy_topk(SCORES[:, :3], 5)  # fewer entries than k: padded
+    assert (ids[:, 3:] == -1).all() and np.isneginf(values[:, 3:]).all()
+
+
+@needs_torch
+def test_topk_contract_torch():
+    import torch
+
+    check_topk(backend.torch_topk, SCORES, to_input=torch.from_numpy,
+               to_numpy=lambda t: t.cpu().numpy())
+
+
+@pytest.mark.parametrize("impl", ["graspologic-native", "igraph"])
+def test_leiden_contract(impl):
+    from gpurag.graph.leiden import hierarchical_leiden
+
+    module = {"graspologic-native": "graspologic_native", "igraph": "igraph"}[impl]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{impl} is not installed")
+
+    def leiden(g, *, max_cluster_size, seed):
+        return hierarchical_leiden(g, max_cluster_size=max_cluster_size, seed=seed,
+                                   implementation=impl)
+
+    check_leiden(leiden)
+
+
+def test_leiden_contract_for_the_cpu_backends():
+    check_leiden(backend.Backends.for_device("cpu").leiden)
