@@ -46,8 +46,15 @@ def cmd_add(args: argparse.Namespace) -> int:
         traces = _read_jsonl(args.file) if args.file else []
         if args.corpus:
             traces.extend(corpus_traces(args.corpus))
-        for lo in range(0, len(traces), 256):
-            ids.extend(mem.add_many(traces[lo:lo + 256]))
+        if traces:
+            from gpurag.pipeline.progress import progress_bar
+
+            quiet = getattr(args, "quiet", False)
+            with progress_bar(len(traces), "memory add", unit="trace",
+                              show=False if quiet else None) as bar:
+                for lo in range(0, len(traces), 256):
+                    ids.extend(mem.add_many(traces[lo:lo + 256]))
+                    bar.update(len(traces[lo:lo + 256]))
         if args.compact:
             mem.compact()
         new = [i for i in ids if i >= before]

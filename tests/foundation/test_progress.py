@@ -103,3 +103,17 @@ def test_insert_into_a_log_file_writes_stage_lines(tmp_path, small_corpus, sampl
     code, log = _run_to_log(tmp_path, "insert", str(out), str(more))
     assert code == 0, log
     assert "chunk+embed: started" in log and "chunk+embed: done: 3 doc" in log, log
+
+
+def test_memory_add_into_a_log_file_writes_progress_lines(tmp_path, sample_records):
+    traces = write_jsonl(tmp_path / "traces.jsonl",
+                         [{"text": r["text"], "session": "s1", "turn": i}
+                          for i, r in enumerate(sample_records[:5])])
+    code, log = _run_to_log(tmp_path, "memory", "add", str(tmp_path / "mem"), "--file",
+                            str(traces))
+    assert code == 0, log
+    assert "memory add: started of 5 trace" in log, log
+    assert "memory add: done: 5 trace" in log, log
+    code, quiet = _run_to_log(tmp_path, "-q", "memory", "add", str(tmp_path / "mem2"), "--file",
+                              str(traces))
+    assert code == 0 and "memory add:" not in quiet, quiet
