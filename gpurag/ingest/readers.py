@@ -167,16 +167,31 @@ def _doc_id_for_path(path: Path, root: Path) -> str:
         return path.name
 
 
-def _read_text_file(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+def read_file_bytes(path: Path, report: IngestReport) -> bytes | None:
+    """The bytes of ``path``, or None with the file reported as unreadable."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         report.skip("unreadable file", str(path), str(exc))
-        return
+        return None
+
+
+def read_utf8_file(path: Path, report: IngestReport) -> str | None:
+    """The UTF-8 text of ``path`` (a BOM dropped), or None with the file reported as
+    unreadable or not UTF-8 (naming the first bad byte)."""
+    raw = read_file_bytes(path, report)
+    if raw is None:
+        return None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         report.skip("not UTF-8", str(path), f"byte {exc.start}")
+        return None
+
+
+def _read_text_file(path: Path, root: Path, report: IngestReport) -> Iterator[Document]:
+    text = read_utf8_file(path, report)
+    if text is None:
         return
     if not text.strip():
         report.skip("empty text", str(path))

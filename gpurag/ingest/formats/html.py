@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.common import clean_text, file_document, first_line
-from gpurag.ingest.readers import Document, IngestReport
+from gpurag.ingest.readers import Document, IngestReport, read_file_bytes
 
 
 def html_text(raw: bytes) -> tuple[str, str]:
@@ -30,10 +30,8 @@ def html_text(raw: bytes) -> tuple[str, str]:
 def read_html(path: Path, root: Path, report: IngestReport, options: ReadOptions
               ) -> Iterator[Document]:
     """The one document of an HTML file (its main text)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        report.skip("unreadable file", str(path), str(exc))
+    raw = read_file_bytes(path, report)
+    if raw is None:
         return
     try:
         title, text = html_text(raw)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.common import file_document
-from gpurag.ingest.readers import Document, IngestReport
+from gpurag.ingest.readers import Document, IngestReport, read_utf8_file
 
 MARKUPS = ("markdown", "rst")
 
@@ -117,15 +117,8 @@ def rst_title(text: str) -> str:
 def read_rst(path: Path, root: Path, report: IngestReport, options: ReadOptions
              ) -> Iterator[Document]:
     """A reStructuredText file as written (UTF-8), titled by its first section title."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        report.skip("unreadable file", str(path), str(exc))
-        return
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        report.skip("not UTF-8", str(path), f"byte {exc.start}")
+    text = read_utf8_file(path, report)
+    if text is None:
         return
     doc = file_document(path, root, report, rst_title(text), text, ".rst", markup="rst")
     if doc is not None:
