@@ -13,7 +13,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-BLOCK = 1 << 20
+BLOCK = 1 << 16  # input read and output held at a time: the check streams in flat memory
 GZIP_WBITS = 31  # zlib: a gzip header and trailer, CRC-32 and size checked
 
 
@@ -30,7 +30,7 @@ def damaged_member_start(path: Path) -> int | None:
             if not data:
                 return None  # end of file: complete, or truncated inside a member
             try:
-                total += len(d.decompress(data))
+                total += _inflate(d, data)
             except zlib.error:
                 return start
             if d.eof:  # a member verified; what is left belongs to the next one
@@ -39,3 +39,15 @@ def damaged_member_start(path: Path) -> int | None:
                 d = zlib.decompressobj(GZIP_WBITS)
                 if rest:
                     pending = rest
+
+
+def _inflate(d: zlib._Decompress, data: bytes) -> int:
+    """Feed ``data`` to ``d`` and return how many bytes came out, holding at most
+    :data:`BLOCK` of output at a time (a highly compressed block can inflate a hundredfold)."""
+    produced = 0
+    while True:
+        out = len(d.decompress(data, BLOCK))
+        produced += out
+        data = d.unconsumed_tail
+        if d.eof or (not data and out < BLOCK):
+            return produced
