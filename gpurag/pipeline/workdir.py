@@ -110,7 +110,9 @@ class WorkDir:
 
     def has_progress(self) -> bool:
         """Whether any stage has a finished checkpoint a rerun would reuse."""
-        return any(isinstance(v, dict) and (v.get("parts") or v.get("done_rows"))
+        # ``shards``: a cluster's results that came back ahead of the finished prefix
+        return any(isinstance(v, dict) and (v.get("parts") or v.get("done_rows")
+                                            or v.get("shards"))
                    for k, v in self.state.items() if k not in ("key", "inputs"))
 
     @property

@@ -74,3 +74,12 @@ def test_a_blank_question_is_refused_like_the_service_does(tmp_path, capsys, que
     rc = main(["query", str(tmp_path / "any-index"), question])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "the question is empty" in err and len(err.splitlines()) == 1
+
+
+def test_cluster_shards_that_came_back_out_of_order_count_as_progress(tmp_path):
+    """A cluster build checkpoints shards that finish ahead of the finished prefix under
+    ``shards`` (``parts`` still 0): a failure then must keep them for the rerun."""
+    work = WorkDir(tmp_path / "idx", "key")
+    assert not work.has_progress()
+    work.state["chunk_embed"] = {"parts": 0, "docs": 0, "shards": {"2": {"docs": 4}}}
+    assert work.has_progress()
