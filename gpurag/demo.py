@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from gpurag.errors import ConfigError
+from gpurag.query.evidence import format_chains
 
 
 def sample_dir() -> Path:
@@ -66,8 +67,8 @@ def run_demo(out: str | None = None, k: int = 5, rebuild: bool = False) -> int:
                 text = " ".join(p.text.split())
                 print(f"   {mark}{p.rank}. [{p.doc_id}] {p.title}: {text[:110]}"
                       f"{'…' if len(text) > 110 else ''}")
-            for path in res.paths[:2]:
-                print(f"     path: {' -> '.join(path.entities)}")
+            for line in format_chains(res, per_passage=1)[:3]:  # as `gpurag query` prints them
+                print("  " + line)
             status = {m: ("all gold found" if gold <= set(results[m][i].doc_ids) else
                           f"{len(gold & set(results[m][i].doc_ids))}/{len(gold)} gold")
                       for m in modes}

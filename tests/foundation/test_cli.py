@@ -167,4 +167,5 @@ def test_demo(tmp_path, sample_questions):
     summary = next(line for line in reversed(last)
                    if line.startswith("questions with every gold passage"))
     assert f"/{len(sample_questions)}" in summary
+    assert ", bridge): " in text and "]-> #2" in text  # evidence chains, labelled by rank
     assert (out / "manifest.json").is_file()
