@@ -90,8 +90,8 @@ for mod in ("cupy", "triton", "torch_geometric", "transformers", "onnxruntime", 
     except Exception as exc:
         print(f"  {mod:<20} missing ({type(exc).__name__})")
 import gpurag, kernels
-from gpurag.graph.backend import plan
-print("gpurag", gpurag.__version__, "plan(cuda):", plan("cuda"))
+from gpurag.runtime import Runtime
+print("gpurag", gpurag.__version__, "parts(cuda):", Runtime(device="cuda").describe())
 EOF
 } 2>&1 | tee -a "$LOG"
 

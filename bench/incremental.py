@@ -89,7 +89,8 @@ def warm_cache(index, directory: Path) -> int:
     from gpurag.vectors import load_index
     from gpurag.vectors.codec import decode_all
 
-    cache = CachedEmbedder(index.runtime.embedder(index.config.embedder, cache=False), directory)
+    inner = index.runtime.embedder_for(index.config.embedder, cache=False)
+    cache = CachedEmbedder(inner, directory)
     texts = [embed_text(t, x) for t, x in zip(index.chunks["title"], index.chunks["text"],
                                               strict=True)]
     vecs = [index.passage_vectors()]  # as stored: a rebuild's round trip leaves them as they are

@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["GPURAG_THREADS"] = str(args.threads)
 
     from gpurag import __version__
+    from gpurag.backends.embed import load_embedder
     from gpurag.config import IndexConfig, apply_overrides
     from gpurag.device import package_version, resolve_device
-    from gpurag.embed import load_embedder
 
     overrides = {k: v for k, v in {"embedder": args.embedder, "chunk_tokens": args.chunk_tokens,
                                    "chunk_overlap": args.chunk_overlap,

@@ -129,7 +129,7 @@ class _NoEmbedder:
 
 def ppr_device(n: int, device: str) -> dict:
     """The batched anchor PPR of the search on ``device`` (kernels backend)."""
-    from gpurag.graph.backend import select_ppr_backend
+    from gpurag.backends.ppr import scores_part
     from gpurag.memory.views import anchor_mass
 
     traces, vec = synthetic(n)
@@ -140,7 +140,8 @@ def ppr_device(n: int, device: str) -> dict:
         anchors = np.unique(np.random.default_rng(2).integers(0, mem._graph.n_nodes, 64))
         out = {}
         for dev in ("cpu", device):
-            name, fn = select_ppr_backend(dev)
+            fn = scores_part(dev)
+            name = fn.implementation
             anchor_mass(mem._graph, anchors, fn, 0.5)
             t = time.perf_counter()
             for _ in range(5):

@@ -127,7 +127,7 @@ def main() -> None:
 
     embedder = HashEmbedder() if args.embed == "hash" else None
     if args.embed == "model" or args.embed_sample:
-        from gpurag.embed import load_embedder
+        from gpurag.backends.embed import load_embedder
 
         model = load_embedder()
         if args.embed_sample:

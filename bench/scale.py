@@ -281,8 +281,8 @@ def child_graph(args: argparse.Namespace) -> dict:
 
     from synthetic import power_law_csr, random_reset
 
-    from gpurag.graph.backend import Backends
     from gpurag.graph.csr import CSRGraph
+    from gpurag.runtime import Runtime
 
     device = args.device
     t = time.perf_counter()
@@ -291,8 +291,8 @@ def child_graph(args: argparse.Namespace) -> dict:
     g = CSRGraph(indptr, indices, weights)
     n = g.n_nodes
     log(f"graph {g.n_edges / 1e6:.3g}M edges, {n} nodes by {generator} in {gen_s:.1f}s")
-    backends = Backends.for_device("cuda" if device.startswith("cuda") else "cpu")
-    name = backends.names["ppr"]
+    backends = Runtime(device="cuda" if device.startswith("cuda") else "cpu")
+    name = backends.describe()["ppr"]
     batches = [int(float(b)) for b in args.batches.split(",")]
     k = 10
 
@@ -323,7 +323,7 @@ def child_graph(args: argparse.Namespace) -> dict:
 
 
 def knn_latency(n_nodes: int, batches: list[int], args: argparse.Namespace) -> list[dict]:
-    from gpurag.vectors.searcher import make_searcher
+    from gpurag.backends.searcher import make_searcher
 
     n = min(n_nodes, args.knn_max)
     if n <= 0:

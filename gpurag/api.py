@@ -133,7 +133,7 @@ class Index:
         whose id is already indexed are skipped and reported (``last_update.skipped``).
         """
         from gpurag.ingest.texts import split_sources, texts_source
-        from gpurag.pipeline.incremental import insert_documents
+        from gpurag.pipeline.insert import insert_documents
 
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
@@ -199,7 +199,7 @@ class Index:
     def embedder(self):
         if self._embedder is None:
             spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
-            embedder = self.runtime.embedder(spec, cache=False)
+            embedder = self.runtime.embedder_for(spec, cache=False)
             if embedder.dim != self.passage_index.d:
                 raise ConfigError(f"embedder {spec or DEFAULT_EMBEDDER!r} gives {embedder.dim}-"
                                   f"dimensional vectors, index {self.path} holds "
@@ -214,10 +214,8 @@ class Index:
     @functools.cached_property
     def passage_search(self) -> Any:
         """What dense passage search runs on: the FAISS index on the CPU, a device searcher
-        made once from it on cuda (:func:`gpurag.vectors.query_index`)."""
-        from gpurag.vectors import query_index
-
-        return query_index(self.passage_index, self.device)
+        made once from it on cuda (the runtime's ``searcher``)."""
+        return self.runtime.searcher(self.passage_index)
 
     @property
     def retriever(self):
@@ -226,8 +224,7 @@ class Index:
             checks.check_graph(self.dir, len(self.chunks))
             from gpurag.query.graph import GraphRetriever
 
-            self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime.backends,
-                                             gat_checkpoint=self.runtime.gat_checkpoint,
+            self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime,
                                              passage_index=self.passage_index)
         return self._retriever
 

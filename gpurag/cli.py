@@ -14,9 +14,9 @@ from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.memory.cli import add_memory_commands
-from gpurag.rerank.cli import add_score_commands
 from gpurag.serve.cli import add_serve_command
 from gpurag.terminal import safe
+from gpurag.training.cli import add_score_commands
 
 # How each index setting is spelled on the command line (for error messages).
 INDEX_FLAGS = {"embedder": "--embedder", "extractor": "--extractor", "triples": "--triples",
@@ -269,6 +269,13 @@ def _write_explain(results: list, out: Path, gold: set[str] | None = None) -> No
         print(f"evidence graph: {safe(path)}", file=sys.stderr)
 
 
+def _memory_runner(index):
+    """``gpurag eval``'s mode ``memory`` (gpurag.memory sits above gpurag.eval)."""
+    from gpurag.memory.evaluate import memory_runner
+
+    return memory_runner(index)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from gpurag.info import environment_info, index_info
 
@@ -387,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     add_export_command(sub)
-    add_eval_commands(sub)
+    add_eval_commands(sub, runners={"memory": _memory_runner})
     add_llm_commands(sub)
     add_memory_commands(sub)
     add_score_commands(sub)

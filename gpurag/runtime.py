@@ -1,8 +1,10 @@
-"""One runtime, built at the edge (``cli.py``, ``api.py``) and passed down.
+"""One runtime, built at the edge (``cli.py``, ``api.py``, ``serve``, ``Memory``, ``eval``)
+and passed down: the composition root.
 
 :class:`Runtime` holds what a build or a query needs besides its inputs and its typed config:
-the device, the :class:`~gpurag.graph.backend.Backends` (the implementation of each
-component, resolved once per device), the LLM settings, whether to show progress and the
+the device, the part objects (embedder, searcher factory, kNN, PPR, Leiden, top-k, reranker,
+table engine, LLM client; each resolved once for the device by :mod:`gpurag.backends`, each
+replaceable by the user's own), the LLM settings, whether to show progress and the
 embedding cache. Nothing below the edge reads the environment or a process-wide registry:
 :func:`read_settings` is the one place the runtime's environment variables are read, and each
 build gets its own :class:`BuildRecord` of what actually ran.
@@ -12,15 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.device import resolve_device
 
 if TYPE_CHECKING:
     from gpurag.embed.base import Embedder
-    from gpurag.graph.backend import Backends
     from gpurag.llm.config import LLMConfig
 
 
@@ -53,57 +55,103 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
 CACHE_OFF = ("off", "0", "none", "false", "no")
 
 
-class BuildRecord:
-    """What one build (or one query batch) actually ran: component -> implementation.
-
-    A new record per build, so two builds in one process never share entries; only what ran
-    is recorded, never what was merely selected.
-    """
-
-    def __init__(self) -> None:
-        self._used: dict[str, str] = {}
-
-    def record(self, component: str, implementation: str) -> None:
-        self._used[component] = str(implementation)
-
-    def as_dict(self) -> dict[str, str]:
-        return dict(self._used)
-
-
-def implementation_name(obj: Any) -> str:
-    """How a record names a component object: its ``implementation`` attribute when it has
-    one, else its ``name``, else its class name."""
-    for attr in ("implementation", "name"):
-        value = getattr(obj, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(obj).__name__
+# The parts :func:`gpurag.backends.parts_for` resolves for a device (Runtime field names).
+PARTS = ("embedders", "searcher", "knn", "ppr", "ppr_scores", "leiden", "topk", "tables",
+         "rerankers")
 
 
 @dataclass
 class Runtime:
-    """Device, backends, LLM settings, progress and embedding cache for builds and queries."""
+    """The composition root: the device and every part a build or a query runs, each resolved
+    once for the device (:mod:`gpurag.backends`), any of them replaceable by the user's own.
 
-    device: str
-    backends: Backends
+    ``Runtime.create(embedder=MyEmbedder())`` (or ``dataclasses.replace(rt, reranker=mine)``)
+    makes every build and query of this runtime use that object:
+
+    * ``embedder``: one :class:`~gpurag.embed.base.Embedder` for every spec (None: load the
+      spec through ``embedders(spec)``);
+    * ``searcher(index)``: what a query searches for a stored FAISS index;
+    * ``knn(vectors, *, approximate_above=None)``: the build's kNN (alias candidates);
+    * ``ppr`` (top-k to the host), ``ppr_scores`` (full output), ``leiden``, ``topk``;
+    * ``reranker``: one reranker (``score(qvecs, cand, ppr_scores, dense)``) for every query
+      that asks for one (None: ``rerankers(name, retriever, checkpoint)`` loads it);
+    * ``tables``: the table engine; ``llm_client``: one LLM client (None: made from
+      ``llm_config``, ``GPURAG_LLM_*`` by default).
+    """
+
+    device: str = "cpu"
+    embedder: Embedder | None = None
+    embedders: Callable[[str | None], Embedder] | None = None
+    searcher: Callable[[Any], Any] | None = None
+    knn: Callable[..., Any] | None = None
+    ppr: Callable[..., Any] | None = None
+    ppr_scores: Callable[..., Any] | None = None
+    leiden: Callable[..., Any] | None = None
+    topk: Callable[..., Any] | None = None
+    reranker: Any = None
+    rerankers: Callable[..., Any] | None = None
+    tables: Any = None
+    llm_client: Any = None
     progress: bool | None = None
     embed_cache: str | None = None
     gat_checkpoint: str | None = None
     llm_config: LLMConfig | None = None
     _embedders: dict[str, Embedder] = field(default_factory=dict, repr=False, init=False)
 
+    def __post_init__(self) -> None:
+        self.device = resolve_device(self.device)  # a device that is not there: DeviceError
+        missing = [name for name in PARTS if getattr(self, name) is None]
+        if missing:
+            from gpurag.backends import parts_for
+
+            resolved = parts_for(self.device, self.gat_checkpoint)
+            for name in missing:
+                setattr(self, name, resolved[name])
+
     @classmethod
     def create(cls, settings: Settings | None = None, *, device: str | None = None,
-               progress: bool | None = None, llm: LLMConfig | None = None) -> Runtime:
+               progress: bool | None = None, llm: LLMConfig | None = None,
+               **parts: Any) -> Runtime:
         """A runtime from ``settings`` (default: :func:`read_settings`) and explicit choices,
-        which win over the settings."""
-        from gpurag.graph.backend import Backends
-
+        which win over the settings; ``parts``: the user's own parts (field names)."""
         s = read_settings() if settings is None else settings
         dev = resolve_device(device or s.device or "auto")
-        return cls(device=dev, backends=Backends.for_device(dev),
-                   progress=s.progress if progress is None else progress,
-                   embed_cache=s.embed_cache, gat_checkpoint=s.gat_checkpoint, llm_config=llm)
+        return cls(device=dev, progress=s.progress if progress is None else progress,
+                   embed_cache=s.embed_cache, gat_checkpoint=s.gat_checkpoint,
+                   llm_config=llm, **parts)
+
+    def describe(self) -> dict[str, str]:
+        """What each part is (``gpurag info``): the implementation this runtime holds."""
+        return {
+            "embed": implementation_name(self.embedder if self.embedder is not None
+                                         else self.embedders),
+            "vectors": implementation_name(self.searcher),
+            "knn": implementation_name(self.knn),
+            "ppr": implementation_name(self.ppr),
+            "leiden": implementation_name(self.leiden),
+            "topk": implementation_name(self.topk),
+            "rerank": implementation_name(self.reranker if self.reranker is not None
+                                          else self.rerankers),
+            "tables": implementation_name(self.tables),
+            "llm": implementation_name(self.llm_client) if self.llm_client is not None
+            else "LLMClient (OpenAI-compatible server, GPURAG_LLM_URL)",
+        }
+
+    def reranker_for(self, name: str, retriever: Any, checkpoint: Any = None) -> Any:
+        """The reranker a query names (``"gat"``, ``"gat:PATH"``): the user's own
+        ``reranker`` when set, else the one ``rerankers`` loads for ``retriever``."""
+        if self.reranker is not None:
+            return self.reranker
+        return self.rerankers(name, retriever, checkpoint)
+
+    def llm_client_for(self, config: LLMConfig | None = None) -> Any:
+        """The user's own ``llm_client`` when set, else a new client of ``config`` (default
+        :attr:`llm`)."""
+        if self.llm_client is not None:
+            return self.llm_client
+        from gpurag.llm.client import LLMClient
+
+        return LLMClient(config if config is not None else self.llm)
 
     @property
     def llm(self) -> LLMConfig:
@@ -128,15 +176,17 @@ class Runtime:
             return None
         return self.embed_cache or (str(default) if default is not None else None)
 
-    def embedder(self, spec: str | None, cache: bool = True,
-                 cache_dir: str | os.PathLike | None = None) -> Embedder:
-        """The embedder ``spec`` on this device (loaded once per runtime), behind the
-        embedding cache (:meth:`embed_cache_dir`) when ``cache`` (builds; queries pass
-        False). A default cache that cannot be opened is skipped with a warning."""
+    def embedder_for(self, spec: str | None, cache: bool = True,
+                     cache_dir: str | os.PathLike | None = None) -> Embedder:
+        """The embedder of ``spec`` (the user's own ``embedder`` when set, whatever the spec;
+        else ``embedders(spec)``, loaded once per runtime), behind the embedding cache
+        (:meth:`embed_cache_dir`) when ``cache`` (builds; queries pass False). A default
+        cache that cannot be opened is skipped with a warning."""
         folder = self.embed_cache_dir(cache_dir) if cache else None
         raw_key = f"{spec or ''}\0"
         if raw_key not in self._embedders:
-            self._embedders[raw_key] = self.backends.embedder(spec, device=self.device)
+            self._embedders[raw_key] = (self.embedder if self.embedder is not None
+                                        else self.embedders(spec))
         if not folder:
             return self._embedders[raw_key]
         key = f"{raw_key}{folder}"
@@ -165,5 +215,5 @@ class Runtime:
             return embedder
 
 
-__all__ = ["BuildRecord", "Runtime", "Settings", "implementation_name",
+__all__ = ["PARTS", "BuildRecord", "Runtime", "Settings", "implementation_name",
            "read_settings"]

@@ -77,7 +77,7 @@ class CachedEmbedder:
                           batch_size: int = 64) -> np.ndarray:
         """:meth:`encode` of ``texts`` whose model inputs are given (the chunker's token ids,
         ``model_inputs``' layout): keyed by the texts, the misses embedded from their ids."""
-        from gpurag.pipeline.chunk_tokens import concat_ranges
+        from gpurag.embed.tokens import concat_ranges
 
         lengths = np.asarray(lengths, dtype=np.int64)
         starts = np.cumsum(lengths) - lengths

@@ -142,3 +142,13 @@ def padded_batch(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     # position of each real token in ``flat``: its text's start + its column
     ids[mask] = flat[(starts[rows][:, None] + np.arange(width)[None, :])[mask]]
     return ids, mask.astype(np.int64)
+
+
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``start .. start + length - 1`` of every range, concatenated in order."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.cumsum(lengths) - lengths
+    return np.repeat(np.asarray(starts, dtype=np.int64) - first, lengths) + np.arange(total)

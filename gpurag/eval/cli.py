@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace, runners: Mapping[str, Any] | None = None) -> int:
+    """``runners``: modes evaluated by code above this package, by name (``gpurag``'s
+    main passes the memory's)."""
     from gpurag.cli_runtime import make_runtime
     from gpurag.config import IndexConfig, check_value
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, format_table, open_or_build_index
-    from gpurag.memory.evaluate import memory_runner
     from gpurag.terminal import safe
 
     overrides: dict = {}
@@ -45,7 +49,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             client = LLMClient(config_from_args(args))
         result = evaluate(ds, index, modes, index_time_s=index_s, answer_client=client,
                           show=False if args.quiet else None,
-                          runners={"memory": memory_runner})
+                          runners=runners)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -64,7 +68,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def add_eval_commands(sub: argparse._SubParsersAction) -> None:
+def add_eval_commands(sub: argparse._SubParsersAction,
+                      runners: Mapping[str, Any] | None = None) -> None:
     p = sub.add_parser("eval", help="retrieval quality on a multi-hop dataset")
     p.add_argument("dataset", help="folder with corpus.jsonl and questions.jsonl")
     p.add_argument("--modes", default="bm25,dense,graph",
@@ -82,4 +87,4 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     from gpurag.llm.cli import add_llm_options
 
     add_llm_options(p)
-    p.set_defaults(func=cmd_eval)
+    p.set_defaults(func=functools.partial(cmd_eval, runners=runners))

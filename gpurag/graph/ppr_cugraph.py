@@ -11,7 +11,7 @@ an L1 tolerance like ours.
 Leiden: cuGraph returns one flat partition; :func:`leiden_labels` has the signature of the host
 Leiden functions in :mod:`gpurag.graph.leiden` (CSR in, one label per node out), so the capped
 hierarchy is built by the same re-clustering of oversize communities (see
-:func:`gpurag.graph.backend.select_leiden_backend`).
+:func:`gpurag.backends.leiden.leiden_part`).
 """
 
 from __future__ import annotations

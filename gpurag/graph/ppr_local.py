@@ -28,6 +28,9 @@ from gpurag.graph.csr import CSRGraph, ranges
 
 TopFn = Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
 
+# Neighbours per hop a candidate subgraph is grown with when a reranker names no ``fanout``.
+DEFAULT_FANOUT = (5, 2)
+
 
 class NodeScores(Protocol):
     """Per-question node scores as a reranker reads them."""

@@ -39,6 +39,7 @@ from gpurag.memory.views import (
     temporal_scores,
 )
 from gpurag.memory.vocab import Vocabulary
+from gpurag.runtime import Runtime
 from gpurag.store.writer import fsync_dir
 
 FORMAT = "gpurag-memory"
@@ -116,15 +117,19 @@ class MemoryResult:
 
 
 class Memory:
-    """An append-only trace memory with dense, lexical, relational and temporal retrieval."""
+    """An append-only trace memory with dense, lexical, relational and temporal retrieval.
+
+    ``runtime``: the parts it runs on (embedder, full-output PPR); default a runtime on
+    ``device`` (the CPU unless asked)."""
 
     def __init__(self, path: Path, config: MemoryConfig, dim: int, writable: bool,
                  embedder: Any = None, device: str = "cpu",
-                 lock_timeout: float = LOCK_TIMEOUT) -> None:
+                 lock_timeout: float = LOCK_TIMEOUT, runtime: Runtime | None = None) -> None:
         self.path = path
         self.config = config
         self.dim = dim
-        self.device = device
+        self.runtime = runtime if runtime is not None else Runtime(device=device)
+        self.device = self.runtime.device
         self._embedder = embedder
         self._lock = None
         if writable:
@@ -155,14 +160,14 @@ class Memory:
         self._canon_used: np.ndarray | None = None
         self._lex = None  # (retriever, n covered)
         self._lex_tail = None
-        self._ppr = None
         self._damaged = np.zeros(0, np.int64)  # id slots of damaged log records
         self._keys: dict[str, int] | None = None  # idempotency key -> trace id (built lazily)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str | os.PathLike, embedder: Any = None, device: str = "cpu",
-               lock_timeout: float = LOCK_TIMEOUT, **settings: Any) -> Memory:
+               lock_timeout: float = LOCK_TIMEOUT, runtime: Runtime | None = None,
+               **settings: Any) -> Memory:
         """Create an empty memory folder (an existing memory is an error); ``settings`` (see
         :class:`MemoryConfig`) are stored and apply at every open, other settings follow the
         defaults of the gpurag version that opens it."""
@@ -170,7 +175,8 @@ class Memory:
         if (root / CONFIG_FILE).exists():
             raise InputError(f"{root} already holds a memory; open it with Memory.open")
         config = MemoryConfig.from_dict({}, **settings)
-        emb = embedder if embedder is not None else _load_embedder(config.embedder)
+        runtime = runtime if runtime is not None else Runtime(device=device)
+        emb = embedder if embedder is not None else _load_embedder(runtime, config.embedder)
         root.mkdir(parents=True, exist_ok=True)
         meta = {"format": FORMAT, "version": FORMAT_VERSION, "dim": int(emb.dim),
                 "embedder": getattr(emb, "name", config.embedder),
@@ -184,12 +190,12 @@ class Memory:
         for name in ("log.jsonl", "vectors.f32"):
             (root / name).touch()
         fsync_dir(root)
-        return cls.open(root, embedder=emb, device=device, lock_timeout=lock_timeout)
+        return cls.open(root, embedder=emb, lock_timeout=lock_timeout, runtime=runtime)
 
     @classmethod
     def open(cls, path: str | os.PathLike, readonly: bool = False, embedder: Any = None,
              device: str = "cpu", create: bool = False, lock_timeout: float = LOCK_TIMEOUT,
-             **overrides: Any) -> Memory:
+             runtime: Runtime | None = None, **overrides: Any) -> Memory:
         """Open a memory folder (``create=True``: create it when absent). A writable open
         waits up to ``lock_timeout`` seconds for another writer to close it."""
         root = Path(path)
@@ -197,7 +203,7 @@ class Memory:
         if not cfg_path.exists():
             if create:
                 return cls.create(root, embedder=embedder, device=device,
-                                  lock_timeout=lock_timeout, **overrides)
+                                  lock_timeout=lock_timeout, runtime=runtime, **overrides)
             raise InputError(f"{root} is not a gpurag memory (no {CONFIG_FILE}); "
                              "create one with `gpurag memory add` or Memory.create")
         try:
@@ -212,7 +218,7 @@ class Memory:
                 raise ValueError(f"dim {meta['dim']!r} must be a whole number >= 1")
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
-        mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout)
+        mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout, runtime)
         try:
             traces, vectors = mem.log.read()
             mem._load(traces, vectors)
@@ -241,7 +247,7 @@ class Memory:
     @property
     def embedder(self) -> Any:
         if self._embedder is None:
-            self._embedder = _load_embedder(self.config.embedder)
+            self._embedder = _load_embedder(self.runtime, self.config.embedder)
         return self._embedder
 
     # -- writing ------------------------------------------------------------------------------
@@ -568,11 +574,7 @@ class Memory:
         return out
 
     def _ppr_fn(self):
-        if self._ppr is None:
-            from gpurag.graph.backend import select_ppr_backend
-
-            self._ppr = select_ppr_backend(self.device)[1]
-        return self._ppr
+        return self.runtime.ppr_scores
 
     # -- reading ------------------------------------------------------------------------------
     def anchors(self, question: str) -> np.ndarray:
@@ -772,11 +774,9 @@ def session_rerank(ids: np.ndarray, scores: np.ndarray, session: np.ndarray,
     return ids[new], blended[new]
 
 
-def _load_embedder(spec: str):
-    from gpurag.embed import load_embedder
-
+def _load_embedder(runtime: Runtime, spec: str):
     try:
-        return load_embedder(spec, device="cpu")
+        return runtime.embedder_for(spec, cache=False)
     except ConfigError:
         raise
     except Exception as exc:  # a missing model file, say

@@ -6,8 +6,9 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.config import IndexConfig
 from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
@@ -17,12 +18,15 @@ from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.extract_ahead import extraction_alongside
 from gpurag.pipeline.progress import stage
 from gpurag.pipeline.workdir import WorkDir
-from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout
 from gpurag.store.diskio import naming
 from gpurag.store.writer import check_replaceable
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for
+from gpurag.vectors.faiss_index import faiss_implementation
+
+if TYPE_CHECKING:  # the runtime is built at the edge and passed down
+    from gpurag.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +77,18 @@ def pin_llm(cfg: IndexConfig, runtime: Runtime) -> IndexConfig:
 
 
 def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
-          show_progress: bool = True, runtime: Runtime | None = None,
+          show_progress: bool = True, *, runtime: Runtime,
           source_label: str | None = None, cluster: Any = None) -> Path:
     """Build an index of ``source`` at ``out``; a killed build resumes where it stopped.
 
     The whole build holds the write lock of ``out``: a second build of the same path fails at
     once with :class:`~gpurag.errors.IndexBusyError` instead of sharing its work folder.
-    ``runtime`` (default: from the environment) gives the device, the backends and the LLM
-    settings; what this build ran is recorded in its manifest, and nothing else.
+    ``runtime`` (made at the edge) gives the device, the parts and the LLM settings; what
+    this build ran is recorded in its manifest, and nothing else.
     ``cluster`` (``local:N``, a Dask scheduler address or a ``distributed.Client``) runs
     chunk + embed and extraction as tasks on that cluster (:mod:`gpurag.pipeline.distributed`):
     the same index, byte for byte.
     """
-    runtime = runtime or Runtime.create()
     cfg = pin_llm(cfg or IndexConfig(), runtime)
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
@@ -104,7 +107,7 @@ def write_dense_part(writer: IndexWriter, chunks, vectors, cfg: IndexConfig,
     codec = codec_for(cfg.vector_precision, vectors.shape[1])
     save_index(build_index(vectors, cfg.ivf_threshold, cfg.seed, codec=codec),
                writer.path(layout.PASSAGES_FAISS))
-    record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+    record.record("vectors", faiss_implementation())
     timings["passage_index_s"] = time.perf_counter() - t0
     if cfg.graph:  # graph retrieval's lexical seeds and head: saved, not rebuilt per opening
         from gpurag.query.lexical import BM25Index
@@ -122,7 +125,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     record.record("device", runtime.device)
     show = runtime.show_progress(show_progress)
     check_target(out)
-    embedder = runtime.embedder(cfg.embedder,
+    embedder = runtime.embedder_for(cfg.embedder,
                                 cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "

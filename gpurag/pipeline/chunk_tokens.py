@@ -20,17 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gpurag.embed.tokens import concat_ranges
 from gpurag.ingest.chunker import window_spans
-
-
-def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices ``start .. start + length - 1`` of every range, concatenated in order."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.cumsum(lengths) - lengths
-    return np.repeat(np.asarray(starts, dtype=np.int64) - first, lengths) + np.arange(total)
 
 
 @dataclass

@@ -412,9 +412,10 @@ def worker_embedder(spec: str | None) -> Embedder:
     """The embedder ``spec`` on this worker's device, loaded once per worker process."""
     key = spec or ""
     if key not in _EMBEDDERS:
-        from gpurag.runtime import Runtime
+        from gpurag.backends.embed import load_embedder
+        from gpurag.device import resolve_device
 
-        _EMBEDDERS[key] = Runtime.create(progress=False).embedder(spec)
+        _EMBEDDERS[key] = load_embedder(spec, resolve_device(None))  # the worker's device
     return _EMBEDDERS[key]
 
 
@@ -422,8 +423,8 @@ def chunk_embed_shard(batch: list[DocPart], cfg: IndexConfig, seen: set[str]
                       ) -> tuple[pd.DataFrame, np.ndarray, int, str]:
     """Chunks of one batch (those in ``seen`` and repeats inside the batch dropped), their
     vectors as stored, the number dropped, and the embedder's implementation."""
+    from gpurag.backends.part import implementation_name
     from gpurag.pipeline.chunk_embed import embed_batch
-    from gpurag.runtime import implementation_name
 
     embedder = worker_embedder(cfg.embedder)
     chunks, vectors, dups = embed_batch(batch, embedder, cfg, set(seen))

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from gpurag.backends.part import implementation_name
 from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
 from gpurag.extract.base import COOCCURS, Extraction, Extractor
@@ -36,8 +37,9 @@ from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
+    from gpurag.backends.part import BuildRecord
     from gpurag.llm.config import LLMConfig
-    from gpurag.runtime import BuildRecord, Runtime
+    from gpurag.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -177,15 +179,14 @@ def drop_date_entities(ex: Extraction) -> Extraction:
 
 
 def entity_descriptions(descriptions: pd.DataFrame, name_to_entity: pd.Series,
-                        entities: pd.DataFrame, llm: LLMConfig) -> pd.DataFrame:
-    """One description per canonical entity: the LLM merges those seen in many chunks (one
-    batched call above the threshold), the rest are joined."""
-    from gpurag.llm.client import LLMClient
+                        entities: pd.DataFrame, llm: Any) -> pd.DataFrame:
+    """One description per canonical entity: the LLM client ``llm`` merges those seen in
+    many chunks (one batched call above the threshold), the rest are joined."""
     from gpurag.llm.reports import merge_descriptions
 
     ids = name_to_entity.reindex(descriptions["name"].astype(str)).to_numpy()
     rows = descriptions[~pd.isna(ids)].assign(entity=ids[~pd.isna(ids)].astype(np.int64))
-    merged = merge_descriptions(LLMClient(llm), rows, key="entity")
+    merged = merge_descriptions(llm, rows, key="entity")
     merged = merged.rename(columns={"name": "entity"})
     names = entities.set_index("entity_id")["name"]
     return merged.assign(name=names.reindex(merged["entity"]).to_numpy())
@@ -353,13 +354,9 @@ def build_graph(ents: ResolvedEntities, n_passages: int, title_weight: float = 1
 
 
 def detect_communities(kg: KnowledgeGraph, cfg: IndexConfig,
-                       leiden: Callable[..., pd.DataFrame] | None = None) -> pd.DataFrame:
+                       leiden: Callable[..., pd.DataFrame]) -> pd.DataFrame:
     """Hierarchical Leiden over the entity-entity graph, capped at ``max_community_size``
-    (``leiden``: the backends' Leiden; default the host one)."""
-    if leiden is None:
-        from gpurag.graph.backend import Backends
-
-        leiden = Backends.for_device("cpu").leiden
+    (``leiden``: the runtime's Leiden part)."""
     return leiden(kg.entity_graph, max_cluster_size=cfg.max_community_size, seed=cfg.seed)
 
 
@@ -465,7 +462,6 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
 
     ``ex``: the extraction of ``chunks``, when the caller has it (an incremental update);
     ``cluster``: a :class:`~gpurag.pipeline.distributed.Cluster` to extract on."""
-    backends = runtime.backends
     if ex is None:
         t0 = time.perf_counter()
         extractor = make_stage_extractor(
@@ -481,7 +477,7 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
     steps = progress_bar(total=5, desc="graph", unit="step", show=show_progress)
     steps.set_postfix_str("resolving aliases (embedding the names)")
     t0 = time.perf_counter()
-    knn = _recording(backends.knn, record, "knn", backends.names["knn"])
+    knn = _recording(runtime.knn, record, "knn", implementation_name(runtime.knn))
     ents = resolve_entities(ex, embedder, cfg, knn=knn)
     timings["resolve_s"] = time.perf_counter() - t0
     steps.update(1)
@@ -495,10 +491,10 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
 
     steps.set_postfix_str(f"Leiden communities ({kg.entity_graph.n_nodes:,} nodes)")
     t0 = time.perf_counter()
-    communities = detect_communities(kg, cfg, backends.leiden)
+    communities = detect_communities(kg, cfg, runtime.leiden)
     if kg.entity_graph.n_nodes:
         record.record("leiden", communities.attrs.get("implementation",
-                                                      backends.names["leiden"]))
+                                                      implementation_name(runtime.leiden)))
     timings["leiden_s"] = time.perf_counter() - t0
     steps.update(1)
 
@@ -515,8 +511,9 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
 
     descriptions = None
     if ents.descriptions is not None and len(ents.descriptions):
+        client = runtime.llm_client_for(index_llm_config(cfg, runtime.llm))
         descriptions = entity_descriptions(ents.descriptions, ents.name_to_entity,
-                                           ents.entities, index_llm_config(cfg, runtime.llm))
+                                           ents.entities, client)
     t0 = time.perf_counter()
     write_graph(writer, cfg, ents, facts, kg, communities, fact_vecs, descriptions)
     write_extraction(writer, ex)

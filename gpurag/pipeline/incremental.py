@@ -31,11 +31,12 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
 from gpurag.errors import IndexFormatError, InputError
@@ -52,11 +53,13 @@ from gpurag.pipeline.graph_stage import (
     run_graph_stage,
 )
 from gpurag.pipeline.workdir import WorkDir
-from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors.codec import decode_all
+
+if TYPE_CHECKING:  # the runtime is built at the edge and passed down
+    from gpurag.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +353,7 @@ def _timed_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
 
 
 def _graph_embedder(stored: Stored, runtime: Runtime, spec: str | None) -> KnownVectors:
-    return KnownVectors(runtime.embedder(spec), stored.known_texts, stored.known_vectors)
+    return KnownVectors(runtime.embedder_for(spec), stored.known_texts, stored.known_vectors)
 
 
 def _extractor(cfg: IndexConfig, runtime: Runtime, show: bool | None) -> Extractor:
@@ -386,41 +389,12 @@ def _insert_key(sources: Sequence[str | Path], stored: Stored) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def insert_documents(index: str | Path, sources: Sequence[str | Path],
-                     runtime: Runtime | None = None, embedder: str | None = None,
-                     show_progress: bool = True, exact: bool = False) -> UpdateResult:
-    """Add the documents under ``sources`` to the index at ``index`` as a new version.
-
-    Documents whose id is already in the index are skipped and reported (delete them first to
-    replace them). ``embedder``: the embedder spec (the caller decides whether the one the
-    manifest names is trusted). Nothing new: no new version.
-
-    By default the update is local (:mod:`gpurag.pipeline.incremental_local`: its cost follows
-    the new documents, its answers stay within a stated tolerance of a full build); ``exact``
-    re-derives the graph over all chunks, so the version equals a full build byte for byte.
-    Indexes a local update cannot serve (dense-only, no stored extraction, LLM extraction or
-    descriptions) always take the exact path.
-    """
-    runtime = runtime or Runtime.create()
-    show = runtime.show_progress(show_progress)
-    out = Path(index).resolve()
-    sources = [Path(s) for s in sources]
-    for s in sources:
-        if not s.exists():
-            raise InputError(f"insert source {s}: no such file or folder")
-    with naming(out), WriteLock(out) as lock:
-        if not exact:
-            from gpurag.pipeline import incremental_local as local
-
-            d = open_index_dir(out)
-            try:
-                why = local.why_not_local(d, local.stored_config(d))
-                if why is None:
-                    return local.insert_local(out, lock, d, sources, runtime, embedder, show)
-                log.info("exact insert: %s", why)
-            finally:
-                d.close()
-        return _insert_locked(out, lock, _read_stored(out), sources, runtime, embedder, show)
+def insert_exact(index: str | Path, lock: WriteLock, sources: list[Path], runtime: Runtime,
+                 embedder: str | None, show: bool | None) -> UpdateResult:
+    """The exact insert (under the write ``lock``): the graph re-derived over all chunks, so
+    the version equals a full build byte for byte (see :func:`gpurag.pipeline.insert`)."""
+    out = Path(index)
+    return _insert_locked(out, lock, _read_stored(out), sources, runtime, embedder, show)
 
 
 def _read_stored(out: Path) -> Stored:
@@ -438,7 +412,7 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)
-    base = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
+    base = runtime.embedder_for(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     record.record("embed", implementation_name(base))
     work = WorkDir(out, _insert_key(sources, stored))
     old = stored.chunks
@@ -477,12 +451,11 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
 
 
 # -- delete ---------------------------------------------------------------------------------
-def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime | None = None,
+def delete_documents(index: str | Path, doc_ids: Sequence[str], *, runtime: Runtime,
                      embedder: str | None = None, show_progress: bool = True) -> UpdateResult:
     """Remove the documents ``doc_ids`` (their chunks, vectors and everything only they
     supported) from the index at ``index`` as a new version. Ids not in the index are
     reported; none found is an error, and so is removing every document."""
-    runtime = runtime or Runtime.create()
     show = runtime.show_progress(show_progress)
     out = Path(index).resolve()
     wanted = list(dict.fromkeys(str(i) for i in doc_ids))

@@ -36,12 +36,13 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.config import IndexConfig
 from gpurag.errors import InputError
 from gpurag.extract.base import Extraction
@@ -62,13 +63,15 @@ from gpurag.pipeline.graph_stage import (
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.resolve.incremental import resolve_new_names
 from gpurag.resolve.normalize import alias_keys, normalize_name
-from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
-from gpurag.vectors.faiss_index import search
+from gpurag.vectors.faiss_index import faiss_implementation, search
+
+if TYPE_CHECKING:  # the runtime is built at the edge and passed down
+    from gpurag.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -383,7 +386,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)
-    embedder = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
+    embedder = runtime.embedder_for(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     record.record("embed", implementation_name(embedder))
     work = WorkDir(out, _work_key(sources, manifest))
     old = d.table(layout.CHUNKS)
@@ -440,10 +443,10 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     how = COMMUNITIES_LOCAL
     if communities is None:  # the stored table does not cover the stored entities
         how = COMMUNITIES
-        communities = detect_communities(kg, cfg, runtime.backends.leiden)
+        communities = detect_communities(kg, cfg, runtime.leiden)
         if kg.entity_graph.n_nodes:
             record.record("leiden", communities.attrs.get("implementation",
-                                                          runtime.backends.names["leiden"]))
+                                                          implementation_name(runtime.leiden)))
     timings["leiden_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -474,7 +477,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         from gpurag.device import package_version
         from gpurag.query.lexical import BM25Index
 
-        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+        record.record("vectors", faiss_implementation())
         t0 = time.perf_counter()
         BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
         record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
@@ -574,14 +577,13 @@ def commit(writer: IndexWriter, manifest: Any, record: BuildRecord, counts: dict
 
 
 # -- compact --------------------------------------------------------------------------------
-def compact_index(index: str | Path, runtime: Runtime | None = None, embedder: str | None = None,
+def compact_index(index: str | Path, *, runtime: Runtime, embedder: str | None = None,
                   show_progress: bool = True) -> inc.UpdateResult:
     """Rebuild the graph of a locally updated index from what it holds (chunks, passage
     vectors, stored extraction, stored name and fact vectors): the result is the full build's
     files byte for byte. The chunks whose stored extraction is not a full build's (from
     ``exact_below``) are extracted again on the build's batch boundaries. An index that is
     already a full build's is left as it is (``version`` None)."""
-    runtime = runtime or Runtime.create()
     show = runtime.show_progress(show_progress)
     out = Path(index).resolve()
     with naming(out), WriteLock(out) as lock:

@@ -1,7 +1,7 @@
 """Graph (multi-hop) retrieval: FAISS seeds -> personalized PageRank -> passage ranking.
 
 The PPR runs on the runtime's backend (the device when there is one) and only each
-question's top candidates come back to the host (:class:`~gpurag.graph.backend.PPRTop`), never
+question's top candidates come back to the host (:class:`~gpurag.graph.ppr_top.PPRTop`), never
 a dense ``(q, n)`` array; the ranking below works on those candidates (the PPR top-k, the dense
 hits and the other head sources' passages) and equals the ranking over all passages.
 
@@ -25,7 +25,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.config import QueryConfig
-from gpurag.graph.backend import Backends, PPRTop
+from gpurag.graph.ppr_local import DEFAULT_FANOUT
+from gpurag.graph.ppr_top import PPRTop
 from gpurag.query import second_hop
 from gpurag.query.linking import LinkedEntity
 from gpurag.query.results import EntityPath, SeedEntity
@@ -33,7 +34,7 @@ from gpurag.query.seeds import SeedTable
 from gpurag.query.timing import Stages
 from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
-from gpurag.vectors import query_index, search
+from gpurag.vectors import search
 from gpurag.vectors.codec import decode_all
 from gpurag.vectors.grouped import GroupedIndex
 
@@ -77,10 +78,12 @@ def rrf_order(*rankings: np.ndarray, n: int, c: float = 60.0) -> np.ndarray:
 
 
 class GraphRetriever:
-    """Holds the graph arrays and entity/fact indexes of an opened index."""
+    """Holds the graph arrays and entity/fact indexes of an opened index.
 
-    def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame,
-                 backends: Backends | None = None, gat_checkpoint: str | None = None,
+    ``parts``: the runtime (:class:`gpurag.runtime.Runtime`) whose ``ppr``, ``searcher`` and
+    ``reranker_for`` the retrieval runs on."""
+
+    def __init__(self, index_dir: IndexDir, chunks: pd.DataFrame, parts,
                  passage_index=None) -> None:
         from gpurag.graph import csr as csr_mod
 
@@ -112,9 +115,10 @@ class GraphRetriever:
         n_passages = self.entities["n_passages"].to_numpy(np.float64)
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
-        self.backends = backends or Backends.for_device("cpu")
-        self.ppr_name = self.backends.names["ppr"]
-        self.gat_checkpoint = gat_checkpoint  # the runtime's default GAT weights
+        self.ppr = parts.ppr
+        self.ppr_name = getattr(parts.ppr, "implementation", type(parts.ppr).__name__)
+        self.searcher = parts.searcher
+        self.reranker_for = parts.reranker_for  # name, retriever, checkpoint -> reranker
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
         self._chunks = chunks
@@ -189,12 +193,12 @@ class GraphRetriever:
 
     def _search(self, which: str, qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, ids) from the ``"entity"`` or ``"fact"`` index: host FAISS on the
-        CPU; on cuda a device searcher made once from the loaded index
-        (:func:`gpurag.vectors.query_index`)."""
+        CPU; on cuda a device searcher made once from the loaded index (the runtime's
+        ``searcher``)."""
         index = getattr(self, f"{which}_index")
         held = self._searchers.get(which)
         if held is None or held[0] is not index:
-            held = (index, query_index(index, self.backends.device))
+            held = (index, self.searcher(index))
             self._searchers[which] = held
         return search(held[1], qvecs, k)
 
@@ -342,7 +346,7 @@ class GraphRetriever:
         want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
         # A reranker gets the PPR scores recorded around the candidates (top-k and gathered
         # rows) for its subgraph fanout, never the (q, n) rows.
-        top = self.backends.ppr(
+        top = self.ppr(
             self.graph, reset, k=min(want, self.n_psg), lo=self.n_ent,
             hi=self.n_ent + self.n_psg, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
             method=cfg.ppr_method,
@@ -463,14 +467,10 @@ class GraphRetriever:
         """The reranker ``cfg.rerank`` names (e.g. ``"gat"``), or None."""
         if cfg.rerank in ("", "none"):
             return None
-        from gpurag.rerank import get_reranker
-
-        return get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+        return self.reranker_for(cfg.rerank, self, cfg.extra.get("gat_checkpoint"))
 
     @staticmethod
     def _fanout(reranker) -> tuple[int, ...]:
-        from gpurag.rerank import DEFAULT_FANOUT
-
         return tuple(getattr(reranker, "fanout", DEFAULT_FANOUT))
 
     def _rerank(self, reranker, cfg: QueryConfig, qvecs: np.ndarray, cand: np.ndarray,

@@ -1,23 +1,24 @@
 """Rerankers for graph retrieval: a query-conditioned GAT over candidate subgraphs.
 
-``get_reranker("gat", retriever)`` returns the reranker the graph retriever calls after
-personalized PageRank (``query_batch(..., mode="graph", rerank="gat")``). The checkpoint is,
-in order: a path after the name (``"gat:/path/to/model.safetensors"``), the ``checkpoint``
-argument (``QueryConfig.extra["gat_checkpoint"]``), ``$GPURAG_GAT_CHECKPOINT``, or the one
-shipped in ``gpurag/rerank/weights/``. torch, torch_geometric and safetensors are needed
-(``pip install "gpurag[gnn]"``); nothing here imports them until a reranker is made.
+The graph retriever calls the reranker its runtime gives it after personalized PageRank
+(``query_batch(..., mode="graph", rerank="gat")``): the runtime's own ``reranker``, or the one
+its loader (:mod:`gpurag.backends.rerank`) makes for the retriever from a checkpoint.
+torch, torch_geometric and safetensors are needed (``pip install "gpurag[gnn]"``); nothing
+here imports them until a reranker is made.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from gpurag.errors import ConfigError
+from gpurag.graph.ppr_local import DEFAULT_FANOUT
 
 if TYPE_CHECKING:
     from gpurag.graph.ppr_local import NodeScores
@@ -25,9 +26,6 @@ if TYPE_CHECKING:
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_CHECKPOINT = WEIGHTS_DIR / "gat-default.safetensors"
 RERANKERS = ("gat",)
-DEFAULT_FANOUT = (5, 2)
-_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Reranker]] = (
-    weakref.WeakKeyDictionary())
 
 
 class Reranker(Protocol):
@@ -86,14 +84,12 @@ class GATReranker:
 
     @classmethod
     def from_checkpoint(cls, retriever, path: str | os.PathLike | None = None,
-                        device: str | None = None) -> GATReranker:
-        """Load a checkpoint for an opened graph retriever."""
+                        device: str = "cpu") -> GATReranker:
+        """Load a checkpoint for an opened graph retriever onto torch's ``device``."""
         require_gnn()
         from gpurag.rerank.features import GraphArrays
         from gpurag.rerank.model import load_checkpoint
 
-        device = device or _torch_device(getattr(getattr(retriever, "backends", None),
-                                                 "device", "cpu"))
         path = checkpoint_path(path)
         try:
             model, settings = load_checkpoint(path, device=device)
@@ -155,42 +151,28 @@ class GATReranker:
         return threads_for(nodes, torch.get_num_threads())
 
 
-def _torch_device(device: str) -> str:
-    """torch's device for the runtime's ``device`` (cpu when torch sees no GPU)."""
-    if device == "cuda":
-        import torch
-
-        if torch.cuda.is_available():
-            return "cuda"
-    return "cpu"
-
-
 def get_reranker(name: str, retriever, checkpoint: str | os.PathLike | None = None) -> Reranker:
-    """The reranker ``name`` (``"gat"`` or ``"gat:PATH"``) for ``retriever``, cached per
-    retriever and checkpoint; a reranker registered with :func:`set_reranker` comes first."""
-    per = _CACHE.setdefault(retriever, {})
-    if (name, "") in per:
-        return per[(name, "")]
-    kind, _, path = str(name).partition(":")
-    kind = kind.strip().lower()
-    if kind not in RERANKERS:
-        raise ConfigError(f"unknown reranker {name!r}: use one of {', '.join(RERANKERS)}")
-    require_gnn()
-    resolved = checkpoint_path(path or checkpoint or getattr(retriever, "gat_checkpoint", None))
-    key = (kind, str(resolved))
-    if key not in per:
-        per[key] = GATReranker.from_checkpoint(retriever, resolved)
-    return per[key]
+    """The reranker ``name`` (``"gat"`` or ``"gat:PATH"``) of an opened graph ``retriever``:
+    the one its runtime gives (loaded once per retriever and checkpoint)."""
+    return retriever.reranker_for(name, retriever, checkpoint)
 
 
-def set_reranker(retriever, name: str, reranker: Reranker | None) -> None:
-    """Make ``get_reranker(name, retriever)`` return ``reranker`` (None: forget it)."""
-    per = _CACHE.setdefault(retriever, {})
-    if reranker is None:
-        per.pop((name, ""), None)
-    else:
-        per[(name, "")] = reranker
+@contextlib.contextmanager
+def using_reranker(retriever, name: str, reranker: Reranker) -> Iterator[None]:
+    """Inside the block, queries through ``retriever`` that ask for the reranker ``name`` get
+    ``reranker`` (training and cross-validation score their own models this way); every other
+    name still goes to the reranker the retriever was given."""
+    given = retriever.reranker_for
+
+    def pick(asked: str, r: Any, checkpoint: Any = None) -> Reranker:
+        return reranker if asked == name else given(asked, r, checkpoint)
+
+    retriever.reranker_for = pick
+    try:
+        yield
+    finally:
+        retriever.reranker_for = given
 
 
-__all__ = ["DEFAULT_CHECKPOINT", "DEFAULT_FANOUT", "GATReranker", "Reranker", "checkpoint_path",
-           "get_reranker", "require_gnn", "set_reranker"]
+__all__ = ["DEFAULT_CHECKPOINT", "DEFAULT_FANOUT", "RERANKERS", "GATReranker", "Reranker",
+           "checkpoint_path", "get_reranker", "require_gnn", "using_reranker"]

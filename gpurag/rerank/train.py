@@ -140,7 +140,7 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
     Returns the recorded inputs and ``(q, c)`` scores of the retriever's own ranking of the
     candidates (``-rank``, from a second pass without a reranker), for comparison.
     """
-    from gpurag.rerank import set_reranker
+    from gpurag.rerank import using_reranker
 
     retriever = index.retriever
     if retriever is None:
@@ -150,16 +150,13 @@ def record_inputs(index, questions: list[str], candidates: int = 30,
     rec = _Recorder(fanout)
     row_of = {c: i for i, c in enumerate(index.chunks["chunk_id"].tolist())}
     base_rows = []
-    set_reranker(retriever, "_record", rec)
-    try:
+    with using_reranker(retriever, "_record", rec):
         for s in range(0, len(questions), batch):
             part = questions[s:s + batch]
             index.query_batch(part, k=1, mode="graph", rerank="_record",
                               rerank_candidates=candidates)
             for res in index.query_batch(part, k=candidates, mode="graph"):
                 base_rows.append([row_of[p.chunk_id] for p in res.passages])
-    finally:
-        set_reranker(retriever, "_record", None)
     cols = list(zip(*rec.parts, strict=True))
     width = max(p.shape[1] for p in cols[3])
     ds = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1e9)

@@ -38,9 +38,9 @@ def knn_pairs(
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     kk = min(k + 1, n)
     if knn is None:
-        from gpurag.graph.backend import _build_faiss_cpu
+        from gpurag.vectors.hnsw import build_host_knn
 
-        index = _build_faiss_cpu(x, approximate_above=exact_limit, search_dim=search_dim,
+        index = build_host_knn(x, approximate_above=exact_limit, search_dim=search_dim,
                                  hnsw_m=hnsw_m)
     else:
         index = knn(x, approximate_above=exact_limit)

@@ -322,7 +322,7 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
             "index_name": state.holder.path.name,
             "loaded_at": served.loaded_at,
             "index": manifest,
-            "environment": environment_info(),
+            "environment": environment_info(served.index.runtime),
             "serve": {
                 "batching": config.batching, "batch_window_ms": config.batch_window_ms,
                 "max_batch": config.max_batch, "max_queue": config.max_queue,

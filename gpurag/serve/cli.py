@@ -135,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"gpurag serve needs the serve extra ({exc.name} is missing): "
                           "pip install 'gpurag[serve]'") from None
+    from gpurag.runtime import Runtime
     from gpurag.serve.app import create_app
     from gpurag.serve.holder import IndexHolder
 
@@ -150,7 +151,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.getLogger("gpurag.serve").setLevel(logging.INFO)
     if getattr(args, "no_access_log", False):
         logging.getLogger("gpurag.serve.access").setLevel(logging.WARNING)
-    holder = IndexHolder(args.index)  # fails here, with a clear error, on a bad index
+    runtime = Runtime.create()  # the one runtime of the service: every reload reuses it
+    holder = IndexHolder(args.index, runtime)  # fails here, with a clear error, on a bad index
     app = create_app(holder, config, llm=_llm_client(args))
     sock = listen_socket(config.host, config.port)
     host, port = sock.getsockname()[:2]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpurag.api import Index
+from gpurag.runtime import Runtime
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
@@ -48,10 +49,11 @@ def index_version(index: Index) -> str:
     return f"{index.manifest.created}-{hashlib.sha256(text).hexdigest()[:12]}"
 
 
-def open_warm(path: Path) -> Served:
-    """Open the index at ``path`` and touch every lazily loaded part with one query."""
+def open_warm(path: Path, runtime: Runtime | None = None) -> Served:
+    """Open the index at ``path`` on ``runtime`` and touch every lazily loaded part with one
+    query."""
     stamp = manifest_stamp(path)
-    index = Index.open(path)
+    index = Index.open(path, runtime=runtime)
     version = index_version(index)
     if index.retriever is not None:  # loads the graph arrays and FAISS indexes now
         index.query("warm up", k=1, mode="graph")
@@ -60,12 +62,16 @@ def open_warm(path: Path) -> Served:
 
 
 class IndexHolder:
-    """Holds the current :class:`Served`; :meth:`reload` opens a new one and swaps it in."""
+    """Holds the current :class:`Served`; :meth:`reload` opens a new one and swaps it in.
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    ``runtime``: the parts every opened version runs on (built once at the edge; default
+    the environment's)."""
+
+    def __init__(self, path: str | os.PathLike, runtime: Runtime | None = None) -> None:
         self.path = Path(path).resolve()
+        self.runtime = runtime if runtime is not None else Runtime.create()
         self._lock = threading.Lock()  # one reload at a time
-        self.current: Served = open_warm(self.path)
+        self.current: Served = open_warm(self.path, self.runtime)
         self.last_error: str | None = None
 
     def changed(self) -> bool:
@@ -85,7 +91,7 @@ class IndexHolder:
                 return False, self.current.version
             if manifest_stamp(self.path) is None:
                 raise FileNotFoundError(f"no committed index at {self.path} right now")
-            new = open_warm(self.path)
+            new = open_warm(self.path, self.runtime)
             if new.version == self.current.version:
                 self.current = Served(self.current.index, new.version, new.stamp,
                                       self.current.loaded_at)

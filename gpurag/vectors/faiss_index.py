@@ -171,3 +171,10 @@ def load_index(path: Path, shown: Path | None = None):
     if hasattr(index, "hnsw"):
         index.hnsw.efSearch = HNSW_EF_SEARCH
     return index
+
+
+def faiss_implementation() -> str:
+    """What writes a stored index (always host FAISS): ``"faiss-cpu VERSION"``."""
+    from gpurag.device import package_version
+
+    return f"faiss-cpu {package_version('faiss-cpu') or ''}".strip()

@@ -8,6 +8,7 @@ and incremental alias resolution.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,10 @@ class GroupedIndex:
     def ntotal(self) -> int:
         return self.n_groups if int(self.index.ntotal) else 0
 
-    def to_device(self, device: str) -> GroupedIndex:
-        """The same groups over a device searcher of the rows (see
-        :func:`gpurag.vectors.query_index`)."""
-        from gpurag.vectors.searcher import query_index
-
-        return GroupedIndex(query_index(self.index, device), self.group_of_row, self.n_groups)
+    def searched_by(self, searcher: Callable[[Any], Any]) -> GroupedIndex:
+        """The same groups over ``searcher(rows index)`` (e.g. a device searcher of the
+        rows: the runtime's searcher factory)."""
+        return GroupedIndex(searcher(self.index), self.group_of_row, self.n_groups)
 
     def _rows(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if hasattr(self.index, "metric_type"):  # a FAISS index

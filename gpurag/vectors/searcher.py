@@ -1,21 +1,12 @@
-"""Exact vector search on the build's device behind FAISS's ``search(x, k) -> (scores, ids)``.
-
-:func:`make_searcher` picks, once, the implementation for a device:
-
-* ``cuda`` with FAISS-GPU installed: ``faiss.GpuIndexFlatIP`` / ``GpuIndexFlatL2``;
-* ``cuda`` without it: :class:`kernels.knn.ExactIndex` (torch; float16 scan, or bfloat16, with
-  an exact float32 re-rank of the candidates);
-* ``cpu``: faiss-cpu (``IndexFlatIP`` / ``IndexFlatL2``);
-* ``backend="torch"`` forces the torch kernel on any device (CPU parity tests), with
-  ``dtype`` choosing the scan precision.
+"""Exact vector searchers behind FAISS's ``search(x, k) -> (scores, ids)``: a FAISS index
+(:class:`FaissSearcher`) or :class:`kernels.knn.ExactIndex` on a torch device
+(:class:`TorchSearcher`; float16 scan, or bfloat16, with an exact float32 re-rank of the
+candidates). Which one runs on a device is chosen by :mod:`gpurag.backends.searcher`.
 
 Every searcher has ``search(x, k) -> (scores float32 (q, k), ids int64 (q, k))`` on NumPy
 arrays (ids ``-1`` and scores ``-inf`` for ``+inf`` with L2, where fewer than ``k`` vectors
 exist), ``ntotal``, ``dim``, ``metric`` and ``implementation`` (what ``gpurag info`` and the
 manifest record). ``metric="l2"`` returns squared L2 distances, smallest first, as FAISS does.
-On-disk indexes stay FAISS files: :func:`searcher_for_index` wraps a loaded FAISS index (on the
-CPU as is; on ``cuda`` its vectors, decoded in bounded chunks, move to the device as float16)
-and :func:`query_index` is what an opened index searches at query time.
 """
 
 from __future__ import annotations
@@ -24,22 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurag.device import package_version
-
 METRICS = ("ip", "l2")
-BACKENDS = ("auto", "faiss", "faiss-gpu", "torch")
-_FAISS_GPU_RES: list[Any] = []
-
-
-def _faiss_gpu_available() -> bool:
-    try:
-        import faiss
-    except ImportError:
-        return False
-    try:
-        return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
-    except Exception:  # a broken or CPU-only build
-        return False
 
 
 def _as_matrix(x: Any, dim: int | None = None, what: str = "vectors") -> np.ndarray:
@@ -162,63 +138,6 @@ class TorchSearcher:
         return _pad(scores.float().cpu().numpy(), ids.cpu().numpy(), k, self.metric)
 
 
-def _faiss_flat(dim: int, metric: str, gpu: bool) -> Any:
-    import faiss
-
-    if not gpu:
-        return faiss.IndexFlatIP(dim) if metric == "ip" else faiss.IndexFlatL2(dim)
-    if not _FAISS_GPU_RES:
-        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
-    cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
-    return cls(_FAISS_GPU_RES[0], dim)
-
-
-def _faiss_label(gpu: bool) -> str:
-    if gpu:
-        for dist in ("faiss-gpu-cu13-cuvs", "faiss-gpu-cu12-cuvs", "faiss-gpu-cu12", "faiss-gpu"):
-            version = package_version(dist)
-            if version:
-                return f"{dist} {version}"
-        return "faiss-gpu"
-    return f"faiss-cpu {package_version('faiss-cpu') or ''}".strip()
-
-
-def choose_backend(device: str, backend: str = "auto") -> str:
-    """``"faiss-gpu"``, ``"torch"`` or ``"faiss"`` for ``device`` (see the module docstring)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown kNN backend {backend!r}: use one of {BACKENDS}")
-    on_cuda = str(device).startswith("cuda")
-    if backend == "auto":
-        if not on_cuda:
-            return "faiss"
-        return "faiss-gpu" if _faiss_gpu_available() else "torch"
-    if backend == "faiss" and on_cuda and _faiss_gpu_available():
-        return "faiss-gpu"
-    if backend == "faiss-gpu" and not (on_cuda and _faiss_gpu_available()):
-        raise ValueError("backend 'faiss-gpu' needs device cuda and a FAISS build with GPUs")
-    return backend
-
-
-def make_searcher(vectors: Any, device: str = "cpu", metric: str = "ip",
-                  backend: str = "auto", dtype: Any = None) -> FaissSearcher | TorchSearcher:
-    """An exact searcher over ``vectors`` ``(n, d)`` for ``device`` (see the module docstring).
-
-    ``dtype`` (torch backend only): the scan precision, float16 on CUDA and float32 on the CPU
-    by default; a reduced one keeps float32 vectors for the re-rank.
-    """
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}: use one of {METRICS}")
-    db = _as_matrix(vectors)
-    kind = choose_backend(device, backend)
-    if kind == "torch":
-        return TorchSearcher(db, device, metric, dtype)
-    gpu = kind == "faiss-gpu"
-    index = _faiss_flat(db.shape[1], metric, gpu)
-    index.add(db)
-    flat = ("GpuIndexFlat" if gpu else "IndexFlat") + metric.upper()
-    return FaissSearcher(index, metric, f"{_faiss_label(gpu)} {flat}")
-
-
 # Rows decoded from a FAISS index at a time when its vectors move to the device.
 DECODE_ROWS = 1 << 16
 
@@ -255,54 +174,3 @@ def _device_vectors(index: Any, device: str, dtype: Any) -> Any:
     return out
 
 
-def _faiss_gpu_from_index(index: Any, metric: str) -> FaissSearcher:
-    """A FAISS-GPU flat index (float16 storage) filled from ``index`` chunk by chunk."""
-    import faiss
-
-    if not _FAISS_GPU_RES:
-        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
-    cfg = faiss.GpuIndexFlatConfig()
-    cfg.useFloat16 = True
-    cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
-    gpu = cls(_FAISS_GPU_RES[0], int(index.d), cfg)
-    for _, chunk in decoded_chunks(index):
-        gpu.add(chunk)
-    flat = "GpuIndexFlat" + metric.upper()
-    return FaissSearcher(gpu, metric, f"{_faiss_label(True)} {flat} float16 (from "
-                                      f"{type(index).__name__})")
-
-
-def searcher_for_index(index: Any, device: str = "cpu", backend: str = "auto",
-                       dtype: Any = None) -> FaissSearcher | TorchSearcher:
-    """A searcher over a loaded FAISS index: the index itself on the CPU (flat, SQ, HNSW or
-    IVF, as built); on ``cuda`` (or with ``backend="torch"``) an exact device searcher over its
-    decoded vectors (``reconstruct_n``, in bounded chunks), held as float16 on cuda (``dtype``
-    chooses; float32 on the CPU) with a float32 re-rank of the candidates from those vectors."""
-    import faiss
-
-    metric = "ip" if index.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
-    kind = choose_backend(device, backend)
-    if kind == "faiss":  # the CPU, or faiss asked for where FAISS has no GPU: the index as is
-        return FaissSearcher(index, metric, f"{_faiss_label(False)} {type(index).__name__}")
-    if kind == "faiss-gpu":
-        return _faiss_gpu_from_index(index, metric)
-    if metric == "l2":  # the augmented L2 form needs the float32 vectors
-        vectors = np.zeros((0, index.d), np.float32)
-        if index.ntotal:
-            vectors = np.concatenate([c for _, c in decoded_chunks(index)])
-        return make_searcher(vectors, device, metric, "torch", dtype)
-    return TorchSearcher.from_index(index, device, dtype)
-
-
-def query_index(index: Any, device: str) -> Any:
-    """What a query searches for a loaded vector index: on the CPU ``index`` itself (host
-    FAISS, results exactly as before); on cuda a device searcher made from it: a FAISS index
-    through :func:`searcher_for_index`, another object (e.g. an adapter over a names index)
-    through its own ``to_device(device)`` when it has one, else as it is. Either way the
-    result has ``search(x, k) -> (scores, ids)`` and ``ntotal``."""
-    if not str(device).startswith("cuda"):
-        return index
-    if hasattr(index, "reconstruct_n") and hasattr(index, "metric_type"):
-        return searcher_for_index(index, device)
-    to_device = getattr(index, "to_device", None)
-    return to_device(device) if callable(to_device) else index

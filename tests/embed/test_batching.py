@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 
-from gpurag.embed import load_embedder
+from gpurag.backends.embed import load_embedder
 from gpurag.embed.tokens import ATTENTION_BUDGET, TOKEN_BUDGET, length_batches
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import gpurag.embed as embed_mod
-from gpurag.embed import load_embedder
+import gpurag.backends.embed as embed_mod
+from gpurag.backends import probe
+from gpurag.backends.embed import load_embedder
 from gpurag.embed.base import Embedder
 from gpurag.embed.onnx_minilm import OnnxMiniLMEmbedder, default_model_path
 from gpurag.embed.onnx_weights import cached_state_dict_path, file_digest, minilm_state_dict
@@ -166,10 +167,10 @@ def test_specs_and_device_selection(monkeypatch, torch_embedder):
         load_embedder("bogus")
     calls = []
     monkeypatch.setattr(embed_mod, "_load", lambda spec, dev: calls.append((spec, dev)))
-    monkeypatch.setattr(embed_mod, "_torch_cuda_usable", lambda: True)
+    monkeypatch.setattr(probe, "torch_cuda_available", lambda: True)
     load_embedder("minilm", device="cuda")
     load_embedder(None, device="cuda:1")
-    monkeypatch.setattr(embed_mod, "_torch_cuda_usable", lambda: False)
+    monkeypatch.setattr(probe, "torch_cuda_available", lambda: False)
     load_embedder("minilm", device="cuda")
     assert calls == [("torch-minilm", "cuda"), ("torch-minilm", "cuda:1"), ("onnx-minilm", "cpu")]
 

@@ -53,8 +53,8 @@ def sample_questions() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def embedder():
+    from gpurag.backends.embed import load_embedder
     from gpurag.device import resolve_device
-    from gpurag.embed import load_embedder
 
     # The same call (and so the same cached instance) as the build pipeline's.
     return load_embedder("minilm", device=resolve_device())

@@ -9,8 +9,8 @@ import pytest
 
 import gpurag.pipeline.build as build_mod
 from gpurag import Index, IndexConfig
+from gpurag.backends.embed import load_embedder
 from gpurag.device import resolve_device
-from gpurag.embed import load_embedder
 from gpurag.store import layout
 
 from .conftest import write_jsonl

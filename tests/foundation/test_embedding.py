@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpurag.embed import load_embedder
+from gpurag.backends.embed import load_embedder
 from gpurag.embed.base import Embedder
 from gpurag.errors import ConfigError
 

@@ -1,7 +1,8 @@
-"""No import circle among gpurag's modules: none through module-level imports, and none through
-function-level ones beyond the two still known (a new one fails here). Read from the source
-with ``ast`` (no import runs); ``if TYPE_CHECKING:`` blocks and a module's imports of its own
-parent packages (which Python runs first anyway) are not edges."""
+"""No import circle among gpurag's modules, through module-level or function-level imports;
+the device is chosen in one package (:mod:`gpurag.backends`) and the composition root
+(:mod:`gpurag.runtime`) is imported by no layer it composes. Read from the source with ``ast``
+(no import runs); ``if TYPE_CHECKING:`` blocks and a module's imports of its own parent
+packages (which Python runs first anyway) are not edges."""
 
 from __future__ import annotations
 
@@ -9,12 +10,6 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpurag"
-# function-level circles still open (issue 25): drop an entry when its circle is removed
-KNOWN_CIRCLES = {
-    frozenset({"gpurag.ingest.readers", "gpurag.ingest.formats.common",
-               "gpurag.ingest.formats.tables"}),
-    frozenset({"gpurag.pipeline.incremental", "gpurag.pipeline.incremental_local"}),
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -117,9 +112,55 @@ def test_no_circle_through_module_level_imports():
     assert circles(import_graph(module_level=True)) == []
 
 
-def test_no_new_circle_through_function_level_imports():
-    found = set(circles(import_graph(module_level=False)))
-    assert found <= KNOWN_CIRCLES, sorted(sorted(c) for c in found - KNOWN_CIRCLES)
+def test_no_circle_through_function_level_imports():
+    found = circles(import_graph(module_level=False))
+    assert found == [], sorted(sorted(c) for c in found)
+
+
+# Layers the runtime composes: they get its parts passed in and never import it (nor the
+# package that chooses the parts), so it is built once, at the edge.
+COMPOSED = ("gpurag.pipeline", "gpurag.query", "gpurag.graph", "gpurag.vectors",
+            "gpurag.embed", "gpurag.resolve", "gpurag.store", "gpurag.ingest")
+
+
+def test_composed_layers_do_not_import_the_runtime_or_choose_a_backend():
+    graph = import_graph(module_level=False)
+    wrong = sorted((mod, target) for mod, targets in graph.items() for target in targets
+                   if mod.startswith(COMPOSED)
+                   and (target == "gpurag.runtime" or target == "gpurag.backends"
+                        or (target.startswith("gpurag.backends.")
+                        and target not in ("gpurag.backends.part", "gpurag.backends.embed"))))
+    assert wrong == []
+    # the one exception: a cluster worker (its own process) loads its embedder itself
+    uses_embed = sorted(m for m, t in graph.items()
+                        if "gpurag.backends.embed" in t and m.startswith(COMPOSED))
+    assert uses_embed == ["gpurag.pipeline.distributed"]
+
+
+def test_the_query_and_eval_do_not_import_the_layers_above_them():
+    graph = import_graph(module_level=False)
+    assert not {t for t in graph["gpurag.query.graph"] if t.startswith("gpurag.rerank")}
+    assert not {t for m, ts in graph.items() if m.startswith("gpurag.eval")
+                for t in ts if t.startswith("gpurag.memory")}
+
+
+PROBES = ("faiss_gpu_available", "cugraph_available", "torch_cuda_available",
+          "get_num_gpus", "for_device")
+
+
+def test_devices_and_libraries_are_probed_only_in_the_backends():
+    found = []
+    for mod, path in _modules().items():
+        if mod.startswith("gpurag.backends"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [(mod, node.attr if isinstance(node, ast.Attribute) else node.id)
+                  for node in ast.walk(tree)
+                  if (isinstance(node, ast.Attribute) and node.attr in PROBES)
+                  or (isinstance(node, ast.Name) and node.id in PROBES)]
+        found += [(mod, node.name) for node in ast.walk(tree)
+                  if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") in PROBES]
+    assert found == []
 
 
 def test_the_circle_finder_sees_a_circle():

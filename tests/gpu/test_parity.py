@@ -15,11 +15,16 @@ import sys
 import numpy as np
 import pytest
 
-import gpurag.graph.backend as backend
+from gpurag.backends import parts_for, probe
+from gpurag.backends import ppr as backend
+from gpurag.backends.knn import knn_part
+from gpurag.backends.leiden import leiden_part
 from gpurag.device import DeviceError, cuda_available
 from gpurag.graph import leiden as host_leiden
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph.csr import CSRGraph, build_csr
+from gpurag.graph.ppr_top import host_ppr_topk, numpy_topk
+from gpurag.runtime import Runtime
 
 CUDA = cuda_available()
 gpu = [pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")]
@@ -69,36 +74,36 @@ def assert_same_topk(ref: np.ndarray, got_ids: np.ndarray, k: int, tie: float) -
 
 # -- selection logic (CPU) ---------------------------------------------------------------------
 def test_cpu_selection_uses_host_implementations():
-    name, fn = backend.select_ppr_backend("cpu")
-    assert name.startswith("scipy") and fn is host_ppr.ppr
-    name, fn = backend.select_leiden_backend("cpu")
-    assert fn is host_leiden.hierarchical_leiden
-    assert name.split()[0] in ("graspologic-native", "igraph", "host")
-    name, fn = backend.select_knn_backend("cpu")
-    assert name.startswith("faiss-cpu")
-    assert set(backend.plan("cpu")) == {"ppr", "leiden", "knn", "topk"}
-    b = backend.Backends.for_device("cpu")
-    assert b is backend.Backends.for_device("cpu"), "resolved once per device"
-    assert b.ppr is backend.host_ppr_topk and b.topk is backend.numpy_topk
+    scores = backend.scores_part("cpu")
+    assert scores.implementation.startswith("scipy") and scores.fn is host_ppr.ppr
+    leiden = leiden_part("cpu")
+    assert leiden.fn.args == (host_leiden.hierarchical_leiden,)
+    assert leiden.implementation.split()[0] in ("graspologic-native", "igraph", "host")
+    assert knn_part("cpu").implementation.startswith("faiss-cpu")
+    parts = parts_for("cpu")
+    assert parts["ppr"] is parts_for("cpu")["ppr"], "resolved once per device"
+    assert parts["ppr"].fn is host_ppr_topk and parts["topk"].fn is numpy_topk
+    rt = Runtime(device="cpu")
+    assert rt.ppr is parts["ppr"] and rt.describe()["ppr"] == scores.implementation
 
 
 @pytest.mark.skipif(CUDA, reason="a GPU is present")
 def test_cuda_requested_without_gpu_raises():
-    for select in (backend.select_ppr_backend, backend.select_leiden_backend,
-                   backend.select_knn_backend):
-        with pytest.raises(DeviceError):
-            select("cuda")
+    with pytest.raises(DeviceError):
+        Runtime(device="cuda")
+    with pytest.raises(DeviceError):
+        Runtime.create(device="cuda")
 
 
 @pytest.mark.parametrize("cugraph", [False, True])
 @pytest.mark.parametrize("faiss_gpu", [False, True])
 def test_cuda_selection_prefers_libraries_when_present(monkeypatch, cugraph, faiss_gpu):
-    monkeypatch.setattr(backend, "resolve_device", lambda device=None: "cuda")
-    monkeypatch.setattr(backend, "_cugraph_available", lambda: cugraph)
-    monkeypatch.setattr(backend, "_faiss_gpu_available", lambda: faiss_gpu)
-    ppr_name, _ = backend.select_ppr_backend()
-    leiden_name, leiden_fn = backend.select_leiden_backend()
-    knn_name, _ = backend.select_knn_backend()
+    monkeypatch.setattr(probe, "cugraph_available", lambda: cugraph)
+    monkeypatch.setattr(probe, "faiss_gpu_available", lambda: faiss_gpu)
+    ppr_name = backend.scores_part("cuda").implementation
+    leiden = leiden_part("cuda")
+    leiden_name, leiden_fn = leiden.implementation, leiden.fn.args[0]
+    knn_name = knn_part("cuda").implementation
     if cugraph:
         assert "personalized_pagerank" in ppr_name and leiden_name.endswith(" leiden")
         assert leiden_fn is not host_leiden.hierarchical_leiden
@@ -113,7 +118,7 @@ def test_cuda_selection_prefers_libraries_when_present(monkeypatch, cugraph, fai
 
 def test_selection_does_not_import_faiss_or_torch_on_cpu():
     code = (
-        "import sys, gpurag.graph.backend as b; b.plan('cpu'); "
+        "import sys, gpurag.runtime as r; r.Runtime(device='cpu').describe(); "
         "print(sorted(m for m in ('faiss', 'torch', 'cupy') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -178,7 +183,7 @@ def test_ppr_parity(which, dangling):
     # The CPU backend in float64: its float32 mode sums (n, q) columns naively and drifts by
     # up to ~1e-4 L1 on batches (see docs/GPU.md), which would hide GPU errors.
     cpu = host_ppr.ppr_power(g, r, damping=0.5, dtype=np.float64)
-    fn = backend.select_ppr_backend("cuda")[1] if which == "selected" else (
+    fn = backend.scores_part("cuda") if which == "selected" else (
         backend.make_kernels_ppr("cuda"))
     out = fn(g, r, damping=0.5)
     assert out.shape == cpu.shape
@@ -211,7 +216,7 @@ def test_knn_parity():
     db /= np.linalg.norm(db, axis=1, keepdims=True)
     qs = db[rng.choice(len(db), 64, replace=False)] + 0.05 * rng.standard_normal(
         (64, 128)).astype(np.float32)
-    _, build = backend.select_knn_backend("cuda")
+    build = knn_part("cuda")
     index = build(db)
     scores, ids = index.search(qs, 10)
     ref_v, _ = knn_reference(qs, db, 10)
@@ -222,11 +227,11 @@ def test_knn_parity():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
-@pytest.mark.skipif(not HOST_LEIDEN and not backend._cugraph_available(),
+@pytest.mark.skipif(not HOST_LEIDEN and not probe.cugraph_available(),
                     reason="needs cuGraph, graspologic-native or igraph")
 def test_leiden_modularity_parity():
     g = power_law_graph(9, 5000, 40000)
-    _, gpu_fn = backend.select_leiden_backend("cuda")
+    gpu_fn = leiden_part("cuda").fn.args[0]
     gpu_df = gpu_fn(g, max_cluster_size=50, seed=1)
     level0 = gpu_df[gpu_df.level == 0].sort_values("node").community.to_numpy()
     q_gpu = host_leiden.modularity(g, level0)

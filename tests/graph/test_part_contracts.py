@@ -10,8 +10,11 @@ import importlib.util
 import numpy as np
 import pytest
 
+from gpurag.backends import ppr as device_ppr
+from gpurag.backends.topk import torch_topk
 from gpurag.contracts import check_leiden, check_ppr, check_searcher, check_topk
-from gpurag.graph import backend
+from gpurag.graph import ppr_top
+from gpurag.runtime import Runtime
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch (the gnn extra)")
@@ -28,24 +31,24 @@ DB, QUERIES = _unit(400, 24, 0), _unit(7, 24, 1)
 @pytest.mark.parametrize("metric", ["ip", "l2"])
 @pytest.mark.parametrize("impl", ["faiss", pytest.param("torch", marks=needs_torch)])
 def test_searcher_contract(impl, metric):
-    from gpurag.vectors.searcher import make_searcher
+    from gpurag.backends.searcher import make_searcher
 
     check_searcher(make_searcher(DB, "cpu", metric=metric, backend=impl), DB, QUERIES,
                    metric=metric)
 
 
 def test_searcher_contract_over_a_stored_index():
+    from gpurag.backends.searcher import searcher_for_index
     from gpurag.vectors import build_index
-    from gpurag.vectors.searcher import searcher_for_index
 
     check_searcher(searcher_for_index(build_index(DB), "cpu"), DB, QUERIES)
 
 
 def _torch_ppr():
-    return backend.make_device_ppr_topk(backend.make_kernels_ppr("cpu"), "cpu")
+    return device_ppr.make_device_ppr_topk(device_ppr.make_kernels_ppr("cpu"), "cpu")
 
 
-@pytest.mark.parametrize("make", [lambda: backend.host_ppr_topk,
+@pytest.mark.parametrize("make", [lambda: ppr_top.host_ppr_topk,
                                   pytest.param(_torch_ppr, marks=needs_torch)],
                          ids=["host", "torch-kernels"])
 def test_ppr_contract(make):
@@ -53,15 +56,15 @@ def test_ppr_contract(make):
 
 
 def test_ppr_contract_for_the_cpu_backends():
-    check_ppr(backend.Backends.for_device("cpu").ppr)
+    check_ppr(Runtime(device="cpu").ppr)
 
 
 SCORES = np.random.default_rng(2).random((6, 40)).astype(np.float32)
 
 
 def test_topk_contract_numpy():
-    check_topk(backend.numpy_topk, SCORES)
-    values, ids = backend.numpy_topk(SCORES[:, :3], 5)  # fewer entries than k: padded
+    check_topk(ppr_top.numpy_topk, SCORES)
+    values, ids = ppr_top.numpy_topk(SCORES[:, :3], 5)  # fewer entries than k: padded
     assert (ids[:, 3:] == -1).all() and np.isneginf(values[:, 3:]).all()
 
 
@@ -69,7 +72,7 @@ def test_topk_contract_numpy():
 def test_topk_contract_torch():
     import torch
 
-    check_topk(backend.torch_topk, SCORES, to_input=torch.from_numpy,
+    check_topk(torch_topk, SCORES, to_input=torch.from_numpy,
                to_numpy=lambda t: t.cpu().numpy())
 
 
@@ -89,4 +92,4 @@ def test_leiden_contract(impl):
 
 
 def test_leiden_contract_for_the_cpu_backends():
-    check_leiden(backend.Backends.for_device("cpu").leiden)
+    check_leiden(Runtime(device="cpu").leiden)

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gpurag.graph import backend, build_csr
+from gpurag.backends import ppr as device_ppr
+from gpurag.graph import build_csr
+from gpurag.graph import ppr_top as backend
 from gpurag.graph.ppr_local import (
     DenseScores,
     LocalScores,
@@ -85,7 +87,7 @@ def _same_subgraphs_and_features(g, local, full: np.ndarray, heads: np.ndarray,
 
 
 def _host_local(g, top, gather, fanout) -> LocalScores:
-    roots = backend._local_roots(top.ids, gather, N_ENT)
+    roots = backend.local_roots(top.ids, gather, N_ENT)
     return local_from_dense(top.full, g, roots, fanout, N_ENT)
 
 
@@ -149,8 +151,8 @@ def _device_check(device: str, monkeypatch) -> None:
     g = _graph(2)
     reset = _reset(3, 10)
     gather = np.random.default_rng(4).integers(-1, N_PSG, (10, 5))
-    monkeypatch.setattr(backend, "DEVICE_CHUNK_BYTES", 4 * g.n_nodes * 4)  # 4 rows a chunk
-    fn = backend.make_device_ppr_topk(backend.make_kernels_ppr(device), device)
+    monkeypatch.setattr(device_ppr, "DEVICE_CHUNK_BYTES", 4 * g.n_nodes * 4)  # 4 rows a chunk
+    fn = device_ppr.make_device_ppr_topk(device_ppr.make_kernels_ppr(device), device)
     top = fn(g, reset, k=20, lo=N_ENT, gather=gather, damping=0.8, tol=1e-7, full=True,
              local_fanout=(5, 2))
     assert isinstance(top.local, LocalScores) and top.local.n_rows == 10

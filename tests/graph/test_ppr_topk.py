@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gpurag.backends import ppr as device_ppr
 from gpurag.config import QueryConfig
-from gpurag.graph import backend, build_csr
+from gpurag.graph import build_csr
 from gpurag.graph import ppr as host_ppr
+from gpurag.graph import ppr_top as backend
 from gpurag.query.graph import (
     _minmax,
     best_candidates,
@@ -17,6 +19,7 @@ from gpurag.query.graph import (
     lift_head,
     rrf_order,
 )
+from gpurag.runtime import Runtime
 
 
 def _graph(seed: int, n: int, m: int):
@@ -168,8 +171,8 @@ def test_device_ppr_component_on_cpu_torch_matches_host(monkeypatch):
     pytest.importorskip("torch")
     g = _graph(6, 2000, 12000)
     reset = _reset(7, 10, g.n_nodes)
-    monkeypatch.setattr(backend, "DEVICE_CHUNK_BYTES", 4 * g.n_nodes * 3)  # 3 rows a chunk
-    fn = backend.make_device_ppr_topk(backend.make_kernels_ppr("cpu"), "cpu")
+    monkeypatch.setattr(device_ppr, "DEVICE_CHUNK_BYTES", 4 * g.n_nodes * 3)  # 3 rows a chunk
+    fn = device_ppr.make_device_ppr_topk(device_ppr.make_kernels_ppr("cpu"), "cpu")
     gather = np.tile(np.arange(5), (10, 1))
     got = fn(g, reset, k=20, lo=500, gather=gather, damping=0.8, tol=1e-7, full=True)
     want = backend.host_ppr_topk(g, reset, k=20, lo=500, gather=gather, damping=0.8,
@@ -198,7 +201,7 @@ def test_cuda_ppr_component_returns_only_topk_and_matches_host():
 
     g = _graph(8, 20000, 150000)
     reset = _reset(9, 64, g.n_nodes)
-    b = backend.Backends.for_device("cuda")
+    b = Runtime(device="cuda")
     gather = np.tile(np.arange(10), (64, 1))
     torch.cuda.reset_peak_memory_stats()
     got = b.ppr(g, reset, k=30, lo=5000, gather=gather, damping=0.8, tol=1e-7)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpurag import Index
-from gpurag.embed import load_embedder
+from gpurag.backends.embed import load_embedder
 from gpurag.embed.cache import CachedEmbedder
 from gpurag.errors import InputError
 from gpurag.ingest.texts import text_id

@@ -64,7 +64,7 @@ def _embedder_specs() -> list[str]:
 
 @pytest.mark.parametrize("spec", _embedder_specs())
 def test_embedder_contract(spec):
-    from gpurag.embed import load_embedder
+    from gpurag.backends.embed import load_embedder
 
     check_embedder(load_embedder(spec, device="cpu"), CHUNKS["text"].tolist()[:6])
 
@@ -91,6 +91,6 @@ def test_reranker_contract(name, graph_index, sample_questions):
     dense = search(graph_index.passage_index, qvecs, 20)
     cand = dense[1][:, :6]
     reset, _ = retriever.reset_matrix(qvecs, graph_index.query_config, dense)
-    top = retriever.backends.ppr(retriever.graph, reset, k=1, lo=retriever.n_ent, damping=0.8,
-                                 tol=1e-4, full=True)
+    top = retriever.ppr(retriever.graph, reset, k=1, lo=retriever.n_ent, damping=0.8,
+                        tol=1e-4, full=True)
     check_reranker(rr, qvecs, cand, top.full, dense)

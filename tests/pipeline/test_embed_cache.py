@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpurag.embed import load_embedder
+from gpurag.backends.embed import load_embedder
 from gpurag.embed.cache import CachedEmbedder
 
 

@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpurag.backends.embed import load_embedder
 from gpurag.config import IndexConfig
-from gpurag.embed import load_embedder
 from gpurag.extract import make_extractor
 from gpurag.graph import CSRGraph
 from gpurag.pipeline import graph_stage as gs
+from gpurag.runtime import Runtime
 from gpurag.vectors.codec import VectorCodec
 
 from .conftest import SAMPLE
@@ -64,14 +65,15 @@ def test_facts_graph_and_communities(chunks, resolved):
 
     comms = gs.detect_communities(kg, IndexConfig(max_community_size=7, seed=3), leiden)
     assert seen == [(n_ent, 7, 3)] and len(comms) == n_ent
-    host = gs.detect_communities(kg, IndexConfig(max_community_size=7))
+    host = gs.detect_communities(kg, IndexConfig(max_community_size=7),
+                                Runtime(device="cpu").leiden)
     assert host["node"].nunique() == n_ent
 
 
 def test_knn_component_used_by_alias_resolution_matches_the_host_default():
     pytest.importorskip("torch")
+    from gpurag.backends.searcher import make_searcher
     from gpurag.resolve import knn_pairs
-    from gpurag.vectors import make_searcher
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((300, 32)).astype(np.float32)
@@ -115,7 +117,7 @@ def test_name_vectors_are_written_and_dropped_before_the_facts_embed(chunks, tmp
     cfg, runtime = IndexConfig(), Runtime.create(device="cpu")
     writer = IndexWriter(tmp_path / "idx")
     try:
-        counts = gs.run_graph_stage(chunks, runtime.embedder(cfg.embedder), cfg,
+        counts = gs.run_graph_stage(chunks, runtime.embedder_for(cfg.embedder), cfg,
                                     WorkDir(tmp_path / "idx", "key"), writer, {}, runtime,
                                     BuildRecord(), False)
         assert (writer.tmp / layout.NAMES_FAISS).is_file()

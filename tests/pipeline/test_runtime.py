@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from gpurag import Index
-from gpurag.graph.backend import Backends
+from gpurag.backends import parts_for
+from gpurag.backends.part import Part
 from gpurag.runtime import Runtime, Settings, read_settings
 
 from .conftest import SAMPLE
@@ -22,7 +23,7 @@ def test_settings_are_read_in_one_place():
     assert s == Settings(device="cpu", progress=False, embed_cache="/x", gat_checkpoint="/w")
     assert read_settings({}).progress is None and read_settings({}).device is None
     rt = Runtime.create(Settings(device="cpu"), progress=False)
-    assert rt.device == "cpu" and rt.backends is Backends.for_device("cpu")
+    assert rt.device == "cpu" and rt.ppr is parts_for("cpu")["ppr"]  # resolved once
     assert rt.show_progress(True) is False
 
 
@@ -49,7 +50,7 @@ def test_two_builds_in_one_process_record_only_their_own(graph_index, sample_que
 
 
 def test_graph_stage_and_queries_run_the_runtime_backends(tmp_path, sample_questions):
-    cpu = Backends.for_device("cpu")
+    cpu = Runtime(device="cpu")
     calls: dict[str, list] = {"knn": [], "leiden": [], "ppr": []}
 
     def knn(vectors, **kw):
@@ -67,9 +68,8 @@ def test_graph_stage_and_queries_run_the_runtime_backends(tmp_path, sample_quest
         calls["ppr"].append((reset.shape, kw["k"], top.values.shape, top.full))
         return top
 
-    backends = dataclasses.replace(cpu, knn=knn, leiden=leiden, ppr=ppr,
-                                   names={**cpu.names, "knn": "test-knn"})
-    rt = Runtime(device="cpu", backends=backends, progress=False)
+    rt = dataclasses.replace(cpu, knn=Part(knn, "test-knn"), leiden=leiden, ppr=ppr,
+                             progress=False)
     index = Index.build(SAMPLE / "corpus.jsonl", tmp_path / "idx", show_progress=False,
                         runtime=rt)
     assert calls["knn"] and calls["leiden"]
@@ -88,8 +88,7 @@ def test_llm_model_and_endpoint_are_index_settings():
     from gpurag.pipeline.build import build_stage_inputs, pin_llm
     from gpurag.pipeline.graph_stage import index_llm_config
 
-    rt = Runtime(device="cpu", backends=Backends.for_device("cpu"),
-                 llm_config=LLMConfig(url="http://a:1/v1", model="m1"))
+    rt = Runtime(device="cpu", llm_config=LLMConfig(url="http://a:1/v1", model="m1"))
     cfg = pin_llm(IndexConfig(extractor="llm"), rt)
     assert (cfg.llm_model, cfg.llm_url) == ("m1", "http://a:1/v1")
     other = pin_llm(IndexConfig(extractor="llm"), dataclasses.replace(

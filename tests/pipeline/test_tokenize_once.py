@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpurag.backends.embed import load_embedder
 from gpurag.config import IndexConfig
-from gpurag.embed import load_embedder
 from gpurag.ingest.chunker import window_spans
 from gpurag.ingest.parts import DocPart
 from gpurag.ingest.readers import Document

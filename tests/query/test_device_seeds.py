@@ -4,14 +4,16 @@ torch, gives the same retrieval."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-import gpurag.query.graph as graph_mod
-import gpurag.vectors as vectors_mod
+from gpurag import Index
+from gpurag.backends.searcher import searcher_for_index
 from gpurag.vectors import search
 from gpurag.vectors.grouped import GroupedIndex
-from gpurag.vectors.searcher import TorchSearcher, searcher_for_index
+from gpurag.vectors.searcher import TorchSearcher
 
 torch = pytest.importorskip("torch")
 
@@ -38,20 +40,19 @@ def test_cpu_queries_search_the_faiss_indexes_themselves(graph_index, questions)
 
 @pytest.mark.parametrize("mode", ["graph", "dense"])
 def test_device_searchers_on_cpu_torch_give_the_same_retrieval(graph_index, questions,
-                                                               monkeypatch, mode):
+                                                               mode):
     index = _fresh(graph_index)
     want = index.query_batch(questions, k=5, mode=mode)
     made = []
 
-    def on_torch(idx, device):
+    def on_torch(idx):  # the runtime's searcher part, replaced by the torch one
         if isinstance(idx, GroupedIndex):  # the entity index: names on the device searcher
-            return GroupedIndex(on_torch(idx.index, device), idx.group_of_row, idx.n_groups)
+            return idx.searched_by(on_torch)
         made.append(idx)
         return searcher_for_index(idx, "cpu", backend="torch", dtype=torch.float32)
 
-    monkeypatch.setattr(graph_mod, "query_index", on_torch)
-    monkeypatch.setattr(vectors_mod, "query_index", on_torch)
-    index = _fresh(graph_index)
+    index = Index.open(graph_index.path,
+                       runtime=dataclasses.replace(graph_index.runtime, searcher=on_torch))
     got = index.query_batch(questions, k=5, mode=mode)
     got_again = index.query_batch(questions[:3], k=5, mode=mode)
     # one searcher per opened index: passages and entities (dense mode's confidence reads the
@@ -67,7 +68,6 @@ def test_device_searchers_on_cpu_torch_give_the_same_retrieval(graph_index, ques
                                    [p.score for p in b.passages], atol=1e-4)
         assert [s.entity_id for s in a.seeds] == [s.entity_id for s in b.seeds]
     assert [p.chunk_id for p in got_again[0].passages] == [p.chunk_id for p in want[0].passages]
-    _fresh(graph_index)
 
 
 def _cuda() -> bool:

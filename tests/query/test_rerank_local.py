@@ -16,11 +16,11 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("safetensors")
 
 
-def _spy(backends, calls: list, old_path: bool, real=None):
-    """Wrap the PPR component (``real``, default the backends' own): record what it is
+def _spy(given, calls: list, old_path: bool, real=None):
+    """Wrap the PPR part (``real``, default the retriever's ``given`` one): record what it is
     asked; also compute the full rows, and in ``old_path`` hand the reranker those instead of
     the local scores."""
-    real = real or backends.ppr
+    real = real or given
 
     def ppr(g, reset, **kw):
         calls.append(dict(kw))
@@ -30,19 +30,19 @@ def _spy(backends, calls: list, old_path: bool, real=None):
             top = dataclasses.replace(top, local=DenseScores(full))
         return dataclasses.replace(top, full=None)
 
-    return dataclasses.replace(backends, ppr=ppr)
+    return ppr
 
 
 @pytest.mark.parametrize("component", ["host", "device-on-cpu-torch"])
 def test_gat_reranking_reads_local_scores_and_equals_the_full_rows(graph_index, questions,
                                                                    component):
-    from gpurag.graph import backend
-    from gpurag.rerank import get_reranker, set_reranker
+    from gpurag.backends.ppr import make_device_ppr_topk, make_kernels_ppr
+    from gpurag.rerank import get_reranker, using_reranker
 
     r = graph_index.retriever
-    backends = r.backends
-    real = (backends.ppr if component == "host" else
-            backend.make_device_ppr_topk(backend.make_kernels_ppr("cpu"), "cpu"))
+    given = r.ppr
+    real = (given if component == "host" else
+            make_device_ppr_topk(make_kernels_ppr("cpu"), "cpu"))
     seen = []
     gat = get_reranker("gat", r)
 
@@ -53,16 +53,15 @@ def test_gat_reranking_reads_local_scores_and_equals_the_full_rows(graph_index, 
             seen.append(ppr_scores)
             return gat.score(qvecs, cand, ppr_scores, dense)
 
-    set_reranker(r, "spy", Spy())
-    try:
-        calls_new, calls_old = [], []
-        r.backends = _spy(backends, calls_new, old_path=False, real=real)
-        new = graph_index.query_batch(questions, k=5, mode="graph", rerank="spy")
-        r.backends = _spy(backends, calls_old, old_path=True, real=real)
-        old = graph_index.query_batch(questions, k=5, mode="graph", rerank="spy")
-    finally:
-        r.backends = backends
-        set_reranker(r, "spy", None)
+    with using_reranker(r, "spy", Spy()):
+        try:
+            calls_new, calls_old = [], []
+            r.ppr = _spy(given, calls_new, old_path=False, real=real)
+            new = graph_index.query_batch(questions, k=5, mode="graph", rerank="spy")
+            r.ppr = _spy(given, calls_old, old_path=True, real=real)
+            old = graph_index.query_batch(questions, k=5, mode="graph", rerank="spy")
+        finally:
+            r.ppr = given
     assert [c.get("full", False) for c in calls_new] == [False]  # never the (q, n) rows
     assert calls_new[0]["local_fanout"] == gat.fanout == (5, 2)
     want = DenseScores if component == "host" else LocalScores  # on the device: recorded
@@ -80,11 +79,11 @@ def test_gat_reranking_reads_local_scores_and_equals_the_full_rows(graph_index, 
 
 def test_no_reranker_asks_for_nothing_more(graph_index, questions):
     r = graph_index.retriever
-    backends = r.backends
+    given = r.ppr
     calls: list = []
     try:
-        r.backends = _spy(backends, calls, old_path=False)
+        r.ppr = _spy(given, calls, old_path=False)
         graph_index.query_batch(questions[:4], k=5, mode="graph")
     finally:
-        r.backends = backends
+        r.ppr = given
     assert calls[0].get("local_fanout") is None and not calls[0].get("full", False)

@@ -95,7 +95,7 @@ def test_killed_insert_keeps_the_old_version_and_a_rerun_resumes(tmp_path, monke
 
     # 3. a rerun resumes (no chunk embedded again) and completes
     runtime = Runtime.create(device="cpu", progress=False)
-    embedder = runtime.embedder(None)
+    embedder = runtime.embedder_for(None)
     encoded: list[str] = []
     inner = embedder.encode
 

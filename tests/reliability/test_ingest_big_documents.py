@@ -103,7 +103,7 @@ import json, resource, sys
 from pathlib import Path
 import numpy as np
 from gpurag.config import IndexConfig
-from gpurag.embed import load_embedder
+from gpurag.backends.embed import load_embedder
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.workdir import WorkDir
 

@@ -13,13 +13,13 @@ import pytest
 
 from gpurag import Index
 from gpurag.errors import ConfigError
-from gpurag.rerank.synthetic import (
+from gpurag.rerank.train import TrainConfig
+from gpurag.training.synthetic import (
     Corpus,
     bridge_triples,
     generate,
     prepare_synthetic,
 )
-from gpurag.rerank.train import TrainConfig
 
 DATA = Path(__file__).parent / "data"
 NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
@@ -126,7 +126,7 @@ def test_questions_are_eval_records(index):
 
 
 def test_module_writes_eval_format_questions(index, tmp_path):
-    from gpurag.rerank.synthetic import main
+    from gpurag.training.synthetic import main
 
     out = tmp_path / "questions.jsonl"
     assert main([str(index.path), "-n", "5", "--trivial-top", "0", "-o", str(out)]) == 0

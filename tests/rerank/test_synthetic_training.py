@@ -17,8 +17,8 @@ pytest.importorskip("safetensors")
 from gpurag import Index
 from gpurag.cli import main
 from gpurag.eval.datasets import load_dataset
-from gpurag.rerank import crossval
 from gpurag.rerank.train import TrainConfig, train
+from gpurag.training import crossval
 from tests.score.test_model import _toy_sets
 
 DATA = Path(__file__).parent / "data"

@@ -12,7 +12,7 @@ from gpurag.resolve import AliasResolution, knn_pairs, normalize_name, resolve_a
 
 @pytest.fixture(scope="module")
 def embedder():
-    from gpurag.embed import load_embedder
+    from gpurag.backends.embed import load_embedder
 
     try:
         return load_embedder()

@@ -174,8 +174,8 @@ def test_pooled_cross_validation_ranks_every_question_with_a_model_that_never_sa
     """Folds partition the questions; a fold's test part is neither trained nor validated
     on; every question gets graph+gat ranks from the full query path."""
     from gpurag.eval.datasets import load_dataset
-    from gpurag.rerank.crossval import fold_parts, fold_split, pooled_cv
     from gpurag.rerank.train import TrainConfig
+    from gpurag.training.crossval import fold_parts, fold_split, pooled_cv
 
     parts = fold_parts(12, 3, seed=0)
     assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(12))
@@ -200,7 +200,7 @@ def test_crossval_keeps_two_indexes_of_one_dataset_apart():
     get their own rows: the second one no longer overwrites the first."""
     from types import SimpleNamespace
 
-    from gpurag.rerank.crossval import job_labels
+    from gpurag.training.crossval import job_labels
 
     ds = SimpleNamespace(name="musique")
     other = SimpleNamespace(name="hotpotqa")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpurag.vectors import load_index, query_index, save_index
-from gpurag.vectors import searcher as searcher_mod
-from gpurag.vectors.searcher import decoded_chunks, searcher_for_index
+from gpurag.backends.searcher import query_index, searcher_for_index
+from gpurag.vectors import load_index, save_index
+from gpurag.vectors.searcher import decoded_chunks
 
 faiss = pytest.importorskip("faiss")
 torch = pytest.importorskip("torch")
@@ -42,11 +42,10 @@ KINDS = ["flat", "sq8", "sq16", "ivf-sq"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_decoded_in_chunks_equals_reconstruct(tmp_path, kind, monkeypatch):
+def test_decoded_in_chunks_equals_reconstruct(tmp_path, kind):
     x = _unit(1000, 24, 0)
     save_index(_make(kind, x), tmp_path / "v.faiss")
     index = load_index(tmp_path / "v.faiss")  # memory-mapped, read only
-    monkeypatch.setattr(searcher_mod, "DECODE_ROWS", 300)
     chunks = list(decoded_chunks(index, rows=300))
     assert [s for s, _ in chunks] == [0, 300, 600, 900] and len(chunks[-1][1]) == 100
     got = np.concatenate([c for _, c in chunks])
@@ -96,12 +95,13 @@ def test_query_index_keeps_host_faiss_on_the_cpu():
         def search(self, x, k):
             raise AssertionError("not searched here")
 
-        def to_device(self, device):
-            return ("moved", device)
+        def searched_by(self, searcher):
+            return ("moved", searcher)
 
-    assert query_index(Adapter(), "cuda") == ("moved", "cuda")
+    moved, searcher = query_index(Adapter(), "cuda")
+    assert moved == "moved" and callable(searcher)
     plain = Adapter()
-    del Adapter.to_device
+    del Adapter.searched_by
     assert query_index(plain, "cuda") is plain  # unknown objects stay as they are
     assert query_index(plain, "cpu") is plain
 

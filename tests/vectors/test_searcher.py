@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpurag.backends import probe
+from gpurag.backends.searcher import choose_backend, make_searcher, searcher_for_index
 from gpurag.vectors import build_index, load_index, save_index
-from gpurag.vectors import searcher as searcher_mod
-from gpurag.vectors.searcher import choose_backend, make_searcher, searcher_for_index
 
 torch = pytest.importorskip("torch")
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_torch_matches_faiss_on_random_vectors(dtype):
 
 
 def test_torch_matches_faiss_on_real_embeddings():
-    from gpurag.embed import load_embedder
+    from gpurag.backends.embed import load_embedder
 
     texts = [json.loads(line)["text"] for line in
              (REPO / "examples" / "sample" / "corpus.jsonl").read_text().splitlines() if line]
@@ -121,14 +121,14 @@ def test_searcher_over_a_saved_faiss_file(tmp_path, kind):
 
 
 def test_backend_choice(monkeypatch):
-    monkeypatch.setattr(searcher_mod, "_faiss_gpu_available", lambda: False)
+    monkeypatch.setattr(probe, "faiss_gpu_available", lambda: False)
     assert choose_backend("cpu") == "faiss"
     assert choose_backend("cuda") == "torch"
     assert choose_backend("cuda:0", "faiss") == "faiss"
     assert choose_backend("cpu", "torch") == "torch"
     with pytest.raises(ValueError, match="faiss-gpu"):
         choose_backend("cuda", "faiss-gpu")
-    monkeypatch.setattr(searcher_mod, "_faiss_gpu_available", lambda: True)
+    monkeypatch.setattr(probe, "faiss_gpu_available", lambda: True)
     assert choose_backend("cuda") == "faiss-gpu"
     assert choose_backend("cuda", "faiss") == "faiss-gpu"
     assert choose_backend("cuda", "torch") == "torch"

@@ -55,7 +55,7 @@ def test_int8_search_keeps_recall():
     import re
     from pathlib import Path
 
-    from gpurag.embed import load_embedder
+    from gpurag.backends.embed import load_embedder
 
     corpus = Path(__file__).resolve().parents[2] / "examples" / "sample" / "corpus.jsonl"
     texts = [s for line in corpus.read_text().splitlines() if line.strip()
@@ -104,7 +104,7 @@ def test_grouped_index_on_a_torch_searcher_matches_faiss():
     group = rng.integers(0, 300, 800)
     index = build_index(x, codec=VectorCodec("int8", 384))
     host = GroupedIndex(index, group, 300)
-    from gpurag.vectors.searcher import searcher_for_index
+    from gpurag.backends.searcher import searcher_for_index
 
     torch = pytest.importorskip("torch")
     device = GroupedIndex(searcher_for_index(index, "cpu", backend="torch", dtype=torch.float32),

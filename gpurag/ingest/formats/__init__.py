@@ -2,7 +2,7 @@
 ``formats`` extra), reStructuredText and CSV (no extra), and markup stripping for Markdown
 and reStructuredText.
 
-Each reader turns one file into :class:`~gpurag.ingest.readers.Document` records. A file
+Each reader turns one file into :class:`~gpurag.ingest.documents.Document` records. A file
 whose format needs a library that is not installed is skipped and reported as
 ``needs gpurag[formats]``; a file of a format gpurag does not read at all is skipped and
 reported as ``unsupported format`` (both are counted in the ingest summary, never silent).
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpurag.ingest.readers import Document, IngestReport
+    from gpurag.ingest.documents import Document, IngestReport
 
 EXTRA = "formats"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
-from gpurag.ingest.readers import Document, IngestReport
+from gpurag.ingest.documents import Document, IngestReport
 
 
 def doc_id(path: Path, root: Path) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpurag.ingest.documents import Document, IngestReport
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.common import clean_text, file_document, first_line
-from gpurag.ingest.readers import Document, IngestReport
 
 
 def docx_text(path: Path) -> tuple[str, str]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpurag.ingest.documents import Document, IngestReport, read_file_bytes
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.common import clean_text, file_document, first_line
-from gpurag.ingest.readers import Document, IngestReport, read_file_bytes
 
 
 def html_text(raw: bytes) -> tuple[str, str]:

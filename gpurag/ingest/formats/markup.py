@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpurag.ingest.documents import Document, IngestReport, read_utf8_file
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.common import file_document
-from gpurag.ingest.readers import Document, IngestReport, read_utf8_file
 
 MARKUPS = ("markdown", "rst")
 

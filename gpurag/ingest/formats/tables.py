@@ -10,9 +10,9 @@ import io
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpurag.ingest.documents import Document, IngestReport, record_to_document
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.common import doc_id
-from gpurag.ingest.readers import Document, IngestReport, _record_to_document
 
 MAX_FIELD_CHARS = 1 << 30
 
@@ -65,7 +65,7 @@ def read_csv(path: Path, root: Path, report: IngestReport, options: ReadOptions
                     record["id"] = _cell(values, at[id_col])
                 if title_col is not None:
                     record["title"] = _cell(values, at[title_col])
-                doc = _record_to_document(record, f"{path}:row {row}", f"{base}#{row}",
+                doc = record_to_document(record, f"{path}:row {row}", f"{base}#{row}",
                                           str(path), report)
                 if doc is not None:
                     yield doc

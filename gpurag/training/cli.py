@@ -130,10 +130,10 @@ def _open(path: str):
 
 def _add_synthetic(index, args: argparse.Namespace, cfg, with_real: bool, train_sets: list,
                    val_sets: list, data: list[dict], quiet: bool) -> None:
-    """Synthetic questions of ``index`` for training (:mod:`gpurag.rerank.synthetic`): all of
+    """Synthetic questions of ``index`` for training (:mod:`gpurag.training.synthetic`): all of
     them beside real datasets (which validate), else split into train and validation."""
-    from gpurag.rerank.synthetic import parse_kinds, prepare_synthetic
     from gpurag.rerank.train import split
+    from gpurag.training.synthetic import parse_kinds, prepare_synthetic
 
     t0 = time.perf_counter()
     qs, syn = prepare_synthetic(index, args.synthetic, cfg, draw=args.synthetic_per_epoch,
@@ -164,7 +164,7 @@ def _eval_heldout(model, cfg, test_sets, extra_sets: list[str], extra_index: lis
     """``gpurag eval`` numbers (graph with and without the GAT) on test splits and other sets."""
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, open_or_build_index
-    from gpurag.rerank import GATReranker, set_reranker
+    from gpurag.rerank import GATReranker, using_reranker
     from gpurag.rerank.features import GraphArrays
     from gpurag.rerank.model import ScorerSettings
 
@@ -182,9 +182,8 @@ def _eval_heldout(model, cfg, test_sets, extra_sets: list[str], extra_index: lis
     out = {}
     for label, index, ds in jobs:
         rr = GATReranker(GraphArrays.from_retriever(index.retriever), model, settings)
-        set_reranker(index.retriever, "gat", rr)
-        res = evaluate(ds, index, ["dense", "graph", "graph+gat"], latency_sample=5)
-        set_reranker(index.retriever, "gat", None)
+        with using_reranker(index.retriever, "gat", rr):
+            res = evaluate(ds, index, ["dense", "graph", "graph+gat"], latency_sample=5)
         keys = ("recall@2", "recall@5", "all_gold@8", "mrr")
         out[label] = {m: {k: round(float(r[k]), 4) for k in keys}
                       for m, r in res["modes"].items()}
@@ -264,11 +263,11 @@ def add_score_commands(sub: argparse._SubParsersAction) -> None:
                    help="also report K-fold cross-validated recall per dataset (slower)")
     p.add_argument("--synthetic", type=int, default=0, metavar="N",
                    help="also train on N synthetic multi-hop questions generated from each "
-                        "index's own graph (no labels needed; see gpurag.rerank.synthetic)")
+                        "index's own graph (no labels needed; see gpurag.training.synthetic)")
     p.add_argument("--synthetic-index", action="append", metavar="IDX",
                    help="index folder to generate synthetic questions from (repeatable; "
                         "default: the datasets' indexes)")
-    from gpurag.rerank.synthetic import add_mix_arguments
+    from gpurag.training.synthetic import add_mix_arguments
 
     add_mix_arguments(p)
     p.add_argument("--eval", action="store_true",

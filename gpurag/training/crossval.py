@@ -6,10 +6,10 @@ dataset (early stopping) and is installed as the ``gat`` reranker to rank part `
 dataset through ``Index.query_batch(mode="graph", rerank="gat")``; so every question is
 ranked by a model that never saw it, with ``gpurag eval``'s document-level metrics. Graph
 mode without a reranker runs on the same questions for comparison. With ``--synthetic N``,
-N synthetic questions generated from each set's index (:mod:`gpurag.rerank.synthetic`) join
+N synthetic questions generated from each set's index (:mod:`gpurag.training.synthetic`) join
 every fold's training part, never its validation or test part.
 
-    python -m gpurag.rerank.crossval OUT.json DATA:INDEX [DATA:INDEX ...] [--balance-sets]
+    python -m gpurag.training.crossval OUT.json DATA:INDEX [DATA:INDEX ...] [--balance-sets]
         [--synthetic N [--synthetic-per-epoch M]]
 """
 
@@ -67,7 +67,7 @@ def _add_synthetic(index, n: int, cfg: TrainConfig, draw: int | None,
     """Append ``n`` synthetic questions of ``index`` to ``extra``; what was made (an index that
     yields none is skipped, with the reason)."""
     from gpurag.errors import ConfigError
-    from gpurag.rerank.synthetic import prepare_synthetic
+    from gpurag.training.synthetic import prepare_synthetic
 
     try:
         qs, syn = prepare_synthetic(index, n, cfg, draw=draw, kinds=kinds,
@@ -90,7 +90,7 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
     job's index (``synthetic_draw`` of each drawn per epoch) are added to every fold's
     training sets, never to validation or test."""
     from gpurag.eval.metrics import summarize
-    from gpurag.rerank import GATReranker, set_reranker
+    from gpurag.rerank import GATReranker, using_reranker
     from gpurag.rerank.model import ScorerSettings
 
     labels = labels or job_labels(jobs)
@@ -126,12 +126,9 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
                           "seconds": round(info["seconds"], 1)})
         for lab, (index, ds, qs, _), (_, _, test) in zip(labels, sets, splits, strict=True):
             retriever = index.retriever
-            set_reranker(retriever, "gat", GATReranker(qs.arrays, model, settings))
-            try:
+            with using_reranker(retriever, "gat", GATReranker(qs.arrays, model, settings)):
                 got = _ranks(index, [ds.questions[i] for i in test], rerank="gat",
                              rerank_candidates=cfg.candidates)
-            finally:
-                set_reranker(retriever, "gat", None)
             for i, r in zip(test, got, strict=True):
                 oof[lab][i] = r
         if progress:
@@ -153,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import open_or_build_index
 
-    p = argparse.ArgumentParser(prog="python -m gpurag.rerank.crossval", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m gpurag.training.crossval", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", help="JSON file to write")
     p.add_argument("sets", nargs="+", metavar="DATA:INDEX",
@@ -167,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="candidates per question, in training and when ranking")
     p.add_argument("--synthetic", type=int, default=0, metavar="N",
                    help="synthetic questions per set's index, added to every fold's training")
-    from gpurag.rerank.synthetic import add_mix_arguments, parse_kinds
+    from gpurag.training.synthetic import add_mix_arguments, parse_kinds
 
     add_mix_arguments(p)
     args = p.parse_args(argv)

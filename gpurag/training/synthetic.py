@@ -23,7 +23,7 @@ Questions that dense retrieval alone already answers (every gold document among 
 ``trivial_top``) teach a reranker nothing and are dropped. Generation is seeded and
 deterministic; real questions and their gold are never read.
 
-    python -m gpurag.rerank.synthetic INDEX -n 50 [-o questions.jsonl]
+    python -m gpurag.training.synthetic INDEX -n 50 [-o questions.jsonl]
 """
 
 from __future__ import annotations
@@ -683,7 +683,7 @@ def parse_kinds(spec: str | None) -> dict[str, float] | None:
 def main(argv: list[str] | None = None) -> int:
     from gpurag import Index
 
-    p = argparse.ArgumentParser(prog="python -m gpurag.rerank.synthetic",
+    p = argparse.ArgumentParser(prog="python -m gpurag.training.synthetic",
                                 description="write synthetic multi-hop questions of an index "
                                             "(eval-format questions.jsonl)")
     p.add_argument("index", help="index folder")
