@@ -20,6 +20,7 @@ structures and one extra top-1 search of each kind; it never changes the ranking
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,26 @@ def add_confidence(index: Any, results: list[Any], qvecs: np.ndarray,
         return
     for r, c in zip(results, confidence(x), strict=True):
         r.confidence = float(c)
+
+
+def defer_confidence(index: Any, results: list[Any], qvecs: np.ndarray,
+                     linked: list | None = None) -> None:
+    """Give ``results`` their confidence on its first read, for the whole batch at once
+    (:mod:`gpurag.query.deferred`): the same values :func:`add_confidence` sets, at no cost
+    to a caller that never reads them. The time it took is added to each result's
+    ``timings_ms["confidence"]`` when it runs."""
+    from gpurag.query.deferred import Pending
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        add_confidence(index, results, qvecs, linked)
+        ms = (time.perf_counter() - t0) * 1000 / max(len(results), 1)
+        for r in results:
+            r.timings_ms["confidence"] = ms
+
+    pending = Pending(run)
+    for r in results:
+        r.confidence = pending
 
 
 def withhold(results: list[Any], min_confidence: float) -> None:
