@@ -333,9 +333,7 @@ class Index:
         if self.retriever is not None and qvecs is not None:  # bm25 mode has no vectors
             from gpurag.query.confidence import defer_confidence
 
-            linked = [extra.get("linked") for extra in extras]  # the retrieval's, once
-            defer_confidence(self, results, qvecs,
-                             linked if all(x is not None for x in linked) else None)
+            defer_confidence(self, results, qvecs)
         if mode == "graph" and evidence:
             from gpurag.query.evidence import defer_chains
 
