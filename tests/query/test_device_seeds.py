@@ -55,9 +55,10 @@ def test_device_searchers_on_cpu_torch_give_the_same_retrieval(graph_index, ques
                        runtime=dataclasses.replace(graph_index.runtime, searcher=on_torch))
     got = index.query_batch(questions, k=5, mode=mode)
     got_again = index.query_batch(questions[:3], k=5, mode=mode)
+    # the same confidence up to float32 rounding (torch and FAISS sum in another order)
+    assert got[0].confidence == pytest.approx(want[0].confidence, abs=1e-6)
     # one searcher per opened index: passages, and in graph mode entities and facts (the
     # confidence reads only passage cosines and BM25)
-    assert got[0].confidence == want[0].confidence
     assert len(made) == (3 if mode == "graph" else 1)
     assert isinstance(index.passage_search, TorchSearcher)
     if mode == "graph":
