@@ -10,7 +10,6 @@ construction, so Python API users get the same errors.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -18,118 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpurag import settings as _settings
 from gpurag.errors import ConfigError
+from gpurag.rules import (  # noqa: F401  (FALSE_WORDS, TRUE_WORDS, machine_cores re-exported)
+    FALSE_WORDS,
+    TRUE_WORDS,
+    Rule,
+    bounded_workers,
+    machine_cores,
+)
 
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off")
 # Extractor names known without importing gpurag.extract (its registry is asked for others).
 BUILTIN_EXTRACTORS = ("fast", "regex", "ner", "spacy", "spacy-ner", "triples", "llm")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What one setting accepts: a type, an optional range or list of choices."""
-
-    kind: type
-    lo: float | None = None
-    hi: float | None = None
-    open_lo: bool = False  # lo itself excluded
-    open_hi: bool = False  # hi itself excluded
-    choices: tuple[str, ...] = ()
-    more_choices: Callable[[], tuple[str, ...]] | None = None  # asked only for other values
-    optional: bool = False  # None (or an empty string) means "not set"
-
-    def describe(self) -> str:
-        """The accepted values in words, e.g. ``a number in (0, 1)``."""
-        if self.kind is bool:
-            return f"a boolean word ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)})"
-        if self.kind is dict:
-            return "a table (dict)"
-        if self.kind is str:
-            choices = self._all_choices()
-            return f"one of {', '.join(choices)}" if choices else "a non-empty string"
-        noun = "a whole number" if self.kind is int else "a finite number"
-        if self.lo is not None and self.hi is not None:
-            return (f"{noun} in {'(' if self.open_lo else '['}{_num(self.lo)}, "
-                    f"{_num(self.hi)}{')' if self.open_hi else ']'}")
-        if self.lo is not None:
-            return f"{noun} {'>' if self.open_lo else '>='} {_num(self.lo)}"
-        if self.hi is not None:
-            return f"{noun} {'<' if self.open_hi else '<='} {_num(self.hi)}"
-        return noun
-
-    def coerce(self, value: Any) -> Any:
-        """``value`` converted to this rule's type and checked (``ValueError`` if it does not
-        fit)."""
-        if self.optional and (value is None or (isinstance(value, str) and not value.strip())):
-            return None
-        if self.kind is bool:
-            return _to_bool(value)
-        if self.kind is dict:
-            if not isinstance(value, dict):
-                raise ValueError
-            return value
-        if self.kind is str:
-            return self._to_str(value)
-        number = _to_int(value) if self.kind is int else _to_float(value)
-        if self.lo is not None and (number < self.lo or (self.open_lo and number == self.lo)):
-            raise ValueError
-        if self.hi is not None and (number > self.hi or (self.open_hi and number == self.hi)):
-            raise ValueError
-        return number
-
-    def _to_str(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError
-        if self.choices or self.more_choices:
-            value = value.strip().lower()
-            if value not in self.choices and value not in self._all_choices():
-                raise ValueError
-        return value
-
-    def _all_choices(self) -> tuple[str, ...]:
-        extra = self.more_choices() if self.more_choices else ()
-        return tuple(dict.fromkeys((*self.choices, *extra)))
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS:
-            return False
-    raise ValueError
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        return int(value.strip())
-    raise ValueError
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError
-    if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str):
-        number = float(value.strip())
-    else:
-        raise ValueError
-    if not math.isfinite(number):
-        raise ValueError
-    return number
 
 
 def _registered_extractors() -> tuple[str, ...]:
@@ -335,73 +234,48 @@ def env_name(prefix: str, name: str) -> str:
     return f"{prefix}{name.upper()}"
 
 
+def environment(environ: Mapping[str, str] | None = None) -> _settings.Settings:
+    """The settings of ``environ`` (default: the process's, :func:`gpurag.settings.current`)."""
+    return _settings.current() if environ is None else _settings.read(environ)
+
+
 def from_env(obj: Any, prefix: str, environ: Mapping[str, str] | None = None) -> Any:
-    """Apply ``{prefix}{FIELD}`` environment variables, e.g. ``GPURAG_INDEX_CHUNK_TOKENS``."""
-    environ = os.environ if environ is None else environ
-    values = {f.name: environ[env_name(prefix, f.name)] for f in dataclasses.fields(obj)
-              if f.name != "extra" and env_name(prefix, f.name) in environ}
+    """Apply ``{prefix}{FIELD}`` environment variables, e.g. ``GPURAG_INDEX_CHUNK_TOKENS``;
+    a variable of the family that names no field is an error naming it."""
+    values = dict(environment(environ).family(prefix))
+    names = {f.name for f in dataclasses.fields(obj)} - {"extra"}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"environment: unknown variable {env_name(prefix, unknown[0])} "
+                          f"(known: {', '.join(env_name(prefix, n) for n in sorted(names))})")
     if not values:
         return obj
     return apply_overrides(obj, values, "environment", lambda key: env_name(prefix, key))
 
 
-def env_setting(name: str, rule: Rule, default: Any,
-                environ: Mapping[str, str] | None = None) -> Any:
-    """One process-wide environment variable checked by ``rule`` (``default`` when unset or
-    empty); a bad value raises :class:`ConfigError` naming the variable."""
-    environ = os.environ if environ is None else environ
-    raw = environ.get(name, "")
-    if not raw.strip():
-        return default
-    try:
-        return rule.coerce(raw)
-    except (ValueError, TypeError):
-        raise ConfigError(f"environment: {name}={raw!r} is not valid: it must be "
-                          f"{rule.describe()}") from None
-
-
-def machine_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def bounded_workers(n: int, name: str) -> int:
-    """``n`` threads or worker processes, at most the machine's cores (``GPURAG_THREADS=100000``
-    used to start that many and grow memory for minutes); a lowered value is logged (info:
-    a setting carried to a smaller machine is not an error)."""
-    cores = machine_cores()
-    if n > cores:
-        import logging
-
-        logging.getLogger(__name__).info("%s=%d is more than the %d CPU cores here: using %d",
-                                            name, n, cores, cores)
-        return cores
-    return n
-
-
 def threads_from_env(environ: Mapping[str, str] | None = None) -> int:
     """``GPURAG_THREADS``: CPU threads for FAISS and ONNX Runtime (0 = their default), at
     most the machine's cores."""
-    return bounded_workers(env_setting("GPURAG_THREADS", Rule(int, lo=0), 0, environ),
-                           "GPURAG_THREADS")
+    return environment(environ).cpu_threads()
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:
     """Validate every gpurag setting taken from the environment (and ``$GPURAG_CONFIG``), so a
     command fails with one clear :class:`ConfigError` before doing any work."""
+    from gpurag.llm.config import LLMConfig
+
     threads_from_env(environ)
     load_config(environ=environ)
+    LLMConfig.from_env(environ=environ)
 
 
 def load_config(path: str | os.PathLike | None = None,
                 environ: Mapping[str, str] | None = None) -> tuple[IndexConfig, QueryConfig]:
-    """Defaults, then a TOML file (``[index]`` and ``[query]`` tables), then the environment."""
-    environ = os.environ if environ is None else environ
+    """Defaults, then a TOML file (``[index]`` and ``[query]`` tables; ``path``, else
+    ``$GPURAG_CONFIG``), then the environment (``GPURAG_INDEX_*``, ``GPURAG_QUERY_*``)."""
+    env = environment(environ)
     index_cfg, query_cfg = IndexConfig(), QueryConfig()
-    path = path or environ.get("GPURAG_CONFIG")
+    path = path or env.config_file
     if path:
         p = Path(path)
         try:
@@ -421,5 +295,5 @@ def load_config(path: str | os.PathLike | None = None,
                                     lambda key: f"[index] {key}")
         query_cfg = apply_overrides(query_cfg, data.get("query", {}), str(p),
                                     lambda key: f"[query] {key}")
-    return (from_env(index_cfg, "GPURAG_INDEX_", environ),
-            from_env(query_cfg, "GPURAG_QUERY_", environ))
+    return (from_env(index_cfg, _settings.INDEX_PREFIX, environ),
+            from_env(query_cfg, _settings.QUERY_PREFIX, environ))
