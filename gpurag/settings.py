@@ -182,6 +182,14 @@ def child_environ(extra: Mapping[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
+def library_default(name: str, value: str) -> str:
+    """Set a variable a bundled library reads when it loads (``OMP_WAIT_POLICY``) unless the
+    user set it; returns the value in force."""
+    if name.startswith(PREFIX):
+        raise ConfigError(f"library_default: {name} is gpurag's own (use export)")
+    return os.environ.setdefault(name, value)
+
+
 def export(name: str, value: str) -> None:
     """Set the known variable ``name`` for the rest of this process and its children (e.g.
     ``gpurag serve --config``: every index it reopens reads the file)."""
@@ -199,6 +207,7 @@ __all__ = [
     "child_environ",
     "current",
     "export",
+    "library_default",
     "read",
     "secret",
 ]

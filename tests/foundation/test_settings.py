@@ -18,20 +18,23 @@ ALLOWED = {"gpurag/settings.py"}  # at most two modules may touch the environmen
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 
 
+def _touches_env(node: ast.AST) -> bool:
+    """``os.environ`` (``os.getenv``, ``os.putenv``...) or ``from os import environ``."""
+    if isinstance(node, ast.Attribute):
+        return (node.attr in ENV_NAMES and isinstance(node.value, ast.Name)
+                and node.value.id == "os")
+    if isinstance(node, ast.ImportFrom):
+        return node.module == "os" and any(a.name in ENV_NAMES for a in node.names)
+    return False
+
+
 def _env_users(package: Path = PACKAGE) -> dict[str, list[int]]:
     """Modules of gpurag/ that touch the environment: ``os.environ``/``os.getenv``/... or
     those names imported from ``os``, with the lines."""
     out: dict[str, list[int]] = {}
     for path in sorted(package.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        lines = []
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and node.attr in ENV_NAMES
-                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
-                lines.append(node.lineno)
-            elif isinstance(node, ast.ImportFrom) and node.module == "os" and any(
-                    a.name in ENV_NAMES for a in node.names):
-                lines.append(node.lineno)
+        lines = [node.lineno for node in ast.walk(tree) if _touches_env(node)]
         if lines:
             out[str(path.relative_to(package.parent))] = lines
     return out
