@@ -19,6 +19,14 @@ from typing import Any
 
 from gpurag import settings as _settings
 from gpurag.errors import ConfigError
+from gpurag.profile import DEFAULT as DEFAULT_PROFILE
+from gpurag.profile import (  # noqa: F401  (HEAD_FUSIONS re-exported)
+    HEAD_FUSIONS,
+    RankingProfile,
+    get_profile,
+    profile_fields,
+    profile_names,
+)
 from gpurag.rules import (  # noqa: F401  (FALSE_WORDS, TRUE_WORDS, machine_cores re-exported)
     FALSE_WORDS,
     TRUE_WORDS,
@@ -43,8 +51,6 @@ def setting(default: Any, kind: type, **rule: Any) -> Any:
 
 
 POS_INT = {"lo": 1}
-HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+title+ppr",
-                "dense+bm25+title+ppr")
 NONNEG_INT = {"lo": 0}
 NONNEG = {"lo": 0}
 UNIT = {"lo": 0, "hi": 1}
@@ -96,73 +102,61 @@ class IndexConfig:
 
 @dataclass
 class QueryConfig:
-    """How questions are answered."""
+    """How questions are answered: what a user decides. The evaluated constants of the
+    ranking live in the :class:`~gpurag.profile.RankingProfile` that ``profile`` names."""
 
     mode: str = setting("graph", str, choices=("dense", "graph", "global", "bm25"))
     k: int = setting(5, int, **POS_INT)
-    # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
-    damping: float = setting(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
+    # The ranking profile (gpurag/profile.py): chosen by name, never changed field by field
+    # from the environment or a config file.
+    profile: str = setting(DEFAULT_PROFILE, str, choices=(DEFAULT_PROFILE,),
+                           more_choices=profile_names)
+    # Personalized PageRank solver: tolerance, and on CPU auto | power | push (local push
+    # touches only the neighbourhood).
     ppr_tol: float = setting(1e-4, float, lo=0, hi=1, open_lo=True)
-    # CPU: auto | power | push (local push touches only the neighbourhood)
     ppr_method: str = setting("auto", str, choices=("auto", "power", "push"))
-    # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
-    seed_entities: int = setting(10, int, **NONNEG_INT)
-    seed_facts: int = setting(10, int, **NONNEG_INT)
-    seed_passages: int = setting(20, int, **NONNEG_INT)
-    sim_power: float = setting(4.0, float, **NONNEG)
-    entity_margin: float = setting(0.1, float, **NONNEG)
-    fact_margin: float = setting(0.2, float, **NONNEG)
-    entity_weight: float = setting(1.0, float, **NONNEG)
-    fact_weight: float = setting(1.0, float, **NONNEG)
-    passage_weight: float = setting(0.05, float, **NONNEG)
-    # Question entity linking: entities the question names (exact alias match) get this much
-    # reset mass on top of the FAISS seeds (whose mass is 1), shared equally and scaled by
-    # specificity; 0 turns linking off.
-    link_weight: float = setting(4.0, float, **NONNEG)
-    # Lexical seeds: the top `lexical_seeds` BM25 passages enter the reset vector with
-    # `lexical_weight` (min-max scaled), beside the dense passages.
-    lexical_seeds: int = setting(10, int, **NONNEG_INT)
-    lexical_weight: float = setting(0.05, float, **NONNEG)
-    # Ranking: the first `dense_head` ranks keep the dense order; `dense_blend` mixes the
-    # dense score into the PPR score for the rest.
-    dense_head: int = setting(1, int, **NONNEG_INT)
-    # How the head is ordered: the dense ranking alone, or the reciprocal-rank fusion of it
-    # with BM25, the PPR ranking and the passages titled by an entity the question names.
-    head_fusion: str = setting("dense+bm25", str, choices=HEAD_FUSIONS)
-    # "fused": the head is the first `dense_head` rows of that fusion; "union": the first
-    # `dense_head` rows of each source, so when dense and BM25 disagree both keep a place;
-    # "auto": "union" on a corpus without bridge pages (no passage mentions another's title:
-    # chat logs, notes), where BM25 seeds also weigh `lexical_weight_unbridged`; else "fused".
-    head_mode: str = setting("auto", str, choices=("auto", "fused", "union"))
-    lexical_weight_unbridged: float = setting(0.3, float, **NONNEG)
-    dense_blend: float = setting(0.0, float, **UNIT)
-    # Query-conditioned second hop (gpurag/query/second_hop.py): the pages of the entities
-    # the top `second_hop_from` passages mention, each weighted by exp(cos(question, page) /
-    # `second_hop_temperature`) (0: not conditioned), fused into the ranking by reciprocal rank
-    # (constant `second_hop_rank_constant`) with weight `second_hop_weight` (0 turns it off).
-    # An entity that titles more than `second_hop_max_pages` passages bridges nowhere.
-    second_hop_weight: float = setting(0.35, float, **NONNEG)
-    second_hop_from: int = setting(5, int, **POS_INT)
-    second_hop_temperature: float = setting(0.05, float, **NONNEG)
-    second_hop_rank_constant: float = setting(2.0, float, lo=0, open_lo=True)
-    second_hop_max_pages: int = setting(3, int, **POS_INT)
-    # Expanded questions: each entity the top `second_hop_expansions` passages mention (and the
-    # question does not name) is appended to the question and searched with BM25; the pages
-    # found are fused with weight `second_hop_expansion_weight` below the first
-    # `second_hop_expansion_keep` documents (0 expansions: off).
-    second_hop_expansions: int = setting(3, int, **NONNEG_INT)
-    second_hop_expansion_weight: float = setting(0.5, float, **NONNEG)
-    second_hop_expansion_keep: int = setting(5, int, **NONNEG_INT)
-    # Where the top passages carry labelled triples (an LLM or imported-triples index), only
-    # the entities of the `second_hop_triples` triples closest to the question are expanded
-    # (each entity scored by its best triple's cosine to the question); 0: every entity.
-    second_hop_triples: int = setting(4, int, **NONNEG_INT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)
-    extra: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(dict)})
+    # The GAT reranker's weights (None: the runtime's, GPURAG_GAT_CHECKPOINT, or the bundled).
+    gat_checkpoint: str | None = setting(None, str, optional=True)
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def plan(self, **values: Any) -> Any:
+        """The :data:`QueryPlan` of this config and its profile, with ``values`` set
+        explicitly (see :func:`query_plan`)."""
+        return query_plan(self, values, "QueryConfig.plan")[1]
+
+
+# Every field of QueryConfig and of the profile's constants, flat: what the retriever reads.
+QueryPlan = dataclasses.make_dataclass(
+    "QueryPlan",
+    [(f.name, f.type, field(default=f.default)) for f in dataclasses.fields(QueryConfig)]
+    + [(f.name, f.type, field(default=f.default)) for f in dataclasses.fields(RankingProfile)
+       if "rule" in f.metadata],
+    frozen=True)
+QueryPlan.__module__ = __name__
+QueryPlan.__doc__ = ("One query batch's settings: a QueryConfig with the constants of its "
+                     "RankingProfile (``profile`` names the profile, ``<name>+custom`` when "
+                     "a caller set some of its constants).")
+
+
+def query_plan(cfg: QueryConfig, values: Mapping[str, Any] | None = None,
+               source: str = "query") -> tuple[QueryConfig, Any]:
+    """``cfg`` with ``values`` set (explicit: a keyword of :meth:`Index.query`, a request's
+    option) and the :data:`QueryPlan` of it and its profile. A value for a profile constant
+    runs on a copy of the profile named ``<name>+custom``; an unknown key raises
+    :class:`ConfigError` naming it."""
+    values = dict(values or {})
+    constants = profile_fields()
+    mine = {k: v for k, v in values.items() if k not in constants}
+    cfg = apply_overrides(cfg, mine, source) if mine else cfg
+    profile = get_profile(cfg.profile).with_values(
+        {k: v for k, v in values.items() if k in constants}, source)
+    plan = QueryPlan(**{**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)},
+                        **profile.constants(), "profile": profile.name})
+    return cfg, plan
 
 
 def rules(cls_or_obj: Any) -> dict[str, Rule]:
@@ -175,11 +169,20 @@ def _invalid(source: str, label: str, name: str, value: Any, rule: Rule) -> Conf
                        f"{name} must be {rule.describe()}")
 
 
+def _is_query(cls_or_obj: Any) -> bool:
+    return cls_or_obj is QueryConfig or isinstance(cls_or_obj, QueryConfig)
+
+
 def check_value(cls_or_obj: Any, name: str, value: Any, source: str,
                 label: str | None = None) -> Any:
     """``value`` for setting ``name``, converted and range-checked; a bad one raises
     :class:`ConfigError` naming ``label`` (how the user wrote the setting) and ``source``."""
     spec = rules(cls_or_obj).get(name)
+    if spec is None and name in profile_fields() and _is_query(cls_or_obj):
+        raise ConfigError(f"{source}: {label or name}={value!r}: {name} is a constant of the "
+                          "ranking profile, "
+                          "which cannot be changed field by field here: choose a profile by "
+                          f"name (profile), or pass {name}= explicitly in Python")
     if spec is None:
         known = ", ".join(f.name for f in dataclasses.fields(cls_or_obj))
         raise ConfigError(f"{source}: unknown setting {label or name!r} (known: {known})")
@@ -243,8 +246,10 @@ def from_env(obj: Any, prefix: str, environ: Mapping[str, str] | None = None) ->
     """Apply ``{prefix}{FIELD}`` environment variables, e.g. ``GPURAG_INDEX_CHUNK_TOKENS``;
     a variable of the family that names no field is an error naming it."""
     values = dict(environment(environ).family(prefix))
-    names = {f.name for f in dataclasses.fields(obj)} - {"extra"}
+    names = {f.name for f in dataclasses.fields(obj)}
     unknown = sorted(set(values) - names)
+    for key in unknown:
+        check_value(obj, key, values[key], "environment", env_name(prefix, key))
     if unknown:
         raise ConfigError(f"environment: unknown variable {env_name(prefix, unknown[0])} "
                           f"(known: {', '.join(env_name(prefix, n) for n in sorted(names))})")
