@@ -44,7 +44,7 @@ class Var:
 _OPT_STR = Rule(str, optional=True)
 VARIABLES: tuple[Var, ...] = (
     Var("GPURAG_DEVICE", "device", _OPT_STR,
-        "cpu | cuda | auto (unset: cuda when CuPy or torch sees a GPU)"),
+        "cpu, cuda or auto (unset: cuda when CuPy or torch sees a GPU)"),
     Var("GPURAG_PROBE_CUDA", "probe_cuda", Rule(bool, optional=True),
         "1: look for CUDA even without /proc/driver/nvidia (containers)"),
     Var("GPURAG_PROGRESS", "progress", Rule(bool, optional=True),

@@ -138,3 +138,9 @@ def test_export_and_child_environment_go_through_settings(monkeypatch, tmp_path)
     assert settings.current().config_file == str(p) and load_config()[1].k == 6
     child = settings.child_environ({"VLLM_API_KEY": "k"})
     assert child["VLLM_API_KEY"] == "k" and child["GPURAG_CONFIG"] == str(p)
+
+
+def test_the_readme_lists_every_variable():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    for var in settings.VARIABLES:
+        assert f"| `{var.name}` | {var.doc} |" in readme, f"README: {var.name} row"
