@@ -95,6 +95,9 @@ class IndexConfig:
     # edges weigh 1): the walk from an entity then prefers the entity's own page.
     title_edge_weight: float = setting(10.0, float, lo=0, open_lo=True)
     seed: int = setting(42, int, lo=0, hi=2**32 - 1)
+    # Decide after the build whether the GAT reranker pays on this corpus (synthetic questions
+    # from its own graph, gpurag/rerank/auto.py) and record it for queries with rerank="auto".
+    rerank_decision: bool = setting(False, bool)
 
     def __post_init__(self) -> None:
         validate(self)

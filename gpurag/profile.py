@@ -107,6 +107,10 @@ class RankingProfile:
     # the entities of the `second_hop_triples` triples closest to the question are expanded;
     # 0: every entity.
     second_hop_triples: int = constant(4, int, **NONNEG_INT)
+    # Chains longer than two (gpurag/query/chain_rounds.py): rounds of bridge pages after the
+    # second hop, one per relation phrase of the question past its first, at most this many
+    # (0: off; not part of the runs above, so off).
+    chain_rounds: int = constant(0, int, **NONNEG_INT)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
