@@ -40,6 +40,7 @@ _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
 K1, B = 1.5, 0.75
 PUSH_EPS = 1e-5  # push residual threshold per unit of degree
 REL_BUDGET = 2000  # traces scored first for the relational top-k (see relational_top)
+SYNC_CHUNK = 65_536  # traces indexed per step of a sync (bounds its transient memory)
 TEMPORAL_MAX_ROWS = 200_000  # rows of anchor sessions scored at most (else windows)
 TEMPORAL_WINDOW = 14.0  # x tau: turns beyond it score below exp(-14), under MASS_FLOOR
 
@@ -96,11 +97,11 @@ class ScaleIndex:
             self.time.extend(mem.times[lo:hi])
             rows = np.arange(lo, hi, dtype=np.int32)
             self.sess.add(np.asarray(mem._session_of[lo:hi]), rows)
-            self._add_lexical(mem, lo, hi)
+            for at in range(lo, hi, SYNC_CHUNK):  # bounded Python lists
+                self._add_lexical(mem, at, min(hi, at + SYNC_CHUNK))
             self.n = hi
         if self.n_dense < mem._n:
-            self._add_dense(mem._vec[self.n_dense:mem._n], mem._vec[:mem._n])
-            self.n_dense = mem._n
+            self._add_dense(mem)
 
     def _add_entities(self, mem: Memory, canon: np.ndarray) -> None:
         lo, hi = self.n_ent_rows, mem._n
@@ -148,11 +149,13 @@ class ScaleIndex:
         self.terms.add(np.asarray(keys, np.int64), np.asarray(rows, np.int64),
                        np.asarray(tfs, np.float32))
 
-    def _add_dense(self, new: np.ndarray, everything: np.ndarray) -> None:
+    def _add_dense(self, mem: Memory) -> None:
+        """Train the IVF on a sample (first call) and add the vectors not yet in it, a block
+        at a time (no copy of the whole matrix)."""
         import faiss
 
         if self.dense is None:
-            n = len(everything)
+            n = mem._n
             nlist = self._nlist or int(min(4096, max(1, round(math.sqrt(n)))))
             nlist = max(1, min(nlist, n // 39 or 1))
             quantizer = faiss.IndexFlatIP(self.dim)
@@ -160,13 +163,15 @@ class ScaleIndex:
                                                   faiss.ScalarQuantizer.QT_8bit,
                                                   faiss.METRIC_INNER_PRODUCT, False)
             rng = np.random.default_rng(0)
-            sample = everything[np.sort(rng.choice(n, size=min(n, 64 * nlist), replace=False))]
+            sample = mem._vec.take(np.sort(rng.choice(n, size=min(n, 64 * nlist),
+                                                      replace=False)))
             index.train(np.ascontiguousarray(sample, np.float32))
             index.nprobe = min(self.nprobe, nlist)
             self.dense = index
-            new = everything
-        if len(new):
-            self.dense.add(np.ascontiguousarray(new, np.float32))
+        for lo in range(self.n_dense, mem._n, SYNC_CHUNK):
+            hi = min(mem._n, lo + SYNC_CHUNK)
+            self.dense.add(np.ascontiguousarray(mem._vec[lo:hi], np.float32))
+            self.n_dense = hi
 
     # -- the views ----------------------------------------------------------------------------
     def dense_ids(self, qv: np.ndarray, depth: int) -> list[np.ndarray]:
