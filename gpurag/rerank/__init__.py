@@ -2,9 +2,10 @@
 
 The graph retriever calls the reranker its runtime gives it after personalized PageRank
 (``query_batch(..., mode="graph", rerank="gat")``): the runtime's own ``reranker``, or the one
-its loader (:mod:`gpurag.backends.rerank`) makes for the retriever from a checkpoint.
-torch, torch_geometric and safetensors are needed (``pip install "gpurag[gnn]"``); nothing
-here imports them until a reranker is made.
+its loader (:mod:`gpurag.backends.rerank`) makes for the retriever from a checkpoint (a path
+after the name, ``QueryConfig.gat_checkpoint``, ``$GPURAG_GAT_CHECKPOINT``, or the one shipped
+in ``gpurag/rerank/weights/``). torch, torch_geometric and safetensors are needed
+(``pip install "gpurag[gnn]"``); nothing here imports them until a reranker is made.
 """
 
 from __future__ import annotations
