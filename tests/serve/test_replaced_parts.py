@@ -115,7 +115,7 @@ def test_queries_embed_with_it_and_rerank_with_the_users_reranker(parts_index):
                                  rerank_candidates=10)
     [head] = reranker.calls
     assert head.shape == (1, 10)
-    rows, kept = _rows(index, ranked), max(1, index.query_config.dense_head)
+    rows, kept = _rows(index, ranked), max(1, index.query_config.plan().dense_head)
     # the user's order decided the head (the second hop keeps it and fills in the rest)
     assert rows[:kept] == sorted(head[0].tolist(), reverse=True)[:kept]
     assert rows != _rows(index, plain)
