@@ -28,8 +28,9 @@ def report(prof: cProfile.Profile, top: int) -> str:
 
 
 def main() -> None:
-    from gpurag import Index
     from query import make_questions
+
+    from gpurag import Index
 
     ap = argparse.ArgumentParser()
     ap.add_argument("index")
@@ -40,7 +41,8 @@ def main() -> None:
     ap.add_argument("--mode", default="graph")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
-    rows = [json.loads(x) for x in open(args.corpus, encoding="utf-8")]
+    with open(args.corpus, encoding="utf-8") as fh:
+        rows = [json.loads(x) for x in fh]
     questions = make_questions(rows, max(args.batch, args.single))
     index = Index.open(args.index)
     index.query_batch(questions[:8], k=10, mode=args.mode)  # opens what it needs

@@ -1,7 +1,7 @@
 """Per-question ranks of graph (and dense) mode on the shared evaluation sets, for rank identity.
 
 Builds (or reuses, under ``--work``) one index per set, ranks every question as one batch and
-writes ``{set: {mode: {question id: [[doc_id, chunk_id, score], ...]}}}``. ``--compare A.json B.json``
+writes ``{set: {mode: {question id: [[doc_id, chunk_id, score], ...]}}}``. ``--compare A B``
 counts the questions whose top-k rows differ, the changed ranks, and recall of both.
 
 Usage: python bench/ranks.py [--sets musique_train100,hotpotqa_train100,lihua_world]
@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DATA = Path("/work/shared/data") if Path("/work/shared/data").is_dir() else Path(__file__).resolve().parents[2] / "shared/data"
+_HERE = Path(__file__).resolve().parents[2] / "shared/data"
+DATA = _HERE if _HERE.is_dir() else Path("/work/shared/data")
 SETS = ("musique_train100", "hotpotqa_train100", "lihua_world")
 MODES = ("dense", "graph")
 
