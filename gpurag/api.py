@@ -101,6 +101,10 @@ class Index:
         else:
             built = build(source, out, cfg, show_progress=show_progress, runtime=runtime,
                           cluster=cluster)
+        if cfg.rerank_decision:  # rerank="auto": whether the GAT pays here, recorded
+            from gpurag.rerank import auto
+
+            auto.record(built, auto.decide(cls(built, embedder=cfg.embedder, runtime=runtime)))
         return cls(built, embedder=cfg.embedder, runtime=runtime)
 
     @classmethod
@@ -295,6 +299,11 @@ class Index:
             raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
+        if qcfg.rerank == "auto":  # the index's decision (gpurag.rerank.auto)
+            from gpurag.rerank.auto import resolve
+
+            qcfg = dataclasses.replace(qcfg, rerank=resolve(self) if mode == "graph"
+                                       else "none")
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
         if mode == "graph" and self.retriever is None:
