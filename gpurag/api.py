@@ -340,23 +340,13 @@ class Index:
                    for question, passages, extra in zip(
                        questions, self._passages_batch(rows, scores), extras, strict=True)]
         if self.retriever is not None and qvecs is not None:  # bm25 mode has no vectors
-            from gpurag.query.confidence import add_confidence
+            from gpurag.query.confidence import defer_confidence
 
-            t0 = time.perf_counter()
-            linked = [extra.get("linked") for extra in extras]  # the retrieval's, once
-            add_confidence(self, results, qvecs,
-                           linked if all(x is not None for x in linked) else None)
-            confidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-            for r in results:
-                r.timings_ms["confidence"] = confidence_ms
+            defer_confidence(self, results, qvecs)
         if mode == "graph" and evidence:
-            from gpurag.query.evidence import add_chains
+            from gpurag.query.evidence import defer_chains
 
-            t0 = time.perf_counter()
-            add_chains(self.retriever, results, rows)
-            evidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-            for r in results:
-                r.timings_ms["evidence"] = evidence_ms
+            defer_chains(self.retriever, results, rows)
         if min_confidence is not None:
             from gpurag.query.confidence import withhold
 

@@ -375,7 +375,8 @@ class BridgePages:
         if cfg.chain_rounds > 0:  # chains longer than two: further rounds per question
             from gpurag.query.chain_rounds import chain_rounds
 
-            rows, scores = chain_rounds(self, rows, scores, qvecs, questions, cfg)
+            rows, scores = chain_rounds(self, rows, scores, qvecs, questions, cfg,
+                                        tokens=tokens, linked=linked)
         return rows[:, :k], scores[:, :k]
 
     def chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:

@@ -26,7 +26,7 @@ def index(tmp_path_factory) -> Index:
 
 
 def _docs(index: Index, question: str, rounds: int) -> list[str]:
-    return index.query_batch([question], k=8, mode="graph", evidence=False,
+    return index.query_batch([question], k=10, mode="graph", evidence=False,
                              chain_rounds=rounds)[0].doc_ids
 
 
