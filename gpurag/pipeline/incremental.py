@@ -478,10 +478,17 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
 
 # -- delete ---------------------------------------------------------------------------------
 def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime | None = None,
-                     embedder: str | None = None, show_progress: bool = True) -> UpdateResult:
+                     embedder: str | None = None, show_progress: bool = True,
+                     exact: bool = False) -> UpdateResult:
     """Remove the documents ``doc_ids`` (their chunks, vectors and everything only they
     supported) from the index at ``index`` as a new version. Ids not in the index are
-    reported; none found is an error, and so is removing every document."""
+    reported; none found is an error, and so is removing every document.
+
+    By default the update is local (:mod:`gpurag.pipeline.incremental_delete`: its cost
+    follows the removed documents, its answers stay within the stated tolerance of a full
+    build); ``exact`` re-derives the graph over the chunks that stay (a full build's bytes).
+    Indexes a local update cannot serve take the exact path, as for an insert.
+    """
     runtime = runtime or Runtime.create()
     show = runtime.show_progress(show_progress)
     out = Path(index).resolve()
@@ -489,14 +496,26 @@ def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime
     if not wanted:
         raise InputError("delete: no document ids given")
     with naming(out), WriteLock(out) as lock:
+        if not exact:
+            from gpurag.pipeline import incremental_delete
+            from gpurag.pipeline import incremental_local as local
+
+            d = open_index_dir(out)
+            try:
+                why = local.why_not_local(d, local.stored_config(d))
+                if why is None:
+                    return incremental_delete.delete_local(out, lock, d, wanted, runtime, show)
+                log.info("exact delete: %s", why)
+            finally:
+                d.close()
         return _delete_locked(out, lock, _read_stored(out), wanted, runtime, embedder, show)
 
 
-def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
-                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
-    cfg = stored.config
-    old = stored.chunks
-    doc = old["doc_id"].astype(str)
+def documents_to_drop(chunks: pd.DataFrame, wanted: list[str], out: Path
+                      ) -> tuple[list[str], list[str], np.ndarray]:
+    """The ``wanted`` ids in the index, those not in it, and the mask of the chunks to remove;
+    none found, or all of them, is an :class:`InputError`."""
+    doc = chunks["doc_id"].astype(str)
     present = set(doc)
     found = [i for i in wanted if i in present]
     missing = [i for i in wanted if i not in present]
@@ -507,6 +526,14 @@ def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str]
     if drop.all():
         raise InputError(f"delete: removing {len(found)} documents would leave the index {out} "
                          "empty; delete the index directory instead")
+    return found, missing, drop
+
+
+def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
+                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
+    cfg = stored.config
+    old = stored.chunks
+    found, missing, drop = documents_to_drop(old, wanted, out)
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)

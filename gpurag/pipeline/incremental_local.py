@@ -171,7 +171,7 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     aliases = d.table(layout.ALIASES)
     counts, labels = _new_name_table(ex)
     uniq = counts.index.to_numpy(dtype=object)
-    row = pd.Index(names["name"].astype(str).to_numpy(dtype=object)).get_indexer(uniq)
+    row = stored_name_rows(names, uniq)
     seen = row >= 0
     unseen = [str(u) for u in uniq[~seen]]
     codec = codec_for(cfg.vector_precision, embedder.dim)
@@ -228,6 +228,14 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
         new_relations=rel, n_new_entities=len(entities) - n_stored, neighbours=res.neighbours)
 
 
+def stored_name_rows(names: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
+    """Rows of the ``wanted`` surface names in the stored name table, -1 where absent; names a
+    local delete blanked (empty, count 0) are never found."""
+    live = np.flatnonzero(names["count"].to_numpy() > 0)
+    at = pd.Index(names["name"].astype(str).to_numpy(dtype=object)[live]).get_indexer(wanted)
+    return np.where(at >= 0, live[np.maximum(at, 0)], -1)
+
+
 def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: pd.DataFrame,
                     n_stored: int, new_labels: list[str]) -> pd.DataFrame:
     """The entity table over the updated ``names``: display name (most frequent surface form,
@@ -251,7 +259,7 @@ def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: p
     out = pd.DataFrame({
         "entity_id": np.arange(n_ent, dtype=np.int32),
         "name": display,
-        "n_aliases": np.bincount(ent, minlength=n_ent).astype(np.int32),
+        "n_aliases": np.bincount(ent, weights=cnt > 0, minlength=n_ent).astype(np.int32),
         "count": np.bincount(ent, weights=cnt, minlength=n_ent),
         "label": np.concatenate([entities["label"].to_numpy(dtype=object),
                                  np.asarray(new_labels, dtype=object)]),
@@ -471,14 +479,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                                layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
                    writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
-        from gpurag.device import package_version
-        from gpurag.query.lexical import BM25Index
-
-        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
-        t0 = time.perf_counter()
-        BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
-        record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
-        timings["lexical_index_s"] = time.perf_counter() - t0
+        write_lexical(writer, chunks, record, timings)
 
         t0 = time.perf_counter()
         save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
@@ -530,21 +531,45 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     return result
 
 
+def write_lexical(writer: IndexWriter, chunks: pd.DataFrame, record: BuildRecord,
+                  timings: dict[str, float]) -> None:
+    """The BM25 model over ``chunks``, written into the new version."""
+    from gpurag.device import package_version
+    from gpurag.query.lexical import BM25Index
+
+    record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+    t0 = time.perf_counter()
+    BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
+    record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
+    timings["lexical_index_s"] = time.perf_counter() - t0
+
+
 def local_counts(delta: GraphDelta, facts: pd.DataFrame, kg: KnowledgeGraph,
                  communities: pd.DataFrame, stats: pd.DataFrame) -> dict[str, int]:
     """The graph counts of the manifest, as :func:`~gpurag.pipeline.graph_stage.graph_counts`
     gives them."""
+    return table_counts(delta.entities, delta.aliases, delta.names, delta.mentions,
+                        delta.relations, facts, kg.graph, communities, stats)
+
+
+def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame, names: pd.DataFrame,
+                 mentions: pd.DataFrame, relations: pd.DataFrame, facts: pd.DataFrame,
+                 graph: CSRGraph, communities: pd.DataFrame, stats: pd.DataFrame | None
+                 ) -> dict[str, int]:
+    """The manifest's graph counts from the tables a local update writes (rows, blanked ones
+    included)."""
+    stats = stats if stats is not None else batch_stats_frame([])
     summed = Counter({str(k): int(v) for k, v in
                       stats.groupby("key", sort=False)["value"].sum().items()})
     return {
-        "entities": len(delta.entities),
-        "aliases": len(delta.aliases),
-        "merged_names": len(delta.names) - len(delta.entities),
-        "mentions": len(delta.mentions),
-        "relations": len(delta.relations),
+        "entities": len(entities),
+        "aliases": len(aliases),
+        "merged_names": len(names) - len(entities),
+        "mentions": len(mentions),
+        "relations": len(relations),
         "facts": len(facts),
-        "graph_nodes": kg.graph.n_nodes,
-        "graph_edges": kg.graph.n_edges,
+        "graph_nodes": graph.n_nodes,
+        "graph_edges": graph.n_edges,
         "community_levels": int(communities["level"].max()) + 1 if len(communities) else 0,
         **{f"extract_{k}": v for k, v in summed.items()},
     }
