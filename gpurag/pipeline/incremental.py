@@ -379,11 +379,55 @@ def new_documents(sources: Sequence[str | Path], existing: set[str], report: Ing
             yield doc
 
 
-def _insert_key(sources: Sequence[str | Path], stored: Stored) -> str:
+def insert_key(sources: Sequence[str | Path], manifest: Any) -> str:
+    """The work-folder key of an insert of ``sources`` into the version ``manifest`` describes
+    (a rerun of the same insert resumes its checkpoints)."""
     payload = json.dumps({"op": "insert", "sources": [source_fingerprint(s) for s in sources],
-                          "parent": stored.manifest.checksum or stored.manifest.created,
-                          "config": stored.manifest.config}, sort_keys=True)
+                          "parent": manifest.checksum or manifest.created,
+                          "config": manifest.config}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass
+class NewText:
+    """What an insert read, chunked and embedded (:func:`chunk_embed_new`), exact or local."""
+
+    chunks: pd.DataFrame
+    vectors: np.ndarray
+    report: IngestReport
+    result: UpdateResult
+    work: WorkDir
+    record: BuildRecord
+    timings: dict[str, float]
+
+
+def chunk_embed_new(out: Path, old: pd.DataFrame, cfg: IndexConfig, manifest: Any,
+                    sources: list[Path], runtime: Runtime, spec: str | None,
+                    show: bool | None) -> NewText:
+    """Read, chunk and embed the documents of ``sources`` not in ``old`` (the stored chunks),
+    resumable in the insert's work folder; the set-up both insert paths share. With nothing
+    new the work folder is removed (``chunks`` empty, ``result.version`` None)."""
+    timings: dict[str, float] = {}
+    record = BuildRecord()
+    record.record("device", runtime.device)
+    base = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
+    record.record("embed", implementation_name(base))
+    work = WorkDir(out, insert_key(sources, manifest))
+    t0 = time.perf_counter()
+    new_chunks, new_vectors, report = run_chunk_embed(
+        sources[0], base, cfg, work, show,
+        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r,
+                                          cfg.follow_outside_links, read_options(cfg)),
+        seen_chunks=set(old["chunk_id"].astype(str)))
+    timings["chunk_embed_s"] = time.perf_counter() - t0
+    skipped = {k: int(v) for k, v in report.skipped.items() if v}
+    added = list(dict.fromkeys(new_chunks["doc_id"].astype(str)))
+    result = UpdateResult("insert", out, None, documents=added, chunks=len(new_chunks),
+                          skipped=skipped, timings_s=timings)
+    if not len(new_chunks):
+        work.remove()
+        log.info("nothing new to insert: %s", report.summary())
+    return NewText(new_chunks, new_vectors, report, result, work, record, timings)
 
 
 def insert_documents(index: str | Path, sources: Sequence[str | Path],
@@ -435,27 +479,12 @@ def _read_stored(out: Path) -> Stored:
 def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
                    runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
     cfg = stored.config
-    timings: dict[str, float] = {}
-    record = BuildRecord()
-    record.record("device", runtime.device)
-    base = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
-    record.record("embed", implementation_name(base))
-    work = WorkDir(out, _insert_key(sources, stored))
     old = stored.chunks
-    t0 = time.perf_counter()
-    new_chunks, new_vectors, report = run_chunk_embed(
-        sources[0], base, cfg, work, show,
-        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r,
-                                          cfg.follow_outside_links, read_options(cfg)),
-        seen_chunks=set(old["chunk_id"].astype(str)))
-    timings["chunk_embed_s"] = time.perf_counter() - t0
-    skipped = {k: int(v) for k, v in report.skipped.items() if v}
-    added = list(dict.fromkeys(new_chunks["doc_id"].astype(str)))
-    result = UpdateResult("insert", out, None, documents=added, chunks=len(new_chunks),
-                          skipped=skipped, timings_s=timings)
+    new = chunk_embed_new(out, old, cfg, stored.manifest, sources, runtime, spec, show)
+    new_chunks, new_vectors, report, result = new.chunks, new.vectors, new.report, new.result
+    work, record, timings = new.work, new.record, new.timings
+    added = result.documents
     if not len(new_chunks):
-        work.remove()
-        log.info("nothing new to insert: %s", report.summary())
         return result
     chunks = pd.concat([old, new_chunks], ignore_index=True)
     vectors = np.concatenate([stored.vectors, new_vectors.astype(np.float32)])

@@ -17,8 +17,9 @@ that stays. A local delete instead
   no remapping);
 * subtracts the removed relations' weights from the graph and drops the removed passages'
   nodes and every edge of a blanked entity;
-* keeps the communities (a blanked entity stays placed where it was) and rebuilds the BM25
-  model over the chunks that stay.
+* keeps the communities (a blanked entity stays placed where it was) and updates the BM25
+  model (:mod:`gpurag.pipeline.incremental_lexical`: the removed passages' term counts out,
+  every weight recomputed; the scores a rebuild gives).
 
 The result is within a tolerance of a full build of what stays (a typed fact first stated by a
 removed chunk is dropped even when another chunk states it too; the extraction of the chunks
@@ -229,7 +230,7 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
                                 np.flatnonzero(drop), layout.PASSAGES_FAISS, cfg, False,
                                 rebuilt), writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
-        local.write_lexical(writer, chunks, record, timings)
+        lexical = local.write_lexical(writer, chunks, record, timings, d, keep, chunks.iloc[:0])
 
         t0 = time.perf_counter()
         name_index = local._writable_index(d, layout.NAMES_FAISS)
@@ -269,7 +270,7 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
                                 "name and entity counts (names no chunk uses blanked)",
                                 "graph CSR (removed passages and relation weights taken out)"],
             "communities": COMMUNITIES_DELETE,
-            "recomputed": ["BM25 model"],
+            "recomputed": [local.lexical_note(lexical)],
             "rebuilt_indexes": rebuilt,
             "blanked_names": int(dead.sum()),
             "blanked_entities": int(blanked.sum()),

@@ -15,6 +15,7 @@ from gpurag import Index
 from gpurag.cli import main
 from gpurag.graph.csr import build_csr
 from gpurag.pipeline import graph_stage, incremental
+from gpurag.pipeline import incremental_local as local_mod
 from gpurag.pipeline.incremental_local import grown_index, repair_communities
 from gpurag.runtime import Runtime
 from gpurag.store import layout
@@ -67,6 +68,7 @@ def test_local_insert_touches_only_the_new_documents(tmp_path, corpus, runtime):
     info = grown.manifest.extra["incremental"]
     assert info["mode"] == "local" and info["exact_below"] == SPLIT
     assert info["local_updates"] == 2 and "tolerance" in info
+    assert info["recomputed"] == [local_mod.lexical_note("delta")]  # BM25 not rebuilt
     full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
     assert _file_digests(grown) != _file_digests(full)  # local: not the build's bytes
     _within_tolerance(grown, full)
@@ -190,6 +192,7 @@ def test_local_delete_touches_only_the_removed_documents(tmp_path, corpus, runti
     info = shrunk.manifest.extra["incremental"]
     assert info["mode"] == "local" and info["exact_below"] == 10 and info["local_updates"] == 2
     assert info["blanked_names"] > 0 and shrunk.manifest.extra["communities"].startswith("kept")
+    assert info["recomputed"] == [local_mod.lexical_note("delta")]
     rest = records[:10] + records[13:SPLIT + 5]
     want = Index.build(_write(tmp_path / "rest" / "rest.jsonl", rest), tmp_path / "rest.index",
                        runtime=runtime, show_progress=False)
