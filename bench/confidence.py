@@ -5,8 +5,9 @@ odd ones become questions about absent entities: their gold passages, and every 
 title or text names one of those gold titles (without disambiguation), are removed from the
 corpus. Both halves are asked against that one reduced index (graph mode), and a logistic model
 over the confidence features is fitted (Newton, small L2) on all of them. Reported: AUROC of
-answerable vs absent questions per set with the model fitted on the *other* set (held out), and
-on both (the stored weights), and the weights to store.
+answerable vs absent questions per set cross-validated two ways, out of fold over the pooled
+questions (5 stratified folds, 3 repeats) and with the model fitted on the *other* sets only
+(leave one set out), besides in sample (the weights to store) and with the stored weights.
 
 Usage: python bench/confidence.py [--sets hotpotqa_train100,musique_train100] [--work DIR]
        [--limit N] [--data /work/shared/data]
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import re
 import sys
 import time
@@ -116,6 +119,26 @@ def set_features(name: str, work: Path, limit: int | None, data: Path = DATA) ->
             "answerable": len(answerable), "absent": len(absent)}
 
 
+def out_of_fold(x: np.ndarray, y: np.ndarray, folds: int = 5, repeats: int = 3
+                ) -> list[np.ndarray]:
+    """Logits of each question from a model fitted without its fold (folds stratified by
+    label), for ``repeats`` seeded splits."""
+    out = []
+    for seed in range(repeats):
+        rng = np.random.default_rng(seed)
+        fold = np.empty(len(y), np.int64)
+        for label in (0, 1):
+            idx = np.flatnonzero(y == label)
+            rng.shuffle(idx)
+            fold[idx] = np.arange(len(idx)) % folds
+        z = np.empty(len(y))
+        for f in range(folds):
+            m, sc, w, b = fit(x[fold != f], y[fold != f])
+            z[fold == f] = ((x[fold == f] - m) / sc) @ w + b
+        out.append(z)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sets", default="hotpotqa_train100,musique_train100")
@@ -125,32 +148,47 @@ def main() -> None:
     args = ap.parse_args()
     from gpurag.query.confidence import FEATURES, confidence
 
+    t0 = time.perf_counter()
     sets = {name: set_features(name, Path(args.work), args.limit, Path(args.data))
             for name in args.sets.split(",")}
     x = np.concatenate([s["x"] for s in sets.values()])
     y = np.concatenate([s["y"] for s in sets.values()])
+    owner = np.concatenate([[name] * len(s["y"]) for name, s in sets.items()])
     mean, scale, weights, bias = fit(x, y)
-    report: dict = {"features": list(FEATURES), "sets": {}, "fit": {
-        "mean": mean.round(6).tolist(), "scale": scale.round(6).tolist(),
-        "weights": weights.round(6).tolist(), "bias": round(bias, 6)}}
+    oof = out_of_fold(x, y)
+    report: dict = {
+        "date": time.strftime("%Y-%m-%d"), "features": list(FEATURES),
+        "cv": "out of fold: 5 folds stratified by label over the pooled questions, 3 seeded "
+              "repeats (mean AUROC); leave one set out: fitted on the other sets",
+        "sets": {}, "fit": {"mean": mean.round(6).tolist(), "scale": scale.round(6).tolist(),
+                            "weights": weights.round(6).tolist(), "bias": round(bias, 6)}}
     for name, s in sets.items():
         pos, neg = s["y"] == 1, s["y"] == 0
         row = {k: s[k] for k in ("passages", "kept", "answerable", "absent")}
         z = ((s["x"] - mean) / scale) @ weights + bias
-        row["auroc_fitted_on_both"] = auroc(z[pos], z[neg])
+        row["auroc_in_sample"] = auroc(z[pos], z[neg])
+        sel = owner == name
+        row["auroc_out_of_fold"] = float(np.mean(
+            [auroc(zz[sel & (y == 1)], zz[sel & (y == 0)]) for zz in oof]))
         others = [o for o in sets if o != name]
         if others:
             ox = np.concatenate([sets[o]["x"] for o in others])
             oy = np.concatenate([sets[o]["y"] for o in others])
             m, sc, w, b = fit(ox, oy)
             zh = ((s["x"] - m) / sc) @ w + b
-            row["auroc_held_out"] = auroc(zh[pos], zh[neg])
+            row["auroc_leave_set_out"] = auroc(zh[pos], zh[neg])
         row["auroc_per_feature"] = {f: auroc(s["x"][pos, i], s["x"][neg, i])
                                     for i, f in enumerate(FEATURES)}
         row["auroc_stored_weights"] = auroc(confidence(s["x"])[pos], confidence(s["x"])[neg])
         report["sets"][name] = row
     z = ((x - mean) / scale) @ weights + bias
-    report["auroc_pooled"] = auroc(z[y == 1], z[y == 0])
+    report["auroc_pooled_in_sample"] = auroc(z[y == 1], z[y == 0])
+    report["auroc_pooled_out_of_fold"] = float(np.mean([auroc(zz[y == 1], zz[y == 0])
+                                                        for zz in oof]))
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    report["machine"] = {"cpu": f"{platform.machine()}, {os.cpu_count()} cores",
+                         "python": platform.python_version(),
+                         "load_1_5_15": [round(v, 1) for v in os.getloadavg()]}
     print(json.dumps(report, indent=2))
 
 

@@ -101,6 +101,10 @@ class Index:
         else:
             built = build(source, out, cfg, show_progress=show_progress, runtime=runtime,
                           cluster=cluster)
+        if cfg.rerank_decision:  # rerank="auto": whether the GAT pays here, recorded
+            from gpurag.rerank import auto
+
+            auto.record(built, auto.decide(cls(built, embedder=cfg.embedder, runtime=runtime)))
         return cls(built, embedder=cfg.embedder, runtime=runtime)
 
     @classmethod
@@ -297,6 +301,11 @@ class Index:
             raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
         qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
+        if qcfg.rerank == "auto":  # the index's decision (gpurag.rerank.auto)
+            from gpurag.rerank.auto import resolve
+
+            qcfg = dataclasses.replace(qcfg, rerank=resolve(self) if mode == "graph"
+                                       else "none")
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
         if mode == "graph" and self.retriever is None:
@@ -333,23 +342,13 @@ class Index:
                    for question, passages, extra in zip(
                        questions, self._passages_batch(rows, scores), extras, strict=True)]
         if self.retriever is not None and qvecs is not None:  # bm25 mode has no vectors
-            from gpurag.query.confidence import add_confidence
+            from gpurag.query.confidence import defer_confidence
 
-            t0 = time.perf_counter()
-            linked = [extra.get("linked") for extra in extras]  # the retrieval's, once
-            add_confidence(self, results, qvecs,
-                           linked if all(x is not None for x in linked) else None)
-            confidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-            for r in results:
-                r.timings_ms["confidence"] = confidence_ms
+            defer_confidence(self, results, qvecs)
         if mode == "graph" and evidence:
-            from gpurag.query.evidence import add_chains
+            from gpurag.query.evidence import defer_chains
 
-            t0 = time.perf_counter()
-            add_chains(self.retriever, results, rows)
-            evidence_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-            for r in results:
-                r.timings_ms["evidence"] = evidence_ms
+            defer_chains(self.retriever, results, rows)
         if min_confidence is not None:
             from gpurag.query.confidence import withhold
 

@@ -190,6 +190,9 @@ class IndexConfig:
     # edges weigh 1): the walk from an entity then prefers the entity's own page.
     title_edge_weight: float = setting(10.0, float, lo=0, open_lo=True)
     seed: int = setting(42, int, lo=0, hi=2**32 - 1)
+    # Decide after the build whether the GAT reranker pays on this corpus (synthetic questions
+    # from its own graph, gpurag/rerank/auto.py) and record it for queries with rerank="auto".
+    rerank_decision: bool = setting(False, bool)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -258,6 +261,10 @@ class QueryConfig:
     # the entities of the `second_hop_triples` triples closest to the question are expanded
     # (each entity scored by its best triple's cosine to the question); 0: every entity.
     second_hop_triples: int = setting(4, int, **NONNEG_INT)
+    # Chains longer than two (gpurag/query/chain_rounds.py): rounds of bridge pages after the
+    # second hop, one per relation phrase of the question past its first, at most this many
+    # (0: off).
+    chain_rounds: int = setting(0, int, **NONNEG_INT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)
     extra: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(dict)})

@@ -16,7 +16,8 @@ bash scripts/install_llm_test_server.sh || echo "LLM test server not installed: 
 # Optional: headless Chromium for the --explain page test (skipped when absent).
 bash scripts/install_test_browser.sh || echo "Chromium not installed: the browser test will skip"
 set +e
-python -m pytest -q -p no:cacheprovider "$@"
+# Tests marked `slow` (long shared-data contracts) run in CI (.ci/run) and with `-m slow`.
+python -m pytest -q -p no:cacheprovider -m "not slow" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

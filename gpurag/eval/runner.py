@@ -36,6 +36,24 @@ def corpus_ids(path: Path) -> list[str]:
     return ids
 
 
+def check_index_matches(index: Any, index_dir: str, corpus: Path) -> None:
+    """Raise :class:`ConfigError` unless ``index`` was built from ``corpus``: its passages are
+    the corpus's, and it read as many documents as the corpus holds (a passage whose text
+    repeats an earlier one is dropped by the build, so it may be absent from the index)."""
+    records = corpus_ids(corpus)
+    want = set(records)
+    have = set(index.chunks["doc_id"].unique())
+    read = (index.manifest.counts or {}).get("documents")
+    if have <= want and (have == want or read == len(records)):
+        return
+    foreign = len(have - want)
+    detail = (f"{foreign} of its passage ids are not in the corpus" if foreign else
+              f"{len(want - have)} corpus passages are missing and it read {read} documents, "
+              f"not {len(records)}")
+    raise ConfigError(f"index {index_dir} was not built from {corpus}: {detail}; give another "
+                      "--index folder or remove it to rebuild")
+
+
 def open_or_build_index(ds: Dataset, index_dir: str | None, triples: str | None,
                         show_progress: bool, runtime: Any = None, **overrides: Any):
     """Reuse ``index_dir`` when it indexes this corpus, else build it (or a temporary one);
@@ -45,12 +63,7 @@ def open_or_build_index(ds: Dataset, index_dir: str | None, triples: str | None,
     tmp = None
     if index_dir and (Path(index_dir) / "manifest.json").is_file():
         index = Index.open(index_dir, runtime=runtime)
-        want = set(corpus_ids(ds.corpus))
-        have = set(index.chunks["doc_id"].unique())
-        if want != have:
-            raise ConfigError(
-                f"index {index_dir} was not built from {ds.corpus}: {len(have ^ want)} passage "
-                "ids differ; give another --index folder or remove it to rebuild")
+        check_index_matches(index, index_dir, ds.corpus)
         return index, None, 0.0
     if not index_dir:
         tmp = tempfile.TemporaryDirectory(prefix=f"gpurag-eval-{ds.name}-")

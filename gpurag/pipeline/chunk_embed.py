@@ -22,12 +22,15 @@ from gpurag.ingest import IngestReport, chunk_id, iter_documents
 from gpurag.ingest.formats import read_options
 from gpurag.ingest.parts import DocPart, iter_parts
 from gpurag.ingest.readers import Document
+from gpurag.pipeline.ahead import ahead
 from gpurag.pipeline.chunk_tokens import batch_windows, model_inputs_of_windows, tokenizes_once
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.vectors.codec import codec_for
 
 log = logging.getLogger(__name__)
+
+PREPARE_AHEAD = 1  # batches read, cut and tokenized ahead of the one embedding
 
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "title", "text", "char_start", "char_end", "n_tokens"]
 # Every checkpoint part has this schema, an empty one too (a batch whose chunks were all
@@ -168,20 +171,25 @@ def run_chunk_embed(
         bar.update(stage["docs"])
         n_chunks = len(seen)
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
-        for batch in _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars):
-            chunks, vectors, dups = embed_batch(batch, embedder, cfg, seen, codec)
-            write_part(work, stage["parts"], chunks, vectors)
-            finished = sum(p.last for p in batch)
-            stage["parts"] += 1
-            stage["units"] += len(batch)
-            stage["docs"] += finished
-            stage["duplicates"] += dups
-            work.save()
-            if on_part is not None:
-                on_part(chunks)
-            n_chunks += len(chunks)
-            bar.update(finished)
-            bar.set_postfix(chunks=n_chunks)
+        # Batch i + 1 is read, cut and tokenized on a thread while batch i embeds; only this
+        # thread embeds and checkpoints, in order (the producer alone updates ``seen``).
+        prepared = ((batch, *chunk_batch(batch, embedder, cfg, seen)) for batch in
+                    _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars))
+        with ahead(prepared, depth=PREPARE_AHEAD, name="gpurag-chunk") as ready:
+            for batch, chunks, dups, inputs in ready:
+                vectors = embed_chunks(chunks, inputs, batch, embedder, cfg, codec)
+                write_part(work, stage["parts"], chunks, vectors)
+                finished = sum(p.last for p in batch)
+                stage["parts"] += 1
+                stage["units"] += len(batch)
+                stage["docs"] += finished
+                stage["duplicates"] += dups
+                work.save()
+                if on_part is not None:
+                    on_part(chunks)
+                n_chunks += len(chunks)
+                bar.update(finished)
+                bar.set_postfix(chunks=n_chunks)
         bar.close()
         stage["done"] = True
         stage["report"] = report.as_dict()
@@ -193,8 +201,16 @@ def embed_batch(batch: Sequence[DocPart], embedder: Embedder, cfg: IndexConfig,
                 seen: set[str], codec=None) -> tuple[pd.DataFrame, np.ndarray, int]:
     """The chunks of ``batch`` not in ``seen`` (updated), their vectors as stored, and the
     number of duplicates dropped: one checkpoint part (here or on a cluster worker)."""
-    codec = codec or codec_for(cfg.vector_precision, embedder.dim)
     chunks, dups, inputs = chunk_batch(batch, embedder, cfg, seen)
+    return chunks, embed_chunks(chunks, inputs, batch, embedder, cfg, codec), dups
+
+
+def embed_chunks(chunks: pd.DataFrame, inputs: tuple[np.ndarray, np.ndarray] | None,
+                 batch: Sequence[DocPart], embedder: Embedder, cfg: IndexConfig,
+                 codec=None) -> np.ndarray:
+    """The vectors, as stored, of ``chunks`` of ``batch`` (``inputs``: their model inputs
+    from :func:`chunk_batch`, or None to embed their texts)."""
+    codec = codec or codec_for(cfg.vector_precision, embedder.dim)
     if inputs is not None and hasattr(type(embedder), "encode_inputs_for"):
         fresh = embedder.encode_inputs_for(embed_texts(chunks, batch), *inputs,
                                            batch_size=cfg.embed_batch_size)  # cache: by text
@@ -202,7 +218,7 @@ def embed_batch(batch: Sequence[DocPart], embedder: Embedder, cfg: IndexConfig,
         fresh = embedder.encode_tokens(*inputs, batch_size=cfg.embed_batch_size)
     else:
         fresh = embedder.encode(embed_texts(chunks, batch), batch_size=cfg.embed_batch_size)
-    return chunks, codec.round_trip(fresh), dups
+    return codec.round_trip(fresh)
 
 
 def write_part(work: WorkDir, i: int, chunks: pd.DataFrame, vectors: np.ndarray,

@@ -12,10 +12,12 @@ tables (and, where it runs a component, the runtime's backend for it) and is tes
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -388,6 +390,22 @@ def write_names(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities) -
     ents.name_vectors = None
 
 
+@contextlib.contextmanager
+def names_alongside(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities,
+                    timings: dict[str, float]) -> Iterator[Callable[[], None]]:
+    """:func:`write_names` on a thread while the block runs; the block calls the function it
+    is given to wait for it (an error of the names' write is raised there). Leaving the block
+    waits too, so nothing is written after the caller aborts."""
+    def run() -> None:
+        t0 = time.perf_counter()
+        write_names(writer, cfg, ents)
+        timings["names_index_s"] = time.perf_counter() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpurag-names") as pool:
+        future = pool.submit(run)
+        yield future.result
+
+
 def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, facts: Facts,
                 kg: KnowledgeGraph, communities: pd.DataFrame, fact_vecs: np.ndarray,
                 descriptions: pd.DataFrame | None = None) -> None:
@@ -502,14 +520,16 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
     timings["leiden_s"] = time.perf_counter() - t0
     steps.update(1)
 
-    t0 = time.perf_counter()
-    write_names(writer, cfg, ents)
-    write_s = time.perf_counter() - t0
-
+    # The names' index (an HNSW graph over every surface name: the stage's largest FAISS
+    # build) is built and written on a thread while the facts embed (FAISS releases the GIL).
     steps.set_postfix_str(f"embedding {len(facts.table):,} facts")
-    t0 = time.perf_counter()
-    fact_vecs = embed_facts(facts, embedder, cfg)
-    timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+    with names_alongside(writer, cfg, ents, timings) as names_done:
+        t0 = time.perf_counter()
+        fact_vecs = embed_facts(facts, embedder, cfg)
+        timings["entity_fact_vectors_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        names_done()
+        write_s = time.perf_counter() - t0  # the wait for the names' index, if any
     steps.update(1)
     steps.set_postfix_str("writing")
 

@@ -2,81 +2,98 @@
 
 Graph scores are relative (the top passage is always 1.0), so a question about something the
 corpus never mentions still gets a confident-looking list. The confidence here is a logistic
-model over absolute signals of the question against the whole index:
+model over four absolute signals of the question against the whole index, each with a reason:
 
-- ``dense_top``: the best cosine between the question and a passage;
-- ``entity_top``: the best cosine between the question and an entity name;
-- ``bm25_top``: the best BM25 score of a passage, per question term (``log1p``);
-- ``named``: the share of the question's capitalized words (after the first) that fall inside
-  a name the index knows (1 when the question has none);
-- ``linked``: whether the question names any entity of the index at all.
+- ``dense_top``: the best cosine between the question and a passage (how close the corpus
+  comes to the question at all);
+- ``dense_gap``: that cosine minus the 5th best. A question about something the corpus holds
+  has a passage about *it*, standing out from the rest; a question about an absent entity
+  finds only passages alike in topic, with a flat head (a score-spread predictor of query
+  performance, as in the IR literature);
+- ``known``: the share of the question's information (the idf of its words, function words
+  aside) carried by words the corpus uses at all. An absent entity's name is mostly words found
+  nowhere else; a word the corpus lacks gets the idf of a word in no passage;
+- ``bm25_margin``: (best - second best BM25 score) / best. The rare words of a present name
+  pick out its passages; when the name is absent, the remaining words match many passages
+  about equally (0 when nothing matches, 1 when one passage alone does).
 
-Its weights were fitted by ``bench/confidence.py`` on the shared multi-hop sets, with answerable
-questions against questions whose entities were removed from the corpus (their passages and
-every passage naming them), and are reported in ``docs/results.md``. The model reads only index
-structures and one extra top-1 search of each kind; it never changes the ranking.
+None of them depend on the retrieval mode or the ranking (a dense and a graph query get the
+same confidence), none needs the entity linker. The weights were fitted by
+``bench/confidence.py`` on the shared multi-hop sets, answerable questions against questions
+whose entities were removed from the corpus, and its cross-validated AUROC (out of fold over
+questions, and leave one set out) is reported in ``docs/results.md`` and
+``bench/results/confidence_2026-12-01_cpu.md``. The model reads one top-5 dense search, one
+top-2 BM25 search and the vocabulary; it never changes the ranking.
 """
 
 from __future__ import annotations
 
-import re
+import time
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
-FEATURES = ("dense_top", "entity_top", "bm25_top", "named", "linked")
-# Fitted by bench/confidence.py on hotpotqa_train100 + musique_train100 (docs/results.md):
-# standardized features -> logit.
-MEAN = np.array([0.539181, 0.604802, 0.487328, 0.651731, 0.802083])
-SCALE = np.array([0.132491, 0.108596, 0.158307, 0.374979, 0.398429])
-WEIGHTS = np.array([1.062435, -0.200186, 0.517728, 1.394043, 0.15548])
-BIAS = -0.250152
+from gpurag.query.lexical import _TOKEN  # bm25s' word pattern
 
-_WORD = re.compile(r"[^\W_][\w'’.\-&]*", re.UNICODE)
-_NOT_NAMES = frozenset({"what", "which", "who", "whom", "whose", "where", "when", "why",
-                        "how", "is", "are", "was", "were", "did", "do", "does", "the", "a",
-                        "an", "in", "of", "and", "or", "i", "name", "between"})
-
-
-def named_share(question: str, spans: list[tuple[int, int]]) -> float:
-    """Share of the capitalized words of ``question`` (after its first, question words and
-    articles aside) inside one of the linked ``spans``; 1.0 when there is none."""
-    words = [(m.start(), m.group()) for m in _WORD.finditer(question)][1:]
-    caps = [s for s, w in words if (w[:1].isupper() or w[:1].isdigit())
-            and w.lower() not in _NOT_NAMES]
-    if not caps:
-        return 1.0
-    inside = sum(any(a <= s < b for a, b in spans) for s in caps)
-    return inside / len(caps)
+FEATURES = ("dense_top", "dense_gap", "known", "bm25_margin")
+# known: words that say nothing of the subject (question words, auxiliaries, pronouns,
+# prepositions), beside bm25s' 33 stopwords; a corpus of chat logs may never write "whom"
+FUNCTION_WORDS = frozenset((
+    "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "whether", "did",
+    "do", "does", "done", "doing", "was", "were", "been", "being", "has", "have", "had",
+    "having", "can", "could", "would", "should", "may", "might", "must", "shall", "am", "its",
+    "his", "her", "hers", "him", "he", "she", "we", "you", "your", "our", "ours", "my", "me",
+    "us", "them", "those", "from", "about", "after", "before", "between", "during", "than",
+    "also", "any", "all", "some", "each", "other", "another", "one", "ones", "many", "much",
+    "more", "most", "very", "out", "up", "down", "over", "under"))
+DENSE_DEPTH = 5  # dense_gap: the best cosine minus this one's
+# Fitted by bench/confidence.py on hotpotqa_train100 + musique_train100, the run of
+# bench/results/confidence_2026-12-01_cpu.json: standardized features -> logit.
+MEAN = np.array([0.539181, 0.156777, 0.88813, 0.169755])
+SCALE = np.array([0.132491, 0.104277, 0.169458, 0.143583])
+WEIGHTS = np.array([0.731583, 0.53318, 1.644717, 0.740955])
+BIAS = -0.320207
 
 
-def features(index: Any, questions: list[str], qvecs: np.ndarray,
-             linked: list | None = None) -> np.ndarray | None:
-    """``(q, len(FEATURES))`` float64, or None for an index without a knowledge graph.
-    ``linked``: the entities each question names, where the retrieval linked them already."""
+def known_share(lexical: Any, questions: list[str]) -> np.ndarray:
+    """Per question, the idf mass of its distinct words (stopwords and ``FUNCTION_WORDS``
+    aside) that the BM25 vocabulary holds, over the idf mass of all of them (1.0 for a
+    question with none).
+    A word outside the vocabulary weighs as a word in no passage, idf ``log(1 + 2n + 1)``."""
+    matrix = lexical.matrix  # (V, n): a term's nonzero entries are the passages holding it
+    n = matrix.shape[1]
+    df = np.diff(matrix.indptr).astype(np.float64)
+    stop = FUNCTION_WORDS.union(lexical._bm25s.stopwords.STOPWORDS_EN)
+    vocab = lexical.model.vocab_dict
+    words = [{w for w in _TOKEN.findall(q.lower()) if w not in stop} for q in questions]
+    ids = np.fromiter((vocab.get(w, -1) for w in chain.from_iterable(words)), np.int64)
+    owner = np.repeat(np.arange(len(questions)), [len(w) for w in words])
+    freq = np.where(ids >= 0, df[np.maximum(ids, 0)], 0.0)
+    idf = np.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
+    total = np.bincount(owner, idf, minlength=len(questions))
+    known = np.bincount(owner, np.where(ids >= 0, idf, 0.0), minlength=len(questions))
+    return np.where(total > 0, known / np.where(total > 0, total, 1.0), 1.0)
+
+
+def features(index: Any, questions: list[str], qvecs: np.ndarray) -> np.ndarray | None:
+    """``(q, len(FEATURES))`` float64, or None for an index without a knowledge graph."""
     retriever = index.retriever
     if retriever is None:
         return None
     from gpurag.vectors import search
 
-    dense, _ = search(index.passage_search, qvecs, 1)
-    if retriever.n_ent:
-        ent, _ = retriever._search("entity", qvecs, 1)
-    else:
-        ent = np.zeros((len(questions), 1), np.float32)
-    bm25, _ = retriever.lexical.search(questions, 1)
-    terms = np.array([max(len(_WORD.findall(q)), 1) for q in questions], np.float64)
-    if linked is None:
-        linked = retriever.linker.link(questions)
-    named = np.array([named_share(q, [(e.start, e.end) for e in row])
-                      for q, row in zip(questions, linked, strict=True)])
-    return np.stack([
-        np.nan_to_num(dense[:, 0].astype(np.float64), nan=0.0),
-        np.nan_to_num(ent[:, 0].astype(np.float64), nan=0.0),
-        np.log1p(np.maximum(bm25[:, 0].astype(np.float64), 0.0) / terms),
-        named,
-        np.array([float(bool(row)) for row in linked]),
-    ], axis=1)
+    dense, rows = search(index.passage_search, qvecs, DENSE_DEPTH)
+    dense = np.where(rows >= 0, dense.astype(np.float64), np.nan)
+    top = np.nan_to_num(dense[:, 0], nan=0.0)
+    last = np.nan_to_num(dense[np.arange(len(dense)), np.maximum(
+        (rows >= 0).sum(axis=1) - 1, 0)], nan=0.0)
+    bm25, _ = retriever.lexical.search(questions, 2)
+    bm25 = np.maximum(bm25.astype(np.float64), 0.0)
+    margin = np.where(bm25[:, 0] > 0, (bm25[:, 0] - bm25[:, 1])
+                      / np.where(bm25[:, 0] > 0, bm25[:, 0], 1.0), 0.0)
+    return np.stack([top, top - last, known_share(retriever.lexical, questions), margin],
+                    axis=1)
 
 
 def logits(x: np.ndarray, mean=None, scale=None, weights=None, bias=None) -> np.ndarray:
@@ -93,15 +110,34 @@ def confidence(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-logits(x)))
 
 
-def add_confidence(index: Any, results: list[Any], qvecs: np.ndarray,
-                   linked: list | None = None) -> None:
-    """Set ``result.confidence`` of each result (left None for an index without a graph);
-    ``linked`` as in :func:`features`."""
-    x = features(index, [r.question for r in results], qvecs, linked)
+def add_confidence(index: Any, results: list[Any], qvecs: np.ndarray) -> None:
+    """Set ``result.confidence`` of each result (left None for an index without a graph)."""
+    x = features(index, [r.question for r in results], qvecs)
     if x is None:
+        for r in results:
+            r.confidence = None
         return
     for r, c in zip(results, confidence(x), strict=True):
         r.confidence = float(c)
+
+
+def defer_confidence(index: Any, results: list[Any], qvecs: np.ndarray) -> None:
+    """Give ``results`` their confidence on its first read, for the whole batch at once
+    (:mod:`gpurag.query.deferred`): the same values :func:`add_confidence` sets, at no cost
+    to a caller that never reads them. The time it took is added to each result's
+    ``timings_ms["confidence"]`` when it runs."""
+    from gpurag.query.deferred import Pending
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        add_confidence(index, results, qvecs)
+        ms = (time.perf_counter() - t0) * 1000 / max(len(results), 1)
+        for r in results:
+            r.timings_ms["confidence"] = ms
+
+    pending = Pending(run)
+    for r in results:
+        r.confidence = pending
 
 
 def withhold(results: list[Any], min_confidence: float) -> None:

@@ -21,6 +21,7 @@ chains, always including the best one through a bridge entity when there is one.
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -358,6 +359,23 @@ def add_chains(retriever: Any, results: list[Any], rows: np.ndarray) -> None:
     data = evidence_data(retriever)
     for result, row in zip(results, rows, strict=True):
         result.chains = result_chains(data, result.seeds, row)
+
+
+def defer_chains(retriever: Any, results: list[Any], rows: np.ndarray) -> None:
+    """Give each graph result its chains on their first read (:mod:`gpurag.query.deferred`):
+    what :func:`add_chains` sets, made per result when asked for, its time added to that
+    result's ``timings_ms["evidence"]``."""
+    from gpurag.query.deferred import Pending
+
+    def make(result: Any, row: np.ndarray, seeds: list[Any]):
+        def run() -> None:
+            t0 = time.perf_counter()
+            result.chains = result_chains(evidence_data(retriever), seeds, row)
+            result.timings_ms["evidence"] = (time.perf_counter() - t0) * 1000
+        return Pending(run)
+
+    for result, row in zip(results, np.asarray(rows), strict=True):
+        result.chains = make(result, row, list(result.seeds))
 
 
 def format_chains(result: Any, per_passage: int = 2) -> list[str]:

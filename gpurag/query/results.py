@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpurag.query.deferred import Deferred, resolve
+
 
 @dataclass
 class Passage:
@@ -54,15 +56,21 @@ class QueryResult:
     citations: list[str] = field(default_factory=list)
     error: str | None = None
     # how likely the corpus holds what the question asks about (0 to 1, absolute, comparable
-    # across questions; gpurag.query.confidence); None for an index without a graph
-    confidence: float | None = None
-    # graph mode: per passage the chains from a question entity to it (gpurag.query.evidence)
-    chains: list[Any] = field(default_factory=list)
+    # across questions; gpurag.query.confidence); None for an index without a graph.
+    # Computed for the whole batch on the first read (gpurag.query.deferred).
+    confidence: float | None = Deferred(lambda: None)  # type: ignore[assignment]
+    # graph mode: per passage the chains from a question entity to it (gpurag.query.evidence),
+    # made on the first read
+    chains: list[Any] = Deferred(list)  # type: ignore[assignment]  # noqa: RUF009
     # mode "global": the communities ranked for the question (gpurag.query.communities)
     communities: list[Any] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def __getstate__(self) -> dict[str, Any]:  # a copy or pickle holds values, not pending work
+        resolve(self, _DEFERRED)
+        return self.__dict__
 
     @property
     def chunk_ids(self) -> list[str]:
@@ -71,3 +79,6 @@ class QueryResult:
     @property
     def doc_ids(self) -> list[str]:
         return [p.doc_id for p in self.passages]
+
+
+_DEFERRED = ("confidence", "chains")

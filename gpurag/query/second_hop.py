@@ -365,6 +365,11 @@ class BridgePages:
             rankings = [rows, found, head]
             rows, scores = fuse(rankings, [1.0, cfg.second_hop_expansion_weight, _HEAD],
                                 self.retriever.n_psg, cfg.second_hop_rank_constant, depth)
+        if cfg.chain_rounds > 0:  # chains longer than two: further rounds per question
+            from gpurag.query.chain_rounds import chain_rounds
+
+            rows, scores = chain_rounds(self, rows, scores, qvecs, questions, cfg,
+                                        tokens=tokens, linked=linked)
         return rows[:, :k], scores[:, :k]
 
     def chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:

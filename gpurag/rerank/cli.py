@@ -227,8 +227,36 @@ def write_checkpoint(out: Path, model, cfg, data: list[dict], metrics: dict,
     out.with_suffix(".json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
 
 
+def auto_default(name: str):
+    from gpurag.rerank.auto import PROFILE
+
+    return getattr(PROFILE, name)
+
+
+def cmd_decide_rerank(args: argparse.Namespace) -> int:
+    """``gpurag decide-rerank INDEX``: whether the GAT pays on this index (rerank="auto")."""
+    from gpurag import Index
+    from gpurag.rerank import auto
+
+    index = Index.open(args.index)
+    profile = auto.AutoProfile(questions=args.questions, seed=args.seed)
+    decision = auto.decide(index, profile)
+    auto.record(args.index, decision)
+    print(f"{args.index}: rerank=auto -> {decision['rerank']} ({decision['reason']})")
+    return 0
+
+
 def add_score_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train-scorer``."""
+    """Register ``train-scorer`` and ``decide-rerank``."""
+    d = sub.add_parser("decide-rerank",
+                       help="decide whether the GAT reranker pays on an index (rerank=auto) "
+                            "from synthetic questions of its own graph; record it in the "
+                            "manifest")
+    d.add_argument("index", help="index folder")
+    d.add_argument("--questions", type=int, default=auto_default("questions"),
+                   help="synthetic questions to decide on")
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(func=cmd_decide_rerank)
     p = sub.add_parser("train-scorer", help="train the GAT reranker on eval-format datasets")
     p.add_argument("datasets", nargs="*", metavar="DATASET_DIR",
                    help="folders with corpus.jsonl and questions.jsonl (none: train on "

@@ -62,3 +62,34 @@ def test_eval_cli_prints_table_and_writes_json(tmp_path, capsys, monkeypatch):
         from gpurag.eval.runner import open_or_build_index
 
         open_or_build_index(load_dataset(other), str(tmp_path / "idx"), None, False)
+
+
+def test_eval_reuses_an_index_whose_corpus_repeats_a_passage(tmp_path, monkeypatch):
+    """A build drops a passage whose text repeats an earlier one; the index is still the
+    corpus's and is reused, while one built from a corpus missing a passage is refused."""
+    from gpurag.eval.runner import open_or_build_index
+
+    monkeypatch.setenv("GPURAG_PROGRESS", "0")
+    records = [json.loads(line) for line in
+               (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:12]]
+    dup = {**records[3], "id": "repeat-of-3"}
+    ds_dir = tmp_path / "ds"
+    ds_dir.mkdir()
+    (ds_dir / "corpus.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in [*records, dup]), encoding="utf-8")
+    (ds_dir / "questions.jsonl").write_text(json.dumps(
+        {"id": "1", "question": "q?", "gold_ids": [records[0]["id"]]}) + "\n")
+    ds = load_dataset(ds_dir)
+    index, _, _ = open_or_build_index(ds, str(tmp_path / "idx"), None, False)
+    assert "repeat-of-3" not in set(index.chunks["doc_id"])
+    again, tmp, built_s = open_or_build_index(ds, str(tmp_path / "idx"), None, False)
+    assert tmp is None and built_s == 0.0 and len(again.chunks) == len(index.chunks)
+
+    smaller = tmp_path / "smaller"
+    smaller.mkdir()
+    (smaller / "corpus.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records[:-1]), encoding="utf-8")
+    (smaller / "questions.jsonl").write_text((ds_dir / "questions.jsonl").read_text())
+    open_or_build_index(load_dataset(smaller), str(tmp_path / "idx2"), None, False)
+    with pytest.raises(ConfigError, match="corpus passages are missing"):
+        open_or_build_index(ds, str(tmp_path / "idx2"), None, False)

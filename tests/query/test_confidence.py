@@ -11,7 +11,7 @@ import pytest
 
 from gpurag.cli import main as gpurag_main
 from gpurag.errors import ConfigError
-from gpurag.query.confidence import FEATURES, features, named_share
+from gpurag.query.confidence import FEATURES, features, known_share
 
 # About nothing the sample corpus mentions (its world is invented)
 ABSENT = ["What is the capital of France?", "Who wrote the novel War and Peace?",
@@ -19,12 +19,16 @@ ABSENT = ["What is the capital of France?", "Who wrote the novel War and Peace?"
           "Which river flows through Budapest?"]
 
 
-def test_named_share_counts_names_outside_the_links():
-    q = "Who founded Kestrel Dynamics in Paris?"
-    # capitalized words: Kestrel, Dynamics (linked), Paris (not)
-    assert named_share(q, [(12, 28)]) == pytest.approx(2 / 3)
-    assert named_share(q, [(12, 28), (32, 37)]) == 1.0
-    assert named_share("what is there?", []) == 1.0  # no names at all
+def test_known_share_weighs_words_the_corpus_lacks_by_idf(graph_index):
+    lexical = graph_index.retriever.lexical
+    vocab = lexical.model.vocab_dict
+    known = next(w for w in ("kestrel", "merlin", "company") if w in vocab)  # a word it has
+    got = known_share(lexical, [f"What is {known}?", f"What is {known} zzqxv?", "what is it?",
+                                "zzqxv wqzzy"])
+    assert got[0] == 1.0 and got[2] == 1.0  # all words known; no word but stopwords
+    assert got[3] == 0.0  # nothing known
+    # an unknown word weighs as a word in no passage: at least as much as any known one
+    assert 0.0 < got[1] <= 0.5
 
 
 def test_answerable_questions_score_above_absent_ones(graph_index, questions):

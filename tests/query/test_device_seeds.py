@@ -54,9 +54,10 @@ def test_device_searchers_on_cpu_torch_give_the_same_retrieval(graph_index, ques
     index = _fresh(graph_index)
     got = index.query_batch(questions, k=5, mode=mode)
     got_again = index.query_batch(questions[:3], k=5, mode=mode)
-    # one searcher per opened index: passages and entities (dense mode's confidence reads the
-    # best entity-name cosine), and in graph mode facts
-    assert len(made) == (3 if mode == "graph" else 2)
+    # one searcher per opened index: passages, and in graph mode entities and facts (the
+    # confidence reads only passage cosines and BM25)
+    assert got[0].confidence == want[0].confidence
+    assert len(made) == (3 if mode == "graph" else 1)
     assert isinstance(index.passage_search, TorchSearcher)
     if mode == "graph":
         held = [s[1] for s in index.retriever._searchers.values()]

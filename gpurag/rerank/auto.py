@@ -1,0 +1,129 @@
+"""``rerank="auto"``: whether the GAT reranker pays on this corpus, decided from the index.
+
+The GAT helps encyclopedic corpora (pages titled by the entities other pages mention) and hurts
+others (chat logs). No labels are needed to tell which: :func:`decide` generates synthetic
+multi-hop questions from the index's own graph (:mod:`gpurag.rerank.synthetic`), ranks them
+with graph mode with and without the GAT, and picks the GAT only where it gains at least
+``margin`` on R@5 + all-gold@8 (mean over the questions) and loses on fewer questions than it
+wins. The decision is recorded in the manifest (``extra["rerank_auto"]``, an informational
+field outside the seal) by :func:`record`, at build time with ``IndexConfig.rerank_decision``
+or later with ``gpurag decide-rerank INDEX``; a query with ``rerank="auto"`` reads it
+(:func:`resolve`), and an index without one is decided once in memory when first asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+KEY = "rerank_auto"
+
+
+@dataclass(frozen=True)
+class AutoProfile:
+    """Constants of the decision (see docs/RECALL.md "rerank=auto"): ``questions`` synthetic
+    questions (seed ``seed``), ranked to depth ``k``; the GAT is chosen when its mean gain in
+    R@5 + all-gold@8 is at least ``margin`` and it wins more questions than it loses."""
+
+    questions: int = 120
+    seed: int = 0
+    k: int = 8
+    margin: float = 0.02
+
+
+PROFILE = AutoProfile()
+
+
+def _per_question(ranked: list[list[str]], gold: list[tuple[str, ...]], k: int) -> np.ndarray:
+    """Per question, R@5 + all-gold@k of the ranked document ids."""
+    out = np.zeros(len(gold))
+    for i, (docs, g) in enumerate(zip(ranked, gold, strict=True)):
+        seen = list(dict.fromkeys(docs))
+        r5 = np.mean([d in seen[:5] for d in g]) if g else 0.0
+        out[i] = r5 + float(all(d in seen[:k] for d in g))
+    return out
+
+
+def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict[str, Any]:
+    """Whether ``reranker`` pays on ``index``: ``{"rerank": "gat" | "none", "reason", ...}``
+    with the synthetic questions' scores. An index without a graph, without synthetic
+    questions, or without the reranker's packages gets ``"none"`` and says why."""
+    from gpurag.errors import ConfigError
+    from gpurag.rerank.synthetic import generate
+
+    if index.retriever is None:
+        return {"rerank": "none", "reason": "the index has no knowledge graph"}
+    try:
+        from gpurag.rerank import require_gnn
+
+        require_gnn()
+    except ConfigError as exc:
+        return {"rerank": "none", "reason": str(exc)}
+    syn = generate(index, profile.questions, seed=profile.seed)
+    if syn.empty_reason:
+        return {"rerank": "none", "reason": f"no synthetic questions: {syn.empty_reason}"}
+    texts = [q.question for q in syn.questions]
+    gold = [q.gold_ids for q in syn.questions]
+    k = max(profile.k, 5)
+    base = [r.doc_ids for r in index.query_batch(texts, k=k, mode="graph", evidence=False,
+                                                 rerank="none")]
+    gat = [r.doc_ids for r in index.query_batch(texts, k=k, mode="graph", evidence=False,
+                                                rerank=reranker)]
+    a, b = _per_question(base, gold, k), _per_question(gat, gold, k)
+    gain = float((b - a).mean())
+    wins, losses = int((b > a).sum()), int((b < a).sum())
+    pays = gain >= profile.margin and wins > losses
+    return {"rerank": reranker if pays else "none",
+            "reason": (f"{reranker} {'gains' if pays else 'does not gain'} {gain:+.3f} "
+                       f"R@5 + all-gold@{k} on {len(texts)} synthetic questions "
+                       f"({wins} won, {losses} lost; margin {profile.margin})"),
+            "questions": len(texts), "gain": gain, "wins": wins, "losses": losses,
+            "graph": float(a.mean()), reranker: float(b.mean()),
+            "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()}}
+
+
+def record(path: str | os.PathLike, decision: dict[str, Any]) -> None:
+    """Write ``decision`` into the manifest of the index at ``path`` (``extra``, outside the
+    seal), under the index's write lock, by an atomic replace of ``manifest.json``."""
+    from gpurag.store import layout
+    from gpurag.store.lock import WriteLock
+    from gpurag.store.manifest import parse_manifest
+    from gpurag.store.writer import fsync_dir
+
+    root = Path(path)
+    lock = WriteLock(root)
+    try:
+        target = root / layout.MANIFEST
+        manifest = parse_manifest(target.read_bytes(), root)
+        manifest.extra = {**manifest.extra, KEY: decision}
+        tmp = layout.sibling(root, ".manifest-tmp")
+        tmp.write_text(manifest.to_json(), encoding="utf-8")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fsync_dir(root)
+    finally:
+        lock.release()
+
+
+def resolve(index) -> str:
+    """The reranker ``rerank="auto"`` stands for on ``index``: the manifest's decision, or one
+    made now (kept for this opened index, not written) when the index has none."""
+    recorded = (index.manifest.extra or {}).get(KEY)
+    if isinstance(recorded, dict) and isinstance(recorded.get("rerank"), str) and (
+            recorded["rerank"] == "none" or recorded["rerank"].startswith("gat")):
+        return str(recorded["rerank"])
+    held = getattr(index, "_rerank_auto", None)
+    if held is None:
+        decision = decide(index)
+        log.info("index %s: rerank=auto decided now (record it with `gpurag decide-rerank`): "
+                 "%s", index.path, decision["reason"])
+        held = index._rerank_auto = decision["rerank"]
+    return held

@@ -1,0 +1,54 @@
+"""The names' index is built on a thread while the facts embed (graph_stage.names_alongside):
+the same index, the two really overlap, and an error of the names' write fails the build
+with nothing committed."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import gpurag.pipeline.graph_stage as graph_stage
+from gpurag import Index
+from tests.foundation.test_build import BoomError
+from tests.pipeline.test_ahead import WAIT_S, like_reference  # noqa: F401 - fixture
+from tests.pipeline.test_extract_ahead import (  # noqa: F401 - fixtures
+    OPTS,
+    corpus,
+    files,
+    reference,
+)
+
+
+def test_names_are_indexed_while_the_facts_embed(tmp_path, monkeypatch, reference,  # noqa: F811
+                                                 corpus, like_reference):  # noqa: F811
+    names_started = threading.Event()
+    overlapped: list[bool] = []
+    real_names, real_facts = graph_stage.write_names, graph_stage.embed_facts
+
+    def write_names(*args):
+        names_started.set()
+        return real_names(*args)
+
+    def embed_facts(*args):
+        overlapped.append(names_started.wait(WAIT_S))
+        return real_facts(*args)
+
+    monkeypatch.setattr(graph_stage, "write_names", write_names)
+    monkeypatch.setattr(graph_stage, "embed_facts", embed_facts)
+    out = tmp_path / "names" / "index"
+    Index.build(corpus, out, **OPTS).close()
+    assert overlapped == [True]
+    assert files(out) == files(reference)
+
+
+def test_an_error_writing_the_names_fails_the_build(tmp_path, monkeypatch, corpus,  # noqa: F811
+                                                    like_reference):  # noqa: F811
+    def write_names(*args):
+        raise BoomError("names index")
+
+    monkeypatch.setattr(graph_stage, "write_names", write_names)
+    out = tmp_path / "broken" / "index"
+    with pytest.raises(BoomError, match="names index"):
+        Index.build(corpus, out, **OPTS)
+    assert not (out / "manifest.json").exists()
