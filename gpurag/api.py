@@ -137,7 +137,7 @@ class Index:
         whose id is already indexed are skipped and reported (``last_update.skipped``).
         """
         from gpurag.ingest.texts import split_sources, texts_source
-        from gpurag.pipeline.incremental import insert_documents
+        from gpurag.pipeline.updates import insert_documents
 
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
@@ -168,7 +168,7 @@ class Index:
         """Remove the documents ``doc_ids`` and everything only they supported (chunks,
         vectors, mentions, relations, facts, entities) as a new version; returns it opened.
         By default a local update (as :meth:`insert`); ``exact=True``: a full build's bytes."""
-        from gpurag.pipeline.incremental import delete_documents
+        from gpurag.pipeline.updates import delete_documents
 
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]

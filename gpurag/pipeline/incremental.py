@@ -54,7 +54,6 @@ from gpurag.pipeline.graph_stage import (
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
-from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors.codec import decode_all
 
@@ -430,44 +429,7 @@ def chunk_embed_new(out: Path, old: pd.DataFrame, cfg: IndexConfig, manifest: An
     return NewText(new_chunks, new_vectors, report, result, work, record, timings)
 
 
-def insert_documents(index: str | Path, sources: Sequence[str | Path],
-                     runtime: Runtime | None = None, embedder: str | None = None,
-                     show_progress: bool = True, exact: bool = False) -> UpdateResult:
-    """Add the documents under ``sources`` to the index at ``index`` as a new version.
-
-    Documents whose id is already in the index are skipped and reported (delete them first to
-    replace them). ``embedder``: the embedder spec (the caller decides whether the one the
-    manifest names is trusted). Nothing new: no new version.
-
-    By default the update is local (:mod:`gpurag.pipeline.incremental_local`: its cost follows
-    the new documents, its answers stay within a stated tolerance of a full build); ``exact``
-    re-derives the graph over all chunks, so the version equals a full build byte for byte.
-    Indexes a local update cannot serve (dense-only, no stored extraction, LLM extraction or
-    descriptions) always take the exact path.
-    """
-    runtime = runtime or Runtime.create()
-    show = runtime.show_progress(show_progress)
-    out = Path(index).resolve()
-    sources = [Path(s) for s in sources]
-    for s in sources:
-        if not s.exists():
-            raise InputError(f"insert source {s}: no such file or folder")
-    with naming(out), WriteLock(out) as lock:
-        if not exact:
-            from gpurag.pipeline import incremental_local as local
-
-            d = open_index_dir(out)
-            try:
-                why = local.why_not_local(d, local.stored_config(d))
-                if why is None:
-                    return local.insert_local(out, lock, d, sources, runtime, embedder, show)
-                log.info("exact insert: %s", why)
-            finally:
-                d.close()
-        return _insert_locked(out, lock, _read_stored(out), sources, runtime, embedder, show)
-
-
-def _read_stored(out: Path) -> Stored:
+def read_stored(out: Path) -> Stored:
     """What the committed index at ``out`` keeps for updates (read under the write lock)."""
     d = open_index_dir(out)
     try:
@@ -476,7 +438,7 @@ def _read_stored(out: Path) -> Stored:
         d.close()
 
 
-def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
+def insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
                    runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
     cfg = stored.config
     old = stored.chunks
@@ -506,40 +468,6 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
 
 
 # -- delete ---------------------------------------------------------------------------------
-def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime | None = None,
-                     embedder: str | None = None, show_progress: bool = True,
-                     exact: bool = False) -> UpdateResult:
-    """Remove the documents ``doc_ids`` (their chunks, vectors and everything only they
-    supported) from the index at ``index`` as a new version. Ids not in the index are
-    reported; none found is an error, and so is removing every document.
-
-    By default the update is local (:mod:`gpurag.pipeline.incremental_delete`: its cost
-    follows the removed documents, its answers stay within the stated tolerance of a full
-    build); ``exact`` re-derives the graph over the chunks that stay (a full build's bytes).
-    Indexes a local update cannot serve take the exact path, as for an insert.
-    """
-    runtime = runtime or Runtime.create()
-    show = runtime.show_progress(show_progress)
-    out = Path(index).resolve()
-    wanted = list(dict.fromkeys(str(i) for i in doc_ids))
-    if not wanted:
-        raise InputError("delete: no document ids given")
-    with naming(out), WriteLock(out) as lock:
-        if not exact:
-            from gpurag.pipeline import incremental_delete
-            from gpurag.pipeline import incremental_local as local
-
-            d = open_index_dir(out)
-            try:
-                why = local.why_not_local(d, local.stored_config(d))
-                if why is None:
-                    return incremental_delete.delete_local(out, lock, d, wanted, runtime, show)
-                log.info("exact delete: %s", why)
-            finally:
-                d.close()
-        return _delete_locked(out, lock, _read_stored(out), wanted, runtime, embedder, show)
-
-
 def documents_to_drop(chunks: pd.DataFrame, wanted: list[str], out: Path
                       ) -> tuple[list[str], list[str], np.ndarray]:
     """The ``wanted`` ids in the index, those not in it, and the mask of the chunks to remove;
@@ -558,7 +486,7 @@ def documents_to_drop(chunks: pd.DataFrame, wanted: list[str], out: Path
     return found, missing, drop
 
 
-def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
+def delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
                    runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
     cfg = stored.config
     old = stored.chunks
