@@ -180,6 +180,8 @@ def enwiki_main(args) -> int:
     for mode in ("exact", "local"):
         target = work / f"{mode}.index"
         shutil.rmtree(target, ignore_errors=True)
+        # a cold insert: no embedding cache left beside the copy by an earlier run
+        shutil.rmtree(work / f".{mode}.index.embcache", ignore_errors=True)
         shutil.copytree(base, target)
         row = _run_rss(["insert", str(target), str(new_src), *(["--exact"] if mode == "exact"
                                                              else [])])
