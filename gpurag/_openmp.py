@@ -10,7 +10,6 @@ set (``OMP_WAIT_POLICY``) is kept.
 
 from __future__ import annotations
 
-import os
 from collections.abc import MutableMapping
 
 WAIT_POLICY = "PASSIVE"
@@ -18,5 +17,8 @@ WAIT_POLICY = "PASSIVE"
 
 def set_wait_policy(environ: MutableMapping[str, str] | None = None) -> str:
     """Make ``OMP_WAIT_POLICY`` passive unless already set; returns the policy in force."""
-    env = os.environ if environ is None else environ
-    return env.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+    if environ is None:  # the process's: written through the one module that touches it
+        from gpurag.settings import library_default
+
+        return library_default("OMP_WAIT_POLICY", WAIT_POLICY)
+    return environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.config import IndexConfig, apply_overrides, load_config
+from gpurag.config import IndexConfig, apply_overrides, load_config, query_plan
 from gpurag.embed import DEFAULT_EMBEDDER
 from gpurag.errors import ConfigError, InputError
 from gpurag.query.results import Passage, QueryResult
@@ -299,13 +299,14 @@ class Index:
         min_confidence = options.pop("min_confidence", None)
         if min_confidence is not None and not 0.0 <= float(min_confidence) <= 1.0:
             raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
-        qcfg = apply_overrides(self.query_config, {"k": k, **options}, "query")
+        qcfg, plan = query_plan(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
         if qcfg.rerank == "auto":  # the index's decision (gpurag.rerank.auto)
             from gpurag.rerank.auto import resolve
 
             qcfg = dataclasses.replace(qcfg, rerank=resolve(self) if mode == "graph"
                                        else "none")
+            plan = dataclasses.replace(plan, rerank=qcfg.rerank)
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
         if mode == "graph" and self.retriever is None:
@@ -331,7 +332,7 @@ class Index:
             extras = [{} for _ in questions]
             stages.lap("dense")
         else:
-            scores, rows, extras = self.retriever.retrieve(questions, qvecs, qcfg,
+            scores, rows, extras = self.retriever.retrieve(questions, qvecs, plan,
                                                            self.passage_search, stages)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         timings = {"embed": embed_ms, "retrieve": search_ms,

@@ -10,7 +10,6 @@ construction, so Python API users get the same errors.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -18,118 +17,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpurag import settings as _settings
 from gpurag.errors import ConfigError
+from gpurag.profile import DEFAULT as DEFAULT_PROFILE
+from gpurag.profile import (  # noqa: F401  (HEAD_FUSIONS re-exported)
+    HEAD_FUSIONS,
+    RankingProfile,
+    get_profile,
+    profile_fields,
+    profile_names,
+)
+from gpurag.rules import (  # noqa: F401  (FALSE_WORDS, TRUE_WORDS, machine_cores re-exported)
+    FALSE_WORDS,
+    TRUE_WORDS,
+    Rule,
+    bounded_workers,
+    machine_cores,
+)
 
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off")
 # Extractor names known without importing gpurag.extract (its registry is asked for others).
 BUILTIN_EXTRACTORS = ("fast", "regex", "ner", "spacy", "spacy-ner", "triples", "llm")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What one setting accepts: a type, an optional range or list of choices."""
-
-    kind: type
-    lo: float | None = None
-    hi: float | None = None
-    open_lo: bool = False  # lo itself excluded
-    open_hi: bool = False  # hi itself excluded
-    choices: tuple[str, ...] = ()
-    more_choices: Callable[[], tuple[str, ...]] | None = None  # asked only for other values
-    optional: bool = False  # None (or an empty string) means "not set"
-
-    def describe(self) -> str:
-        """The accepted values in words, e.g. ``a number in (0, 1)``."""
-        if self.kind is bool:
-            return f"a boolean word ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)})"
-        if self.kind is dict:
-            return "a table (dict)"
-        if self.kind is str:
-            choices = self._all_choices()
-            return f"one of {', '.join(choices)}" if choices else "a non-empty string"
-        noun = "a whole number" if self.kind is int else "a finite number"
-        if self.lo is not None and self.hi is not None:
-            return (f"{noun} in {'(' if self.open_lo else '['}{_num(self.lo)}, "
-                    f"{_num(self.hi)}{')' if self.open_hi else ']'}")
-        if self.lo is not None:
-            return f"{noun} {'>' if self.open_lo else '>='} {_num(self.lo)}"
-        if self.hi is not None:
-            return f"{noun} {'<' if self.open_hi else '<='} {_num(self.hi)}"
-        return noun
-
-    def coerce(self, value: Any) -> Any:
-        """``value`` converted to this rule's type and checked (``ValueError`` if it does not
-        fit)."""
-        if self.optional and (value is None or (isinstance(value, str) and not value.strip())):
-            return None
-        if self.kind is bool:
-            return _to_bool(value)
-        if self.kind is dict:
-            if not isinstance(value, dict):
-                raise ValueError
-            return value
-        if self.kind is str:
-            return self._to_str(value)
-        number = _to_int(value) if self.kind is int else _to_float(value)
-        if self.lo is not None and (number < self.lo or (self.open_lo and number == self.lo)):
-            raise ValueError
-        if self.hi is not None and (number > self.hi or (self.open_hi and number == self.hi)):
-            raise ValueError
-        return number
-
-    def _to_str(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError
-        if self.choices or self.more_choices:
-            value = value.strip().lower()
-            if value not in self.choices and value not in self._all_choices():
-                raise ValueError
-        return value
-
-    def _all_choices(self) -> tuple[str, ...]:
-        extra = self.more_choices() if self.more_choices else ()
-        return tuple(dict.fromkeys((*self.choices, *extra)))
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS:
-            return False
-    raise ValueError
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        return int(value.strip())
-    raise ValueError
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError
-    if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str):
-        number = float(value.strip())
-    else:
-        raise ValueError
-    if not math.isfinite(number):
-        raise ValueError
-    return number
 
 
 def _registered_extractors() -> tuple[str, ...]:
@@ -144,8 +51,6 @@ def setting(default: Any, kind: type, **rule: Any) -> Any:
 
 
 POS_INT = {"lo": 1}
-HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+title+ppr",
-                "dense+bm25+title+ppr")
 NONNEG_INT = {"lo": 0}
 NONNEG = {"lo": 0}
 UNIT = {"lo": 0, "hi": 1}
@@ -200,77 +105,61 @@ class IndexConfig:
 
 @dataclass
 class QueryConfig:
-    """How questions are answered."""
+    """How questions are answered: what a user decides. The evaluated constants of the
+    ranking live in the :class:`~gpurag.profile.RankingProfile` that ``profile`` names."""
 
     mode: str = setting("graph", str, choices=("dense", "graph", "global", "bm25"))
     k: int = setting(5, int, **POS_INT)
-    # Personalized PageRank: probability of following an edge (tuned with `gpurag eval`).
-    damping: float = setting(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
+    # The ranking profile (gpurag/profile.py): chosen by name, never changed field by field
+    # from the environment or a config file.
+    profile: str = setting(DEFAULT_PROFILE, str, choices=(DEFAULT_PROFILE,),
+                           more_choices=profile_names)
+    # Personalized PageRank solver: tolerance, and on CPU auto | power | push (local push
+    # touches only the neighbourhood).
     ppr_tol: float = setting(1e-4, float, lo=0, hi=1, open_lo=True)
-    # CPU: auto | power | push (local push touches only the neighbourhood)
     ppr_method: str = setting("auto", str, choices=("auto", "power", "push"))
-    # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
-    seed_entities: int = setting(10, int, **NONNEG_INT)
-    seed_facts: int = setting(10, int, **NONNEG_INT)
-    seed_passages: int = setting(20, int, **NONNEG_INT)
-    sim_power: float = setting(4.0, float, **NONNEG)
-    entity_margin: float = setting(0.1, float, **NONNEG)
-    fact_margin: float = setting(0.2, float, **NONNEG)
-    entity_weight: float = setting(1.0, float, **NONNEG)
-    fact_weight: float = setting(1.0, float, **NONNEG)
-    passage_weight: float = setting(0.05, float, **NONNEG)
-    # Question entity linking: entities the question names (exact alias match) get this much
-    # reset mass on top of the FAISS seeds (whose mass is 1), shared equally and scaled by
-    # specificity; 0 turns linking off.
-    link_weight: float = setting(4.0, float, **NONNEG)
-    # Lexical seeds: the top `lexical_seeds` BM25 passages enter the reset vector with
-    # `lexical_weight` (min-max scaled), beside the dense passages.
-    lexical_seeds: int = setting(10, int, **NONNEG_INT)
-    lexical_weight: float = setting(0.05, float, **NONNEG)
-    # Ranking: the first `dense_head` ranks keep the dense order; `dense_blend` mixes the
-    # dense score into the PPR score for the rest.
-    dense_head: int = setting(1, int, **NONNEG_INT)
-    # How the head is ordered: the dense ranking alone, or the reciprocal-rank fusion of it
-    # with BM25, the PPR ranking and the passages titled by an entity the question names.
-    head_fusion: str = setting("dense+bm25", str, choices=HEAD_FUSIONS)
-    # "fused": the head is the first `dense_head` rows of that fusion; "union": the first
-    # `dense_head` rows of each source, so when dense and BM25 disagree both keep a place;
-    # "auto": "union" on a corpus without bridge pages (no passage mentions another's title:
-    # chat logs, notes), where BM25 seeds also weigh `lexical_weight_unbridged`; else "fused".
-    head_mode: str = setting("auto", str, choices=("auto", "fused", "union"))
-    lexical_weight_unbridged: float = setting(0.3, float, **NONNEG)
-    dense_blend: float = setting(0.0, float, **UNIT)
-    # Query-conditioned second hop (gpurag/query/second_hop.py): the pages of the entities
-    # the top `second_hop_from` passages mention, each weighted by exp(cos(question, page) /
-    # `second_hop_temperature`) (0: not conditioned), fused into the ranking by reciprocal rank
-    # (constant `second_hop_rank_constant`) with weight `second_hop_weight` (0 turns it off).
-    # An entity that titles more than `second_hop_max_pages` passages bridges nowhere.
-    second_hop_weight: float = setting(0.35, float, **NONNEG)
-    second_hop_from: int = setting(5, int, **POS_INT)
-    second_hop_temperature: float = setting(0.05, float, **NONNEG)
-    second_hop_rank_constant: float = setting(2.0, float, lo=0, open_lo=True)
-    second_hop_max_pages: int = setting(3, int, **POS_INT)
-    # Expanded questions: each entity the top `second_hop_expansions` passages mention (and the
-    # question does not name) is appended to the question and searched with BM25; the pages
-    # found are fused with weight `second_hop_expansion_weight` below the first
-    # `second_hop_expansion_keep` documents (0 expansions: off).
-    second_hop_expansions: int = setting(3, int, **NONNEG_INT)
-    second_hop_expansion_weight: float = setting(0.5, float, **NONNEG)
-    second_hop_expansion_keep: int = setting(5, int, **NONNEG_INT)
-    # Where the top passages carry labelled triples (an LLM or imported-triples index), only
-    # the entities of the `second_hop_triples` triples closest to the question are expanded
-    # (each entity scored by its best triple's cosine to the question); 0: every entity.
-    second_hop_triples: int = setting(4, int, **NONNEG_INT)
-    # Chains longer than two (gpurag/query/chain_rounds.py): rounds of bridge pages after the
-    # second hop, one per relation phrase of the question past its first, at most this many
-    # (0: off).
-    chain_rounds: int = setting(0, int, **NONNEG_INT)
     rerank: str = setting("none", str)
     rerank_candidates: int = setting(30, int, **POS_INT)
-    extra: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(dict)})
+    # The GAT reranker's weights (None: the runtime's, GPURAG_GAT_CHECKPOINT, or the bundled).
+    gat_checkpoint: str | None = setting(None, str, optional=True)
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def plan(self, **values: Any) -> Any:
+        """The :data:`QueryPlan` of this config and its profile, with ``values`` set
+        explicitly (see :func:`query_plan`)."""
+        return query_plan(self, values, "QueryConfig.plan")[1]
+
+
+# Every field of QueryConfig and of the profile's constants, flat: what the retriever reads.
+QueryPlan = dataclasses.make_dataclass(
+    "QueryPlan",
+    [(f.name, f.type, field(default=f.default)) for f in dataclasses.fields(QueryConfig)]
+    + [(f.name, f.type, field(default=f.default)) for f in dataclasses.fields(RankingProfile)
+       if "rule" in f.metadata],
+    frozen=True)
+QueryPlan.__module__ = __name__
+QueryPlan.__doc__ = ("One query batch's settings: a QueryConfig with the constants of its "
+                     "RankingProfile (``profile`` names the profile, ``<name>+custom`` when "
+                     "a caller set some of its constants).")
+
+
+def query_plan(cfg: QueryConfig, values: Mapping[str, Any] | None = None,
+               source: str = "query") -> tuple[QueryConfig, Any]:
+    """``cfg`` with ``values`` set (explicit: a keyword of :meth:`Index.query`, a request's
+    option) and the :data:`QueryPlan` of it and its profile. A value for a profile constant
+    runs on a copy of the profile named ``<name>+custom``; an unknown key raises
+    :class:`ConfigError` naming it."""
+    values = dict(values or {})
+    constants = profile_fields()
+    mine = {k: v for k, v in values.items() if k not in constants}
+    cfg = apply_overrides(cfg, mine, source) if mine else cfg
+    profile = get_profile(cfg.profile).with_values(
+        {k: v for k, v in values.items() if k in constants}, source)
+    plan = QueryPlan(**{**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)},
+                        **profile.constants(), "profile": profile.name})
+    return cfg, plan
 
 
 def rules(cls_or_obj: Any) -> dict[str, Rule]:
@@ -283,11 +172,20 @@ def _invalid(source: str, label: str, name: str, value: Any, rule: Rule) -> Conf
                        f"{name} must be {rule.describe()}")
 
 
+def _is_query(cls_or_obj: Any) -> bool:
+    return cls_or_obj is QueryConfig or isinstance(cls_or_obj, QueryConfig)
+
+
 def check_value(cls_or_obj: Any, name: str, value: Any, source: str,
                 label: str | None = None) -> Any:
     """``value`` for setting ``name``, converted and range-checked; a bad one raises
     :class:`ConfigError` naming ``label`` (how the user wrote the setting) and ``source``."""
     spec = rules(cls_or_obj).get(name)
+    if spec is None and name in profile_fields() and _is_query(cls_or_obj):
+        raise ConfigError(f"{source}: {label or name}={value!r}: {name} is a constant of the "
+                          "ranking profile, "
+                          "which cannot be changed field by field here: choose a profile by "
+                          f"name (profile), or pass {name}= explicitly in Python")
     if spec is None:
         known = ", ".join(f.name for f in dataclasses.fields(cls_or_obj))
         raise ConfigError(f"{source}: unknown setting {label or name!r} (known: {known})")
@@ -342,73 +240,50 @@ def env_name(prefix: str, name: str) -> str:
     return f"{prefix}{name.upper()}"
 
 
+def environment(environ: Mapping[str, str] | None = None) -> _settings.Settings:
+    """The settings of ``environ`` (default: the process's, :func:`gpurag.settings.current`)."""
+    return _settings.current() if environ is None else _settings.read(environ)
+
+
 def from_env(obj: Any, prefix: str, environ: Mapping[str, str] | None = None) -> Any:
-    """Apply ``{prefix}{FIELD}`` environment variables, e.g. ``GPURAG_INDEX_CHUNK_TOKENS``."""
-    environ = os.environ if environ is None else environ
-    values = {f.name: environ[env_name(prefix, f.name)] for f in dataclasses.fields(obj)
-              if f.name != "extra" and env_name(prefix, f.name) in environ}
+    """Apply ``{prefix}{FIELD}`` environment variables, e.g. ``GPURAG_INDEX_CHUNK_TOKENS``;
+    a variable of the family that names no field is an error naming it."""
+    values = dict(environment(environ).family(prefix))
+    names = {f.name for f in dataclasses.fields(obj)}
+    unknown = sorted(set(values) - names)
+    for key in unknown:
+        check_value(obj, key, values[key], "environment", env_name(prefix, key))
+    if unknown:
+        raise ConfigError(f"environment: unknown variable {env_name(prefix, unknown[0])} "
+                          f"(known: {', '.join(env_name(prefix, n) for n in sorted(names))})")
     if not values:
         return obj
     return apply_overrides(obj, values, "environment", lambda key: env_name(prefix, key))
 
 
-def env_setting(name: str, rule: Rule, default: Any,
-                environ: Mapping[str, str] | None = None) -> Any:
-    """One process-wide environment variable checked by ``rule`` (``default`` when unset or
-    empty); a bad value raises :class:`ConfigError` naming the variable."""
-    environ = os.environ if environ is None else environ
-    raw = environ.get(name, "")
-    if not raw.strip():
-        return default
-    try:
-        return rule.coerce(raw)
-    except (ValueError, TypeError):
-        raise ConfigError(f"environment: {name}={raw!r} is not valid: it must be "
-                          f"{rule.describe()}") from None
-
-
-def machine_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def bounded_workers(n: int, name: str) -> int:
-    """``n`` threads or worker processes, at most the machine's cores (``GPURAG_THREADS=100000``
-    used to start that many and grow memory for minutes); a lowered value is logged (info:
-    a setting carried to a smaller machine is not an error)."""
-    cores = machine_cores()
-    if n > cores:
-        import logging
-
-        logging.getLogger(__name__).info("%s=%d is more than the %d CPU cores here: using %d",
-                                            name, n, cores, cores)
-        return cores
-    return n
-
-
 def threads_from_env(environ: Mapping[str, str] | None = None) -> int:
     """``GPURAG_THREADS``: CPU threads for FAISS and ONNX Runtime (0 = their default), at
     most the machine's cores."""
-    return bounded_workers(env_setting("GPURAG_THREADS", Rule(int, lo=0), 0, environ),
-                           "GPURAG_THREADS")
+    return environment(environ).cpu_threads()
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:
     """Validate every gpurag setting taken from the environment (and ``$GPURAG_CONFIG``), so a
     command fails with one clear :class:`ConfigError` before doing any work."""
+    from gpurag.llm.config import LLMConfig
+
     threads_from_env(environ)
     load_config(environ=environ)
+    LLMConfig.from_env(environ=environ)
 
 
 def load_config(path: str | os.PathLike | None = None,
                 environ: Mapping[str, str] | None = None) -> tuple[IndexConfig, QueryConfig]:
-    """Defaults, then a TOML file (``[index]`` and ``[query]`` tables), then the environment."""
-    environ = os.environ if environ is None else environ
+    """Defaults, then a TOML file (``[index]`` and ``[query]`` tables; ``path``, else
+    ``$GPURAG_CONFIG``), then the environment (``GPURAG_INDEX_*``, ``GPURAG_QUERY_*``)."""
+    env = environment(environ)
     index_cfg, query_cfg = IndexConfig(), QueryConfig()
-    path = path or environ.get("GPURAG_CONFIG")
+    path = path or env.config_file
     if path:
         p = Path(path)
         try:
@@ -428,5 +303,5 @@ def load_config(path: str | os.PathLike | None = None,
                                     lambda key: f"[index] {key}")
         query_cfg = apply_overrides(query_cfg, data.get("query", {}), str(p),
                                     lambda key: f"[query] {key}")
-    return (from_env(index_cfg, "GPURAG_INDEX_", environ),
-            from_env(query_cfg, "GPURAG_QUERY_", environ))
+    return (from_env(index_cfg, _settings.INDEX_PREFIX, environ),
+            from_env(query_cfg, _settings.QUERY_PREFIX, environ))

@@ -15,6 +15,23 @@ from functools import lru_cache
 VALID_DEVICES = ("cpu", "cuda")
 
 
+def _settings():
+    from gpurag.settings import current
+
+    return current()
+
+
+def _probe_asked() -> bool:
+    """``GPURAG_PROBE_CUDA=1`` (False on an environment that does not read: ``gpurag info``
+    reports on a broken one, every other command has stopped on it already)."""
+    from gpurag.errors import ConfigError
+
+    try:
+        return bool(_settings().probe_cuda)
+    except ConfigError:
+        return False
+
+
 class DeviceError(RuntimeError):
     """The requested device cannot be used."""
 
@@ -23,7 +40,7 @@ class DeviceError(RuntimeError):
 def cuda_available() -> bool:
     """True when CuPy or torch can see at least one CUDA device (no driver: False, fast)."""
     if not (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
-            or os.environ.get("GPURAG_PROBE_CUDA") == "1"):
+            or _probe_asked()):
         return False
     try:
         import cupy
@@ -42,7 +59,7 @@ def cuda_available() -> bool:
 
 def resolve_device(requested: str | None = None) -> str:
     """The device to run on: ``requested``, else ``$GPURAG_DEVICE``, else auto-detected."""
-    choice = (requested or os.environ.get("GPURAG_DEVICE") or "auto").strip().lower()
+    choice = (requested or _settings().device or "auto").strip().lower()
     if choice == "auto":
         return "cuda" if cuda_available() else "cpu"
     if choice not in VALID_DEVICES:

@@ -4,7 +4,7 @@
 the device, the :class:`~gpurag.graph.backend.Backends` (the implementation of each
 component, resolved once per device), the LLM settings, whether to show progress and the
 embedding cache. Nothing below the edge reads the environment or a process-wide registry:
-:func:`read_settings` is the one place the runtime's environment variables are read, and each
+its settings come from :mod:`gpurag.settings` (the one reader of the environment), and each
 build gets its own :class:`BuildRecord` of what actually ran.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpurag.device import resolve_device
+from gpurag.settings import Settings, current, read
 
 if TYPE_CHECKING:
     from gpurag.embed.base import Embedder
@@ -24,30 +25,9 @@ if TYPE_CHECKING:
     from gpurag.llm.config import LLMConfig
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The runtime's environment: ``GPURAG_DEVICE`` (cpu | cuda | auto), ``GPURAG_PROGRESS``
-    (1 forces bars, 0 turns them off, unset: only on a terminal), ``GPURAG_EMBED_CACHE`` (an
-    embedding cache folder for every build; ``off`` for none; unset: one beside each index)
-    and ``GPURAG_GAT_CHECKPOINT`` (the GAT reranker's weights)."""
-
-    device: str | None = None
-    progress: bool | None = None
-    embed_cache: str | None = None
-    gat_checkpoint: str | None = None
-
-
 def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read :class:`Settings` from ``environ`` (default: the process environment)."""
-    env = os.environ if environ is None else environ
-    raw_progress = env.get("GPURAG_PROGRESS", "").strip()
-    progress = {"0": False, "1": True}.get(raw_progress)
-    return Settings(
-        device=env.get("GPURAG_DEVICE") or None,
-        progress=progress,
-        embed_cache=env.get("GPURAG_EMBED_CACHE") or None,
-        gat_checkpoint=env.get("GPURAG_GAT_CHECKPOINT") or None,
-    )
+    """Read :class:`~gpurag.settings.Settings` from ``environ`` (default: the process's)."""
+    return current() if environ is None else read(environ)
 
 
 CACHE_OFF = ("off", "0", "none", "false", "no")

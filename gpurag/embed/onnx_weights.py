@@ -212,11 +212,9 @@ def _expected_keys(state: dict[str, np.ndarray]) -> list[str]:
 
 def default_cache_root() -> Path:
     """``$GPURAG_CACHE_DIR/models``, else ``$XDG_CACHE_HOME/gpurag/models`` (``~/.cache``)."""
-    root = os.environ.get("GPURAG_CACHE_DIR")
-    if root:
-        return Path(root) / "models"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "gpurag" / "models"
+    from gpurag.settings import current
+
+    return current().cache_root("models")
 
 
 def file_digest(path: str | os.PathLike) -> str:

@@ -37,7 +37,9 @@ MEMORY_FRACTION = 0.4  # of the free device memory, for one batch's activations
 def _resolve_dtype(device: Any, dtype: str | None) -> Any:
     import torch
 
-    choice = (dtype or os.environ.get("GPURAG_EMBED_DTYPE") or "auto").lower()
+    from gpurag.settings import current
+
+    choice = (dtype or current().embed_dtype or "auto").lower()
     if choice == "auto":
         return torch.float16 if device.type == "cuda" else torch.float32
     table = {"float16": torch.float16, "fp16": torch.float16, "half": torch.float16,

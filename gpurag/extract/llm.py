@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import sys
 import time
@@ -411,7 +410,9 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
 def _progress(total: int, enabled: bool) -> Any:
     """A tqdm bar (chunks/s and ETA; tokens/s and cache hits as postfix); off when disabled
     or ``GPURAG_PROGRESS=0``."""
-    if not enabled or os.environ.get("GPURAG_PROGRESS", "1") == "0":
+    from gpurag.settings import current
+
+    if not enabled or current().progress is False:
         return None
     try:
         from tqdm.auto import tqdm

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpurag.llm.config import STRUCTURED_MODES, LLMConfig
+from gpurag.settings import current
 
 
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +76,7 @@ def add_llm_commands(subparsers: Any) -> None:
     p.add_argument("--no-prefix-caching", action="store_true")
     p.add_argument("--wait", type=float, default=1800.0, help="seconds to wait for health")
     p.add_argument("--log", help="file for the server's output (default: this terminal)")
-    p.add_argument("--vllm-bin", default=os.environ.get("GPURAG_VLLM_BIN", "vllm"),
+    p.add_argument("--vllm-bin", default=None,
                    help="vllm executable (env GPURAG_VLLM_BIN)")
     p.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for vllm serve (repeatable), e.g. --vllm-arg=--dtype=half")
@@ -103,7 +103,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info" and args.older_than is not None:
         print("gpurag: error: --older-than goes with prune", file=sys.stderr)
         return 2
-    where = args.cache_dir or os.environ.get("GPURAG_LLM_CACHE_DIR") or default_cache_dir()
+    where = args.cache_dir or current().llm.get("cache_dir") or default_cache_dir()
     if where.strip().lower() in ("none", "null", "off"):
         print("the LLM response cache is off (GPURAG_LLM_CACHE_DIR)")
         return 0
@@ -145,7 +145,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 max_model_len=args.max_model_len,
                 gpu_memory_utilization=args.gpu_memory_utilization,
                 enable_prefix_caching=not args.no_prefix_caching,
-                extra_args=args.vllm_arg, vllm_bin=args.vllm_bin)
+                extra_args=args.vllm_arg, vllm_bin=args.vllm_bin or current().vllm_bin or "vllm")
         except ServerError as exc:
             print(f"gpurag: error: {exc}", file=sys.stderr)
             return 2

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from gpurag import settings
 from gpurag.errors import ConfigError
 
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
@@ -17,11 +17,7 @@ STRUCTURED_MODES = ("auto", "json_schema", "json_object", "off")
 
 def default_cache_dir() -> str:
     """``$GPURAG_CACHE_DIR/llm``, else ``$XDG_CACHE_HOME/gpurag/llm`` (``~/.cache`` default)."""
-    root = os.environ.get("GPURAG_CACHE_DIR")
-    if root:
-        return str(Path(root) / "llm")
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return str(Path(xdg) / "gpurag" / "llm")
+    return str(settings.current().cache_root("llm"))
 
 
 def normalize_url(url: str) -> str:
@@ -90,7 +86,7 @@ class LLMConfig:
     @property
     def api_key(self) -> str | None:
         """The API key, read from the environment variable named by ``api_key_env``."""
-        return os.environ.get(self.api_key_env) or None
+        return settings.secret(self.api_key_env)
 
     def replace(self, **changes: Any) -> LLMConfig:
         """A copy with some fields changed."""
@@ -113,30 +109,38 @@ class LLMConfig:
         return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:10]
 
     @classmethod
-    def from_env(cls, prefix: str = "GPURAG_LLM_", **overrides: Any) -> LLMConfig:
-        """Defaults, then ``GPURAG_LLM_*`` variables, then ``overrides`` (``None`` ignored).
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig:
+        """Defaults, then ``GPURAG_LLM_*`` variables (of ``environ``, default the process's),
+        then ``overrides`` (``None`` ignored). A ``GPURAG_LLM_*`` variable that names no field
+        is an error naming it.
 
         Variables: ``URL``, ``MODEL``, ``API_KEY_ENV``, ``CONCURRENCY``, ``TIMEOUT_S``,
         ``CONNECT_TIMEOUT_S``, ``MAX_RETRIES``, ``BACKOFF_S``, ``BACKOFF_MAX_S``, ``TEMPERATURE``,
         ``MAX_TOKENS``, ``SEED`` (``none`` for no seed), ``STRUCTURED``, ``CACHE_DIR`` (``none``
         turns the cache off), ``EXTRA_BODY`` (a JSON object), ``MAX_FAILURE_RATE``.
         """
+        prefix = settings.LLM_PREFIX
+        env = settings.current() if environ is None else settings.read(environ)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(env.llm) - names)
+        if unknown:
+            raise LLMConfigError(f"environment: unknown variable {prefix}{unknown[0].upper()} "
+                                 f"(known: {', '.join(prefix + n.upper() for n in sorted(names))})")
         values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            raw = os.environ.get(prefix + f.name.upper())
-            if raw is None or raw == "":
+        for name, raw in env.llm.items():
+            if raw == "":
                 continue
             try:
-                values[f.name] = _parse_field(f.name, raw)
+                values[name] = _parse_field(name, raw)
             except ValueError as exc:
-                raise LLMConfigError(f"{prefix}{f.name.upper()}={raw!r}: {exc}") from None
+                raise LLMConfigError(f"{prefix}{name.upper()}={raw!r}: {exc}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     @staticmethod
-    def configured(prefix: str = "GPURAG_LLM_") -> bool:
+    def configured() -> bool:
         """True when the environment names a server (``GPURAG_LLM_URL`` is set)."""
-        return bool(os.environ.get(prefix + "URL"))
+        return bool(settings.current().llm.get("url"))
 
 
 _INTS = {"concurrency", "max_retries", "max_tokens", "seed"}

@@ -16,6 +16,7 @@ from typing import IO, Self
 import httpx
 
 from gpurag.llm.config import normalize_url
+from gpurag.settings import child_environ, secret
 
 
 class ServerError(RuntimeError):
@@ -138,7 +139,7 @@ class ServerProcess:
             out = self._log_file
         elif self._log_target is not None:
             out = self._log_target
-        env = {**os.environ, **self.env} if self.env is not None else None
+        env = child_environ(self.env) if self.env is not None else None
         self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT
                                         if out is not None else None, stdin=subprocess.DEVNULL,
                                         env=env, start_new_session=True)
@@ -175,7 +176,7 @@ def serve_vllm(model: str, port: int = 8000, *, host: str = "127.0.0.1",
     Returns the running ``ServerProcess``; its ``url`` is the OpenAI base URL.
     """
     command = vllm_command(model, host=host, port=port, **flags)  # type: ignore[arg-type]
-    api_key = os.environ.get(api_key_env) or None
+    api_key = secret(api_key_env)
     env = {"VLLM_API_KEY": api_key} if api_key else {}
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}/v1"
     return ServerProcess(command, url, env=env, log=log, api_key=api_key).start(wait_s)

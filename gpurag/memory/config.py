@@ -30,6 +30,8 @@ class MemoryConfig:
     candidates: int = 100  # per view, before fusion
     policy: str = "recent"  # consistency filter: recent | score
     bm25_rebuild: int = 2000  # tail size (traces) that triggers a lexical index rebuild
+    scale_from: int = 50_000  # traces from which search reads the appended-to inverted lists
+    # and IVF of gpurag.memory.scale instead of rebuilding whole-memory structures
 
     def __post_init__(self) -> None:
         if self.policy not in ("recent", "score"):

@@ -82,6 +82,25 @@ QUESTION_ATTRIBUTES: dict[str, re.Pattern] = {
 }
 ANY_ATTRIBUTE = re.compile("|".join(f"(?:{p.pattern})" for p in ATTRIBUTES.values()),
                            re.IGNORECASE)  # one search first: most turns claim nothing
+# words one of which every match of a pattern contains (lower case): an ASCII text holding
+# none of them cannot match, so the pattern is not run (most turns hold none)
+_RELATIVE_WORDS = ("yesterday", "today", "tonight", "this", "last", "ago")
+_ATTRIBUTE_WORDS = (
+    "address", "move", "relocat", "live", "living", "new", "settled", "find", "home", "work",
+    "job", "employ", "hired", "position", "promot", "career", "friend", "partner", "wife",
+    "husband", "married", "dating", "engaged", "fianc", "phone", "mobile", "cell", "mail",
+    "hobb", "thing", "picked", "took", "taken", "love", "enjoy", "favo", "free", "every",
+    "weekend", "class", "walk", "club", "lesson")
+
+
+def _may_match(text: str, words: tuple[str, ...]) -> bool:
+    """False only when ``text`` is ASCII and holds none of ``words`` in any case."""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    return any(w in low for w in words)
+
+
 BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|used\s+to|former(?:ly)?|old|earlier|"
                     r"originally|prior|first)\b", re.IGNORECASE)
 
@@ -114,7 +133,7 @@ def speaker_of(text: str) -> str:
 def resolve_dates(text: str, when: float) -> list[str]:
     """ISO dates (``YYYY-MM-DD``, or ``YYYY-MM`` / ``YYYY`` for months and years) of the
     relative time expressions of ``text``, by the trace time ``when`` (epoch seconds)."""
-    if when != when or not RELATIVE.search(text):
+    if when != when or not _may_match(text, _RELATIVE_WORDS) or not RELATIVE.search(text):
         return []
     try:
         day = dt.datetime.fromtimestamp(when, tz=dt.UTC).date()
@@ -216,11 +235,27 @@ class Discourse:
         if not body.rstrip().endswith("?"):
             subject = ann.speaker if FIRST_PERSON.search(body) else (
                 (own or ann.refs or [""])[0])
-            if subject and ANY_ATTRIBUTE.search(body):
+            if subject and _may_match(body, _ATTRIBUTE_WORDS) and ANY_ATTRIBUTE.search(body):
                 ann.claims = [(key(subject), a) for a, pat in ATTRIBUTES.items()
                               if pat.search(body)]
         recent.append((turn, [*ann.refs, *own]))  # its own names last: the likeliest next
         return ann
+
+    def state(self) -> dict:
+        """The state to continue annotating from (JSON-ready), for a memory snapshot."""
+        return {"window": self.window,
+                "recent": {s: [[t, list(ns)] for t, ns in q] for s, q in self._recent.items()},
+                "speakers": {s: sorted(v) for s, v in self._speakers.items()},
+                "desc": {k: list(v) for k, v in self._desc.items()}}
+
+    @classmethod
+    def from_state(cls, state: dict) -> Discourse:
+        d = cls(int(state["window"]))
+        d._recent = {s: deque(((int(t), list(ns)) for t, ns in q), maxlen=d.window)
+                     for s, q in state["recent"].items()}
+        d._speakers = {s: set(v) for s, v in state["speakers"].items()}
+        d._desc = {k: (str(v[0]), str(v[1])) for k, v in state["desc"].items()}
+        return d
 
     def chain(self, name: str, include_self: bool = True) -> list[str]:
         """``name`` and its descriptor chain: "Tanaka teacher Leo son Mira"."""

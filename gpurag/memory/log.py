@@ -104,8 +104,17 @@ def record(trace: Trace) -> bytes:
         rec["meta"] = trace.meta
     if trace.key:
         rec["key"] = trace.key
-    rec["crc"] = _crc(rec)
-    return (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+    # one serialization: the canonical body (what ``_crc`` hashes) with the CRC spliced in
+    body = json.dumps(rec, ensure_ascii=False, sort_keys=True)
+    crc = zlib.crc32(body.encode("utf-8"))
+    return f'{body[:-1]}, "crc": {crc}}}\n'.encode()
+
+
+def _spliced_crc_ok(line: bytes, crc: Any) -> bool:
+    """Whether ``line`` is a canonical body with its CRC spliced in last (as :func:`record`
+    writes it) whose bytes hash to ``crc``: the check without serializing the record again."""
+    at = line.rfind(b', "crc": ')
+    return at > 0 and line.endswith(b"}") and zlib.crc32(line[:at] + b"}") == crc
 
 
 def parse_record(line: bytes, slot: int | None) -> Trace:
@@ -120,8 +129,9 @@ def parse_record(line: bytes, slot: int | None) -> Trace:
                       rec.get("meta") or {}, str(rec.get("key") or ""))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
         raise ValueError(f"unreadable record ({exc})") from None
-    if "crc" in rec and rec["crc"] != _crc(rec):  # records before format 1.1 carry no CRC
-        raise ValueError("its CRC does not match its content")
+    if "crc" in rec and not _spliced_crc_ok(line, rec["crc"]) and rec["crc"] != _crc(rec):
+        raise ValueError("its CRC does not match its content")  # (records before format 1.1
+        # carry no CRC)
     if not isinstance(trace.meta, dict):
         raise ValueError("meta is not an object")
     if slot is not None and trace.id != slot:

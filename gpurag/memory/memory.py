@@ -25,11 +25,14 @@ import scipy.sparse as sp
 
 from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
+from gpurag.memory import derived
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
 from gpurag.memory.discourse import BEFORE, Discourse, key, question_attributes, supersede
 from gpurag.memory.log import QUARANTINE, Trace, TraceLog, content_key, parse_time
+from gpurag.memory.scale import ScaleIndex, lookup, top
 from gpurag.memory.snapshot import read_snapshot, write_snapshot
+from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import (
     anchor_hits,
     anchor_mass,
@@ -143,7 +146,9 @@ class Memory:
         self._claims: dict[int, list[tuple[str, str]]] = {}
         self._claim_index: dict[tuple[str, str], list[int]] = {}  # (subject, attr) -> traces
         self._dates: dict[int, list[str]] = {}
-        self._vec = np.zeros((0, dim), dtype=np.float32)
+        self._read: list[int] = []  # digest of the names the discourse rules read per trace
+        self._refs: dict[int, list[str]] = {}  # referents the rules gave a trace
+        self._vec = VectorStore(dim)
         self._n = 0
         self.vocab = Vocabulary()
         self._tags: list[list[int]] = []
@@ -158,6 +163,7 @@ class Memory:
         self._ppr = None
         self._damaged = np.zeros(0, np.int64)  # id slots of damaged log records
         self._keys: dict[str, int] | None = None  # idempotency key -> trace id (built lazily)
+        self._index: ScaleIndex | None = None  # the indexed read path (config.scale_from)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -351,6 +357,7 @@ class Memory:
         snap = read_snapshot(self.path / SNAPSHOT)
         done = 0
         raw_tags = None
+        annotated = False
         if snap is not None:
             meta, folder = snap
             done = int(meta["counts"].get("traces", 0))
@@ -363,22 +370,30 @@ class Memory:
                 self._tags = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(done)]
                 if (folder / "tag_raw.npy").exists():
                     raw_n = np.load(folder / "tag_raw.npy", allow_pickle=False).tolist()
-                    raw_tags = [t[:r] for t, r in zip(self._tags, raw_n, strict=True)]
+                    annotated = self.config.discourse and derived.restore(self, folder, done,
+                                                                          raw_n)
+                    if not annotated:
+                        raw_tags = [t[:r] for t, r in zip(self._tags, raw_n, strict=True)]
             else:
                 done = 0
-        self._ingest(traces[:done], vectors[:done], learn=False, tag=False, raw_tags=raw_tags)
+        self._ingest(traces[:done], vectors[:done], learn=False, tag=False, raw_tags=raw_tags,
+                     annotated=annotated)
         self._ingest(traces[done:], vectors[done:], learn=True)
 
     def _ingest(self, items: Sequence[Trace], vectors: np.ndarray, learn: bool,
-                tag: bool = True, raw_tags: list[list[int]] | None = None) -> None:
+                tag: bool = True, raw_tags: list[list[int]] | None = None,
+                annotated: bool = False) -> None:
+        """Add traces to the in-memory state (``annotated``: their tags and discourse
+        results are already restored from the snapshot)."""
         if not len(items):
             return
         texts = [t.text for t in items]
         if learn:
             self.vocab.learn(texts)
-        tags = self._annotate(items, raw_tags)
-        if tag:
-            self._tags.extend(tags)
+        if not annotated:
+            tags = self._annotate(items, raw_tags)
+            if tag:
+                self._tags.extend(tags)
         for t in items:
             sid = self._session_ids.setdefault(t.session, len(self._session_ids))
             self._session_of.append(sid)
@@ -389,13 +404,8 @@ class Memory:
         self.turns.extend(t.turn for t in items)
         self.times.extend(t.time for t in items)
         self._stored_keys.extend(t.key for t in items)
-        need = self._n + len(items)
-        if need > len(self._vec):
-            grown = np.zeros((max(need, 2 * len(self._vec), 1024), self.dim), dtype=np.float32)
-            grown[: self._n] = self._vec[: self._n]
-            self._vec = grown
-        self._vec[self._n:need] = vectors
-        self._n = need
+        self._vec.extend(vectors)
+        self._n += len(items)
 
     def _annotate(self, items: Sequence[Trace],
                   raw_tags: list[list[int]] | None = None) -> list[list[int]]:
@@ -409,10 +419,14 @@ class Memory:
             self._raw_n.append(len(raw))
             if not self.config.discourse or not t.text:
                 self._expansion.append("")
+                self._read.append(0)
                 out.append(raw)
                 continue
             names = [self.vocab.surfaces[int(canon[i])] for i in raw if canon[i] >= 0]
+            self._read.append(derived.names_key(names))
             ann = self._discourse.annotate(t.text, t.session, t.turn, t.time, names)
+            if ann.refs:
+                self._refs[t.id] = ann.refs
             self._expansion.append(ann.expansion)
             if ann.claims:
                 self._claims[t.id] = ann.claims
@@ -438,6 +452,10 @@ class Memory:
         self._reannotate()
         self._csr_n, self._canon_used = -1, None
         self._lex = self._lex_tail = None
+        if self._index is not None:  # tags and expansions changed; the vectors did not
+            dense, done = self._index.dense, self._index.n_dense
+            self._index = ScaleIndex(self.dim)
+            self._index.dense, self._index.n_dense = dense, done
         counts = np.fromiter((len(t) for t in self._tags), dtype=np.int64, count=self._n)
         ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
         ids = (np.fromiter((i for t in self._tags for i in t), dtype=np.int64, count=int(ptr[-1]))
@@ -445,28 +463,38 @@ class Memory:
         stats = {"traces": self._n, "entities": len(self.vocab), "tags": int(ptr[-1])}
         write_snapshot(self.path / SNAPSHOT,
                        {"entities.parquet": self.vocab.to_frame(),
-                        "lower_words.parquet": self.vocab.lower_frame()},
+                        "lower_words.parquet": self.vocab.lower_frame(), **derived.tables(self)},
                        {"tag_ptr.npy": ptr, "tag_ids.npy": ids,
                         "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats)
         return stats
 
     def _reannotate(self) -> None:
         """Tags and discourse annotations of every trace against the current vocabulary."""
+        raws = [self.vocab.tag(t) for t in self.texts]
+        if derived.unchanged(self, raws):  # the rules would read what they read: keep theirs
+            tag = self.vocab.tag
+            self._tags = [list(dict.fromkeys([*raw, *tag(" ".join(self._refs[i]))]))
+                          if i in self._refs else raw for i, raw in enumerate(raws)]
+            self._raw_n = [len(r) for r in raws]
+            return
         self._discourse = Discourse()
         self._expansion, self._claims, self._dates = [], {}, {}
-        self._claim_index, self._raw_n = {}, []
+        self._claim_index, self._raw_n, self._read, self._refs = {}, [], [], {}
         traces = [Trace(i, self.texts[i], self.sessions[i], self.turns[i], self.times[i], {})
                   for i in range(self._n)]
-        self._tags = self._annotate(traces)
+        self._tags = self._annotate(traces, raws)
 
     def info(self) -> dict[str, Any]:
         """Counts and settings."""
         self._refresh()
         snap = read_snapshot(self.path / SNAPSHOT)
         compacted = snap[0]["counts"]["traces"] if snap else 0
+        scaled = self._scaled()
         return {"path": str(self.path), "traces": self._n, "sessions": len(self._session_ids),
                 "entities": int((self.vocab.canonical() >= 0).sum()) if len(self.vocab) else 0,
-                "vocabulary": len(self.vocab), "graph_edges": int(self._graph.n_edges),
+                "vocabulary": len(self.vocab),
+                "graph_edges": None if scaled else int(self._graph.n_edges),
+                "index": self._index.stats() if scaled else None,
                 "compacted_traces": int(compacted), "dim": self.dim,
                 "damaged_traces": len(self.log.damaged),
                 "damaged": [{"id": d.id, "line": d.line, "reason": d.reason}
@@ -479,6 +507,14 @@ class Memory:
         """Fold traces appended since the last read into the tag CSR and the entity graph:
         only the new rows are tagged and their co-mentions added, unless the canonical map of
         known entries changed (a new alias), which rebuilds both."""
+        if self._scaled():
+            if self._index is None:
+                self._index = ScaleIndex(self.dim)
+            self._index.sync(self)
+            idx = self._index
+            self._session_arr, self._turn_arr = idx.session.view(), idx.turn.view()
+            self._time_arr = idx.time.view()
+            return
         if self._csr_n == self._n:
             return
         canon = self.vocab.canonical()
@@ -521,6 +557,10 @@ class Memory:
         self._turn_arr = np.asarray(self.turns, dtype=np.int64)
         self._time_arr = np.asarray(self.times, dtype=np.float64)
         self._csr_n = self._n
+
+    def _scaled(self) -> bool:
+        """Whether search reads the indexed path (:mod:`gpurag.memory.scale`)."""
+        return self._n >= self.config.scale_from
 
     def _dense(self, qv: np.ndarray, depth: int) -> list[np.ndarray]:
         """Top-``depth`` trace ids per query: a FAISS flat index over the traces up to its last
@@ -608,32 +648,58 @@ class Memory:
         qv = self.embedder.encode(questions) if vectors is None else np.asarray(vectors,
                                                                                 np.float32)
         depth = min(cfg.candidates, self._n)
-        dense_ids = self._dense(qv, depth)
-        lex = self._lexical(questions, depth)
+        idx = self._index if self._scaled() else None
+        dense_ids = idx.dense_ids(qv, depth) if idx else self._dense(qv, depth)
+        lex = idx.lexical(questions, depth) if idx else self._lexical(questions, depth)
         anchors = [self.anchors(q) for q in questions]
-        flat = np.concatenate([np.zeros(0, np.int64), *anchors])
-        mass = anchor_mass(self._graph, flat, self._ppr_fn(), cfg.damping)
-        best_all = best_entity_mass(self._tag_csr, mass)
+        if idx is None:
+            flat = np.concatenate([np.zeros(0, np.int64), *anchors])
+            mass = anchor_mass(self._graph, flat, self._ppr_fn(), cfg.damping)
+            best_all = best_entity_mass(self._tag_csr, mass)
         out = []
         start = 0
         for qi, anc in enumerate(anchors):
             a = len(anc)
-            best = best_all[start:start + a]
-            start += a
-            w = self._idf[anc] / self._idf[anc].sum() if a else np.zeros(0)
-            rel = relational_scores(best, w) if a else np.zeros(self._n, np.float32)
-            hits = anchor_hits(self._tag_csc, anc)
-            deficit = coverage_deficit(hits, w) if a else 0.0
-            temp = temporal_scores(hits, w, self._session_arr, self._turn_arr, self._time_arr,
-                                   len(self._session_ids), cfg.tau, cfg.recency) if a else \
-                np.zeros(self._n, np.float32)
             cand = set(dense_ids[qi].tolist()) | set(lex[qi])
+            if idx is not None:  # the same views from the inverted lists (scale.py)
+                idf = idx.idf(anc)
+                w = idf / idf.sum() if a else np.zeros(0)
+                masses = idx.masses(anc, cfg.damping)
+                t_rows, t_vals, deficit = (idx.temporal(anc, w, cfg.tau, cfg.recency) if a
+                                           else (np.zeros(0, np.int64), np.zeros(0), 0.0))
+                t_order = np.argsort(t_rows)
+                t_rows, t_vals = t_rows[t_order], t_vals[t_order]
+                if a:
+                    cand |= set(idx.relational_top(masses, w, depth).tolist())
+                    cand |= set(top(t_rows, t_vals, depth).tolist())
+
+                def rel_of(ids, masses=masses, w=w):
+                    return idx.relational_of(ids, masses, w)
+
+                def temp_of(ids, t_rows=t_rows, t_vals=t_vals):
+                    return lookup(t_rows, t_vals, ids, 0.0)
+            else:
+                best = best_all[start:start + a]
+                start += a
+                w = self._idf[anc] / self._idf[anc].sum() if a else np.zeros(0)
+                rel = relational_scores(best, w) if a else np.zeros(self._n, np.float32)
+                hits = anchor_hits(self._tag_csc, anc)
+                deficit = coverage_deficit(hits, w) if a else 0.0
+                temp = temporal_scores(hits, w, self._session_arr, self._turn_arr,
+                                       self._time_arr, len(self._session_ids), cfg.tau,
+                                       cfg.recency) if a else np.zeros(self._n, np.float32)
+                if a:
+                    cand |= set(_top(rel, depth).tolist()) | set(_top(temp, depth).tolist())
+
+                def rel_of(ids, rel=rel):
+                    return rel[ids]
+
+                def temp_of(ids, temp=temp):
+                    return temp[ids]
             attrs = question_attributes(questions[qi])
             subjects = {key(self.vocab.surfaces[int(e)]) for e in anc}
             claimed = self._claimed(subjects, attrs)
             cand |= set(claimed.tolist())
-            if a:
-                cand |= set(_top(rel, depth).tolist()) | set(_top(temp, depth).tolist())
             cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
             if cfg.neighbour:  # the turns next to each candidate, as its context
                 cand_arr = np.unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
@@ -644,7 +710,7 @@ class Memory:
                 "ids": cand_arr,
                 "dense": self._vec[cand_arr] @ qv[qi],
                 "bm25": np.asarray([lex[qi].get(int(i), 0.0) for i in cand_arr]),
-                "relational": rel[cand_arr], "temporal": temp[cand_arr],
+                "relational": rel_of(cand_arr), "temporal": temp_of(cand_arr),
                 "deficit": deficit, "n_anchors": a,
                 "anchors": [self.vocab.surfaces[int(e)] for e in anc],
                 "neighbours": self._neighbours(cand_arr),

@@ -61,6 +61,7 @@ class Vocabulary:
         self.cap_count = Counter()  # key -> capitalized occurrences seen by the extractor
         self.lower_words = Counter()  # lower-case words seen in traces
         self._tok_cache: dict[str, str] = {}
+        self._name_cache: dict[str, list[str]] = {}  # surface -> its normalized tokens
         self._canon: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -75,7 +76,14 @@ class Vocabulary:
                  if m.lastgroup in _GROUPS_KEPT and len(m.group()) <= MAX_NAME_CHARS
                  and m.group() not in SINGLE_WORD_DROP]
         if names:
-            for name, toks in zip(names, name_tokens(names), strict=True):
+            cache = self._name_cache
+            fresh = list(dict.fromkeys(n for n in names if n not in cache))
+            if fresh:
+                if len(cache) > 1_000_000:
+                    cache.clear()
+                cache.update(zip(fresh, name_tokens(fresh), strict=True))
+            for name in names:
+                toks = cache[name]
                 if not toks:
                     continue
                 key = "".join(toks)
@@ -87,8 +95,7 @@ class Vocabulary:
                     self.n_tokens.append(len(toks))
                     self.first_last.append((toks[0], toks[-1]))
                     self._canon = None
-        for text in texts:
-            self.lower_words.update(_LOWER.findall(text))
+        self.lower_words.update(w for text in texts for w in _LOWER.findall(text))
 
     # -- matching -----------------------------------------------------------------------------
     def tag(self, text: str) -> list[int]:

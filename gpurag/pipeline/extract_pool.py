@@ -53,9 +53,11 @@ def pool_workers(extractor: Extractor, n_batches: int, cap: int | None = None) -
     the user's keeps extraction in its own process (see :func:`main_module_is_guarded`)."""
     if not getattr(extractor, "cpu_bound", False) or n_batches < MIN_BATCHES_FOR_POOL:
         return 1
-    env = os.environ.get("GPURAG_EXTRACT_WORKERS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        wanted = bounded_workers(int(env), "GPURAG_EXTRACT_WORKERS")
+    from gpurag.settings import current
+
+    asked = current().extract_workers
+    if asked:
+        wanted = bounded_workers(asked, "GPURAG_EXTRACT_WORKERS")
     elif main_module_is_guarded():
         wanted = cap or available_cores()
     else:

@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # the runtime is built at the edge and passed down
 log = logging.getLogger(__name__)
 
 EXTRACT_BATCH = 512
+# Name vectors up to this size are indexed while the facts embed; larger ones (about 175k
+# names at 384-d: a 148k-passage corpus has 390k) first, so the peak memory stays that of the
+# sequential build, which holds them only until they are written.
+NAMES_ALONGSIDE_BYTES = 256 << 20
 
 
 def make_stage_extractor(cfg: IndexConfig, llm: LLMConfig | None = None,
@@ -395,12 +399,17 @@ def names_alongside(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntitie
                     timings: dict[str, float]) -> Iterator[Callable[[], None]]:
     """:func:`write_names` on a thread while the block runs; the block calls the function it
     is given to wait for it (an error of the names' write is raised there). Leaving the block
-    waits too, so nothing is written after the caller aborts."""
+    waits too, so nothing is written after the caller aborts. Above
+    :data:`NAMES_ALONGSIDE_BYTES` of name vectors the names are written before the block."""
     def run() -> None:
         t0 = time.perf_counter()
         write_names(writer, cfg, ents)
         timings["names_index_s"] = time.perf_counter() - t0
 
+    if ents.name_vectors is None or ents.name_vectors.nbytes > NAMES_ALONGSIDE_BYTES:
+        run()  # first, as a sequential build: the vectors are not held while the facts embed
+        yield lambda: None
+        return
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpurag-names") as pool:
         future = pool.submit(run)
         yield future.result

@@ -11,7 +11,6 @@ no bar.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from typing import Any
@@ -25,10 +24,10 @@ INTERVAL_S = 30.0  # between periodic lines of a long stage (GPURAG_PROGRESS_INT
 
 def interval_s() -> float:
     """Seconds between periodic progress lines: ``GPURAG_PROGRESS_INTERVAL`` or 30."""
-    try:
-        return max(0.0, float(os.environ.get("GPURAG_PROGRESS_INTERVAL", INTERVAL_S)))
-    except ValueError:
-        return INTERVAL_S
+    from gpurag.settings import current
+
+    interval = current().progress_interval
+    return INTERVAL_S if interval is None else interval
 
 
 def _duration(seconds: float) -> str:

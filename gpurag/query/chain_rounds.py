@@ -13,7 +13,7 @@ documents, so the head the earlier rounds settled stays where it is.
 How many rounds a question gets comes from the question itself: each relation phrase or
 nested possessive ("the city where", "whose", "the performers of", "Hello Love's") is one
 relation, and a question with ``n`` of them gets ``n - 1`` rounds beyond the second hop, at
-most ``QueryConfig.chain_rounds`` (0, the default, turns the rounds off: on the shared sets
+most ``RankingProfile.chain_rounds`` (0, the default, turns the rounds off: on the shared sets
 they moved all-gold@8 by at most one question, docs/RECALL.md "Chains longer than two"). A
 question with one relation ("in what county is the city where X was born?") gets none and
 keeps its ranking.

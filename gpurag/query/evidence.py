@@ -172,6 +172,19 @@ class _Links:
         self.chunk, self.label, self.forward = chunk, label, forward
 
 
+def _row_entities(data: EvidenceData, rows: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct entities each passage of ``rows`` mentions, as one flat array sorted by
+    (position in ``rows``, entity): (position, entity, count per position)."""
+    from gpurag.query.second_hop import csr_rows
+
+    lo = data.m_ptr[rows]
+    owner, ents = csr_rows(np.arange(len(rows)), lo, data.m_ptr[rows + 1] - lo, data.m_entity)
+    key = np.unique(owner * np.int64(data.n_ent + 1) + ents)
+    pos, ents = key // (data.n_ent + 1), key % (data.n_ent + 1)
+    return pos, ents, np.bincount(pos, minlength=len(rows))
+
+
 def _links(data: EvidenceData, universe: np.ndarray, rows: np.ndarray) -> _Links:
     """Relations among ``universe`` (entities) and co-mentions within the passages ``rows``."""
     lo, hi = data.r_ptr[universe], data.r_ptr[universe + 1]
@@ -184,21 +197,19 @@ def _links(data: EvidenceData, universe: np.ndarray, rows: np.ndarray) -> _Links
     w = np.where(labelled, LABELLED_W, RELATION_W) * np.where(returned, RETURNED_W, ELSEWHERE_W)
     src, dst, chunk = data.r_src[idx], data.r_dst[idx], data.r_chunk[idx]
     label, forward = data.r_label[idx], data.r_forward[idx]
-    # co-mentions inside each returned passage (every ordered pair of distinct entities)
-    cs, cd, cc = [], [], []
-    for row in rows.tolist():
-        ents = np.unique(data.mentions_of(row)[0])
-        if len(ents) < 2:
-            continue
-        a, b = np.meshgrid(ents, ents, indexing="ij")
-        keep = a != b
-        cs.append(a[keep])
-        cd.append(b[keep])
-        cc.append(np.full(int(keep.sum()), row))
-    if cs:
-        cs_, cd_, cc_ = np.concatenate(cs), np.concatenate(cd), np.concatenate(cc)
+    # co-mentions inside each returned passage (every ordered pair of distinct entities),
+    # passage by passage in rank order, pairs in (source, target) order within one
+    _, ents, width = _row_entities(data, rows)
+    if len(ents):
+        sq = width * width
+        group = np.repeat(np.arange(len(rows)), sq)
+        local = np.arange(int(sq.sum())) - np.repeat(np.cumsum(sq) - sq, sq)
+        base = np.repeat(np.cumsum(width) - width, sq)
+        i, j = local // width[group], local % width[group]
+        keep = i != j
+        cs_, cd_ = ents[(base + i)[keep]], ents[(base + j)[keep]]
         src, dst = np.r_[src, cs_], np.r_[dst, cd_]
-        chunk = np.r_[chunk, cc_]
+        chunk = np.r_[chunk, rows[group[keep]]]
         w = np.r_[w, np.full(len(cs_), COMENTION_W)]
         label = np.r_[label, np.full(len(cs_), SAME_PASSAGE, dtype=object)]
         forward = np.r_[forward, np.ones(len(cs_), bool)]
@@ -283,30 +294,35 @@ def result_chains(data: EvidenceData, seeds: list[Any], rows: np.ndarray
     if not seed_w or not len(rows):
         return []
     rank_of = {int(r): i + 1 for i, r in enumerate(rows.tolist())}
-    mentioned = np.concatenate([data.mentions_of(r)[0] for r in rows.tolist()] + [
-        np.zeros(0, np.int64)])
-    universe = np.unique(np.r_[np.fromiter(seed_w, np.int64), mentioned])
+    pos, ents, _ = _row_entities(data, rows)
+    universe = np.unique(np.r_[np.fromiter(seed_w, np.int64), ents])
     links = _links(data, universe, rows)
     best, back = _best_paths(seed_w, links, data.n_ent)
+    # each passage's candidate last entities: those it mentions and its title entity
+    title = data.title_entity[rows]
+    has = np.flatnonzero(title >= 0)
+    key = np.unique(np.r_[pos, has] * np.int64(data.n_ent + 1) + np.r_[ents, title[has]])
+    pos, ents = key // (data.n_ent + 1), key % (data.n_ent + 1)
+    reached = best[ents] > 0
+    pos, ents = pos[reached], ents[reached]
+    is_page = ents == title[pos]
+    score = best[ents] * np.where(is_page, PAGE_W, MENTION_W)
+    # per passage best first (ties by entity); the PER_PASSAGE best, the last of them
+    # replaced by the best chain through a bridge entity when none of them is one
+    order = np.lexsort((ents, -score, pos))
+    pos, ents, score, is_page = pos[order], ents[order], score[order], is_page[order]
+    place = np.arange(len(pos)) - np.searchsorted(pos, pos)
+    bridged = back[ents] >= 0
+    first_bridge = np.full(len(rows), np.iinfo(np.int64).max)
+    np.minimum.at(first_bridge, pos[bridged], place[bridged])
+    late = (first_bridge[pos] >= PER_PASSAGE) & (first_bridge[pos] < np.iinfo(np.int64).max)
+    keep = np.where(late, (place < PER_PASSAGE - 1) | (place == first_bridge[pos]),
+                    place < PER_PASSAGE)
     out: list[EvidenceChain] = []
-    for row in rows.tolist():
-        ents = np.unique(data.mentions_of(row)[0])
-        title = int(data.title_entity[row])
-        if title >= 0:
-            ents = np.union1d(ents, [title])
-        ents = ents[best[ents] > 0]
-        if not len(ents):
-            continue
-        final_w = np.where(ents == title, PAGE_W, MENTION_W)
-        score = best[ents] * final_w
-        order = np.lexsort((ents, -score))
-        picked = list(order[:PER_PASSAGE])
-        bridged = [i for i in order if back[ents[i]] >= 0]
-        if bridged and bridged[0] not in picked:
-            picked[-1] = bridged[0]
-        for i in picked:
-            out.append(_chain(data, int(ents[i]), row, rank_of, float(score[i]), back, links,
-                              seed_w, is_page=int(ents[i]) == title))
+    for p, e, sc, page in zip(pos[keep].tolist(), ents[keep].tolist(), score[keep].tolist(),
+                              is_page[keep].tolist(), strict=True):
+        out.append(_chain(data, e, int(rows[p]), rank_of, float(sc), back, links, seed_w,
+                          is_page=bool(page)))
     return out
 
 

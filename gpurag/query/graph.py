@@ -39,9 +39,6 @@ from gpurag.vectors.grouped import GroupedIndex
 
 log = logging.getLogger(__name__)
 
-# Share of passages that must be another passage's bridge page for the corpus to count as
-# bridged (hotpotqa_train100 0.20, musique_train100 0.12, lihua_world's chat logs 0).
-BRIDGED_SHARE = 0.02
 
 
 def _minmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
@@ -378,10 +375,10 @@ class GraphRetriever:
         return top_scores.astype(np.float32), top_rows, extras
 
     def bridged(self, cfg: QueryConfig) -> bool:
-        """Whether the corpus has bridge pages: at least ``BRIDGED_SHARE`` of its passages are
+        """Whether the corpus has bridge pages: at least ``cfg.bridged_share`` of its passages are
         the page of an entity another passage mentions (encyclopedic corpora, not chat logs
         or notes)."""
-        return self.bridge_pages.reached_share(cfg.second_hop_max_pages) >= BRIDGED_SHARE
+        return self.bridge_pages.reached_share(cfg.second_hop_max_pages) >= cfg.bridged_share
 
     def for_corpus(self, cfg: QueryConfig) -> QueryConfig:
         """``cfg`` with ``head_mode="auto"`` resolved: on a corpus without bridge pages the
@@ -465,7 +462,7 @@ class GraphRetriever:
             return None
         from gpurag.rerank import get_reranker
 
-        return get_reranker(cfg.rerank, self, checkpoint=cfg.extra.get("gat_checkpoint"))
+        return get_reranker(cfg.rerank, self, checkpoint=cfg.gat_checkpoint)
 
     @staticmethod
     def _fanout(reranker) -> tuple[int, ...]:

@@ -3,7 +3,7 @@
 ``get_reranker("gat", retriever)`` returns the reranker the graph retriever calls after
 personalized PageRank (``query_batch(..., mode="graph", rerank="gat")``). The checkpoint is,
 in order: a path after the name (``"gat:/path/to/model.safetensors"``), the ``checkpoint``
-argument (``QueryConfig.extra["gat_checkpoint"]``), ``$GPURAG_GAT_CHECKPOINT``, or the one
+argument (``QueryConfig.gat_checkpoint``), ``$GPURAG_GAT_CHECKPOINT``, or the one
 shipped in ``gpurag/rerank/weights/``. torch, torch_geometric and safetensors are needed
 (``pip install "gpurag[gnn]"``); nothing here imports them until a reranker is made.
 """

@@ -15,7 +15,9 @@ ENV_KEYS = "GPURAG_API_KEYS"
 def load_api_keys(keys_file: str | os.PathLike | None = None) -> list[str]:
     """Keys from ``$GPURAG_API_KEYS`` (comma-separated) plus ``keys_file`` (one a line, ``#``
     comments). Blank entries are dropped."""
-    keys = [k.strip() for k in os.environ.get(ENV_KEYS, "").split(",")]
+    from gpurag.settings import current
+
+    keys = [k.strip() for k in (current().api_keys or "").split(",")]
     if keys_file:
         path = Path(keys_file)
         try:

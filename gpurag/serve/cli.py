@@ -140,12 +140,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     if getattr(args, "config", None):  # checked now; every (re)opened index reads it
-        import os
-
         from gpurag.config import load_config
+        from gpurag.settings import export
 
         load_config(args.config)
-        os.environ["GPURAG_CONFIG"] = str(args.config)
+        export("GPURAG_CONFIG", str(args.config))
     # reloads and the access log at INFO on stderr (the root logger shows warnings only)
     logging.getLogger("gpurag.serve").setLevel(logging.INFO)
     if getattr(args, "no_access_log", False):

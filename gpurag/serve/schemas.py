@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-# Query settings a caller may change per request (all of QueryConfig's retrieval knobs that are
-# safe to expose); anything else is rejected as an unknown field.
+# Query settings a caller may change per request: QueryConfig's rerank choice and some ranking
+# profile constants (a request that sets one runs on a "<profile>+custom" copy, as an explicit
+# keyword of Index.query does); anything else is rejected as an unknown field.
 OPTION_FIELDS = ("damping", "seed_entities", "seed_facts", "seed_passages", "sim_power",
                  "entity_weight", "fact_weight", "passage_weight", "dense_head", "dense_blend",
                  "rerank", "rerank_candidates")

@@ -123,7 +123,7 @@ def test_candidate_ranking_equals_the_dense_ranking(blend, head, k, fusion):
     lexical = np.stack([rng.choice(n_psg, depth, replace=False) for _ in range(16)])
     lexical[:, :3] = di[:, 3:6]  # sources agree on some passages
     lexical[1, -4:] = -1
-    cfg = QueryConfig(k=k, dense_blend=blend, dense_head=head, head_fusion=fusion)
+    cfg = QueryConfig(k=k).plan(dense_blend=blend, dense_head=head, head_fusion=fusion)
     full = host_ppr.ppr(g, reset, damping=0.8, tol=1e-6)
     want_rows, want_scores = old_ranking(full[:, n_ent:], (ds, di), cfg, lexical)
     rows, scores = new_ranking(g, reset, n_ent, (ds, di), cfg, lexical)

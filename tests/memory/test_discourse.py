@@ -142,3 +142,58 @@ def test_synthetic_dialogues_are_consistent_and_seeded():
     speakers = [{r["text"].split("\n")[1].split(":")[0] for r in corpus
                  if r["id"].startswith(f"c{c}:")} for c in range(3)]
     assert all(len(s) == 2 for s in speakers) and not speakers[0] & speakers[1]
+
+
+def test_an_open_after_compaction_reads_the_discourse_and_continues_its_chains(tmp_path):
+    from gpurag.memory import derived
+    from gpurag.memory.snapshot import read_snapshot
+
+    rows = ["Ana: My daughter Maya started violin lessons.",
+            "Ana: I moved house yesterday, my address is 3 Pine Lane.", FILLER[0],
+            "Ana: Her teacher is Mr. Okafor, she adores him."]
+    with Memory.create(tmp_path / "mem") as mem:
+        mem.add_many([{"text": t, "session": "s1", "turn": i, "time": _t(4)}
+                      for i, t in enumerate(rows)])
+        mem.compact()
+        before = (list(mem._expansion), dict(mem._claims), dict(mem._dates),
+                  [list(t) for t in mem._tags])
+    assert before[1] and before[2]  # a claim and a resolved date to carry over
+    _, folder = read_snapshot(tmp_path / "mem" / "compact")
+    assert (folder / derived.TABLE).exists()
+    with Memory.open(tmp_path / "mem") as mem:
+        assert (mem._expansion, mem._claims, mem._dates,
+                [list(t) for t in mem._tags]) == before
+        assert mem._claim_index == {c: [i] for i, cs in before[1].items() for c in cs}
+        # the pronoun of a turn appended after the open reaches the chain read before it
+        mem.add("Ana: He teaches at Westfield School.", session="s1", turn=4, time=_t(4))
+        assert mem._expansion[4].split()[:3] == ["Mr.", "Okafor", "teacher"]
+
+
+def _state(mem):
+    return (list(mem._expansion), dict(mem._claims), dict(mem._dates), dict(mem._refs),
+            list(mem._read), [list(t) for t in mem._tags], list(mem._raw_n),
+            mem._discourse.state())
+
+
+@pytest.mark.parametrize("later", [
+    "Ben: Carla Diaz joined the choir.",  # a new name no earlier turn holds: rules not rerun
+    "Ben: Okafor Mensah is his full name.",  # "Okafor" now an alias: earlier names change
+])
+def test_compaction_keeps_the_rules_results_only_when_they_would_read_the_same(tmp_path, later):
+    rows = ["Ana: My daughter Maya started violin lessons.",
+            "Ana: Her teacher is Okafor, she adores him.",
+            "Ana: He teaches at Westfield School, I moved house yesterday.", later]
+    with Memory.create(tmp_path / "mem") as mem:
+        mem.add_many([{"text": t, "session": "s1", "turn": i, "time": _t(6)}
+                      for i, t in enumerate(rows[:3])])
+        mem.add(rows[3], session="s1", turn=3, time=_t(6))
+        from gpurag.memory import derived
+
+        raws = [mem.vocab.tag(t) for t in mem.texts]
+        kept = derived.unchanged(mem, raws)
+        assert kept == ("Carla" in later)
+        mem.compact()
+        fast = _state(mem)
+        mem._read = []  # forces the rules to run over every trace again
+        mem.compact()
+        assert _state(mem) == fast

@@ -90,7 +90,7 @@ def test_reranker_contract(name, graph_index, sample_questions):
 
     dense = search(graph_index.passage_index, qvecs, 20)
     cand = dense[1][:, :6]
-    reset, _ = retriever.reset_matrix(qvecs, graph_index.query_config, dense)
+    reset, _ = retriever.reset_matrix(qvecs, graph_index.query_config.plan(), dense)
     top = retriever.backends.ppr(retriever.graph, reset, k=1, lo=retriever.n_ent, damping=0.8,
                                  tol=1e-4, full=True)
     check_reranker(rr, qvecs, cand, top.full, dense)

@@ -12,6 +12,7 @@ import pytest
 from gpurag import Index
 from gpurag.config import QueryConfig
 from gpurag.errors import ConfigError
+from gpurag.profile import RankingProfile
 from gpurag.query.graph import union_head
 from gpurag.vectors import search
 
@@ -38,7 +39,7 @@ def test_union_head_keeps_each_sources_first_row_in_fused_order():
 
 
 def test_auto_head_is_union_only_without_bridge_pages(notes, tmp_path):
-    cfg = QueryConfig()
+    cfg = QueryConfig().plan()
     assert notes.retriever.bridge_pages.reached_share(cfg.second_hop_max_pages) == 0.0
     resolved = notes.retriever.for_corpus(cfg)
     assert (resolved.head_mode, resolved.lexical_weight) == ("union", cfg.lexical_weight_unbridged)
@@ -46,7 +47,7 @@ def test_auto_head_is_union_only_without_bridge_pages(notes, tmp_path):
     assert pages.retriever.bridge_pages.reached_share(cfg.second_hop_max_pages) > 0.02
     assert pages.retriever.for_corpus(cfg) == dataclasses.replace(cfg, head_mode="fused")
     # An explicit mode is kept as given.
-    assert notes.retriever.for_corpus(QueryConfig(head_mode="fused")).head_mode == "fused"
+    assert notes.retriever.for_corpus(QueryConfig().plan(head_mode="fused")).head_mode == "fused"
 
 
 def test_disagreeing_sources_both_reach_the_first_two(notes):
@@ -65,7 +66,7 @@ def test_disagreeing_sources_both_reach_the_first_two(notes):
                                            ("lexical_weight_unbridged", -0.1)])
 def test_head_settings_are_validated(setting, value):
     with pytest.raises(ConfigError):
-        QueryConfig(**{setting: value})
+        RankingProfile(**{setting: value})
 
 
 def test_reached_share_is_computed_once_per_page_cap(notes, monkeypatch):

@@ -38,7 +38,7 @@ def test_comparison_question_seeds_both_named_entities(graph_index):
     assert kestrel in seeds and brask in seeds
 
     qvec = graph_index.embedder.encode([COMPARISON])
-    cfg = graph_index.query_config
+    cfg = graph_index.query_config.plan()
     import dataclasses
 
     dense = graph_index.passage_index.search(qvec, 20)

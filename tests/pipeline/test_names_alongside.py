@@ -52,3 +52,19 @@ def test_an_error_writing_the_names_fails_the_build(tmp_path, monkeypatch, corpu
     with pytest.raises(BoomError, match="names index"):
         Index.build(corpus, out, **OPTS)
     assert not (out / "manifest.json").exists()
+
+
+def test_large_name_vectors_are_written_before_the_facts_embed(tmp_path, monkeypatch,
+                                                               reference, corpus,  # noqa: F811
+                                                               like_reference):  # noqa: F811
+    order: list[str] = []
+    real_names, real_facts = graph_stage.write_names, graph_stage.embed_facts
+    monkeypatch.setattr(graph_stage, "NAMES_ALONGSIDE_BYTES", 0)
+    monkeypatch.setattr(graph_stage, "write_names",
+                        lambda *a: (real_names(*a), order.append("names"))[0])
+    monkeypatch.setattr(graph_stage, "embed_facts",
+                        lambda *a: (order.append("facts"), real_facts(*a))[1])
+    out = tmp_path / "sequential" / "index"
+    Index.build(corpus, out, **OPTS).close()
+    assert order == ["names", "facts"]
+    assert files(out) == files(reference)

@@ -12,8 +12,8 @@ import pytest
 import scipy.sparse as sp
 
 from gpurag import Index
-from gpurag.config import QueryConfig
 from gpurag.errors import ConfigError
+from gpurag.profile import RankingProfile
 from gpurag.query.second_hop import (
     aspect_keys,
     bridge_matrix,
@@ -157,7 +157,7 @@ def test_unconditioned_hop_does_not_pick_the_bridge_page(index):
                                            ("second_hop_temperature", -0.1)])
 def test_second_hop_settings_are_validated(setting, value):
     with pytest.raises(ConfigError, match=setting):
-        QueryConfig(**{setting: value})
+        RankingProfile(**{setting: value})
 
 
 def test_expansion_pairs_skip_named_entities_and_the_pages_own_titles():

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from gpurag import Index
-from gpurag.config import QueryConfig
 from gpurag.errors import ConfigError
+from gpurag.profile import RankingProfile
 from gpurag.query.second_hop import best_expansions, triple_entity_scores
 
 DATA = Path(__file__).parent / "data"
@@ -100,4 +100,4 @@ def test_best_expansions_cut_only_questions_with_triples():
 
 def test_setting_is_validated():
     with pytest.raises(ConfigError, match="second_hop_triples"):
-        QueryConfig(second_hop_triples=-1)
+        RankingProfile(second_hop_triples=-1)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from gpurag import Index
-from gpurag.config import QueryConfig
 from gpurag.errors import ConfigError
+from gpurag.profile import RankingProfile
 from gpurag.query.chain_rounds import fresh_sources, relation_counts, rounds_for
 
 CORPUS = Path(__file__).parent / "data" / "chain_corpus.jsonl"
@@ -61,4 +61,4 @@ def test_a_question_without_further_relations_keeps_its_ranking(index):
 
 def test_chain_rounds_setting_is_validated():
     with pytest.raises(ConfigError, match="chain_rounds"):
-        QueryConfig(chain_rounds=-1)
+        RankingProfile(chain_rounds=-1)

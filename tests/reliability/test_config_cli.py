@@ -53,13 +53,12 @@ def _no_leftovers(folder: Path) -> None:
 
 
 INDEX_CASES = [
-    ({"GPURAG_QUERY_DAMPING": "2.5"}, [], ("GPURAG_QUERY_DAMPING", "damping", "(0, 1)")),
+    ({"GPURAG_QUERY_DAMPING": "0.5"}, [], ("GPURAG_QUERY_DAMPING", "ranking profile")),
     ({"GPURAG_THREADS": "abc"}, [], ("GPURAG_THREADS", "whole number")),
     ({"GPURAG_INDEX_GRAPH": "maybe"}, [], ("GPURAG_INDEX_GRAPH", "graph", "boolean")),
-    ({"GPURAG_QUERY_SIM_POWER": "nan"}, [], ("GPURAG_QUERY_SIM_POWER", "finite")),
-    ({"GPURAG_QUERY_DENSE_HEAD": "-1"}, [], ("GPURAG_QUERY_DENSE_HEAD", ">= 0")),
-    ({"GPURAG_QUERY_SEED_ENTITIES": "-3"}, [], ("GPURAG_QUERY_SEED_ENTITIES",)),
-    ({"GPURAG_QUERY_SEED_PASSAGES": "-1"}, [], ("GPURAG_QUERY_SEED_PASSAGES",)),
+    ({"GPURAG_QUERY_PROFILE": "tuned"}, [], ("GPURAG_QUERY_PROFILE", "default")),
+    ({"GPURAG_QUERY_SEED_PASSAGES": "20"}, [], ("GPURAG_QUERY_SEED_PASSAGES", "profile")),
+    ({"GPURAG_QUERY_KK": "3"}, [], ("GPURAG_QUERY_KK",)),
     ({"GPURAG_QUERY_PPR_TOL": "-1e-4"}, [], ("GPURAG_QUERY_PPR_TOL", "ppr_tol")),
     ({}, ["--chunk-tokens", "-1"], ("--chunk-tokens=-1", "chunk_tokens", ">= 1")),
     ({}, ["--chunk-tokens", "16"], ("chunk_overlap=32", "chunk_tokens=16")),

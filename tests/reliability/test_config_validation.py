@@ -69,7 +69,7 @@ def good_values(rule: Rule, default) -> list[str]:
 
 FIELDS = [(cls, prefix, f) for cls, prefix in ((IndexConfig, "GPURAG_INDEX_"),
                                                (QueryConfig, "GPURAG_QUERY_"))
-          for f in dataclasses.fields(cls) if f.name != "extra"]
+          for f in dataclasses.fields(cls)]
 BAD = [pytest.param(cls, prefix, f.name, value, id=f"{prefix}{f.name.upper()}={value!r}")
        for cls, prefix, f in FIELDS for value in bad_values(f.metadata["rule"])]
 GOOD = [pytest.param(cls, prefix, f.name, value, id=f"{prefix}{f.name.upper()}={value!r}")
@@ -151,9 +151,9 @@ def test_wrongly_typed_toml_values(tmp_path, toml, name):
 
 def test_numbers_from_toml_keep_their_types(tmp_path):
     path = tmp_path / "gpurag.toml"
-    path.write_text("[query]\nsim_power = 2\nk = 7\n", encoding="utf-8")
+    path.write_text("[query]\nppr_tol = 1\nk = 7\n", encoding="utf-8")
     qcfg = load_config(path)[1]
-    assert qcfg.sim_power == 2.0 and type(qcfg.sim_power) is float
+    assert qcfg.ppr_tol == 1.0 and type(qcfg.ppr_tol) is float
     assert qcfg.k == 7 and type(qcfg.k) is int
 
 

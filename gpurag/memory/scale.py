@@ -1,0 +1,392 @@
+"""The indexed read path of a large memory: every view from inverted lists, none from a scan.
+
+From ``MemoryConfig.scale_from`` traces on, :meth:`gpurag.memory.Memory.views` reads a
+:class:`ScaleIndex` that is kept up to date by appending (O(new traces) per search that
+follows an append) instead of the whole-memory CSR, BM25 and FAISS rebuilds of the small path:
+
+- **dense**: a FAISS IVF index (8-bit scalar codes of the vectors themselves, ``nlist`` about
+  ``sqrt(n)``) picks the candidates; their cosine is then computed exactly from the float32
+  vectors, as on the small path;
+- **lexical**: BM25 (Lucene variant, bm25s' tokenizer, k1 1.5, b 0.75) over term -> (trace,
+  term frequency) lists, with the collection statistics (N, document frequency, mean length)
+  of the whole memory at query time, so scores need no rebuild as traces arrive;
+- **relational**: forward-push personalized PageRank (Andersen, Chung & Lang) from each
+  anchor over the co-mention graph walked through the entity -> trace and trace -> entity
+  lists (a step from an entity picks one of its traces with two or more entities, then one
+  of that trace's other entities: the transition of the small path's co-mention CSR, which
+  is never built here); traces are scored only where some pushed entity occurs;
+- **temporal**: the sessions holding an anchor (entity -> traces, then session -> traces)
+  are the only ones scored, which is exact (the view is zero elsewhere);
+- the anchor coverage deficit and the anchor idf from the same lists (exact).
+
+``tests/memory/test_scale.py`` pins each against the small path on fixtures.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpurag.memory.postings import Grow, Postings
+from gpurag.memory.views import MASS_FLOOR
+
+if TYPE_CHECKING:
+    from gpurag.memory.memory import Memory
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
+K1, B = 1.5, 0.75
+PUSH_EPS = 1e-5  # push residual threshold per unit of degree
+REL_BUDGET = 2000  # traces scored first for the relational top-k (see relational_top)
+SYNC_CHUNK = 65_536  # traces indexed per step of a sync (bounds its transient memory)
+TEMPORAL_MAX_ROWS = 200_000  # rows of anchor sessions scored at most (else windows)
+TEMPORAL_WINDOW = 14.0  # x tau: turns beyond it score below exp(-14), under MASS_FLOOR
+
+
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+class ScaleIndex:
+    """Inverted lists and a vector index over a memory's traces (see the module doc)."""
+
+    def __init__(self, dim: int, nlist: int | None = None, nprobe: int = 32) -> None:
+        self.dim = dim
+        self.n = 0  # rows covered by sessions / lexical / dense
+        self.session, self.turn, self.time = Grow(np.int64), Grow(np.int64), Grow(np.float64)
+        self.sess = Postings()
+        self.terms = Postings()
+        self.doc_len = Grow(np.float32)
+        self.term_ids: dict[str, int] = {}
+        self._stop = _stopwords()
+        self._nlist, self.nprobe = nlist, nprobe
+        self.dense = None
+        self.n_dense = 0
+        self._reset_entities()
+
+    def _reset_entities(self) -> None:
+        self.n_ent_rows = 0
+        self.row_ptr = Grow(np.int64)
+        self.row_ptr.extend([0])
+        self.row_ent = Grow(np.int32)
+        self.m = Grow(np.int32)  # distinct canonical entities per row
+        self.ent = Postings()
+        self.deg = np.zeros(0, np.int64)  # rows with >= 2 entities holding each entity
+        self._r = self._p = np.zeros(0)  # push scratch (zero between pushes)
+        self.canon_used: np.ndarray | None = None
+        self.entity_rebuilds = getattr(self, "entity_rebuilds", -1) + 1
+
+    # -- keeping up ---------------------------------------------------------------------------
+    def sync(self, mem: Memory) -> None:
+        """Append the traces ``mem`` holds beyond those indexed."""
+        canon = mem.vocab.canonical()
+        old = self.canon_used
+        if old is not None and not np.array_equal(canon[: len(old)], old):
+            self._reset_entities()  # an alias or common word changed known entries
+        if self.n_ent_rows < mem._n:
+            self._add_entities(mem, canon)
+        self.canon_used = canon.copy()
+        if self.n < mem._n:
+            lo, hi = self.n, mem._n
+            self.session.extend(mem._session_of[lo:hi])
+            self.turn.extend(mem.turns[lo:hi])
+            self.time.extend(mem.times[lo:hi])
+            rows = np.arange(lo, hi, dtype=np.int32)
+            self.sess.add(np.asarray(mem._session_of[lo:hi]), rows)
+            for at in range(lo, hi, SYNC_CHUNK):  # bounded Python lists
+                self._add_lexical(mem, at, min(hi, at + SYNC_CHUNK))
+            self.n = hi
+        if self.n_dense < mem._n:
+            self._add_dense(mem)
+
+    def _add_entities(self, mem: Memory, canon: np.ndarray) -> None:
+        lo, hi = self.n_ent_rows, mem._n
+        tags = mem._tags[lo:hi]
+        counts = np.fromiter(map(len, tags), np.int64, count=hi - lo)
+        raw = np.fromiter((i for t in tags for i in t), np.int64, count=int(counts.sum()))
+        row = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
+        ent = canon[raw] if len(raw) else raw
+        keep = ent >= 0
+        row, ent = row[keep], ent[keep]
+        n_ent = max(len(canon), 1)
+        pair = np.unique(row * n_ent + ent)  # per row: distinct entities, sorted
+        row, ent = pair // n_ent, pair % n_ent
+        m = np.bincount(row - lo, minlength=hi - lo).astype(np.int32)
+        self.row_ent.extend(ent)
+        self.row_ptr.extend(self.row_ptr.view()[-1] + np.cumsum(m))
+        self.m.extend(m)
+        self.ent.add(ent, row)
+        if len(self.deg) < n_ent:
+            self.deg = np.r_[self.deg, np.zeros(n_ent - len(self.deg), np.int64)]
+        multi = m[row - lo] >= 2
+        self.deg += np.bincount(ent[multi], minlength=len(self.deg))[: len(self.deg)]
+        self.n_ent_rows = hi
+
+    def tokens(self, text: str) -> list[str]:
+        stop = self._stop
+        return [w for w in _TOKEN.findall(text.lower()) if w not in stop]
+
+    def _add_lexical(self, mem: Memory, lo: int, hi: int) -> None:
+        ids = self.term_ids
+        keys, rows, tfs, lens = [], [], [], []
+        for i in range(lo, hi):
+            toks = self.tokens(mem.lexical_text(i))
+            lens.append(len(toks))
+            tf: dict[int, int] = {}
+            for w in toks:
+                t = ids.get(w)
+                if t is None:
+                    t = ids[w] = len(ids)
+                tf[t] = tf.get(t, 0) + 1
+            keys.extend(tf)
+            tfs.extend(tf.values())
+            rows.extend([i] * len(tf))
+        self.doc_len.extend(lens)
+        self.terms.add(np.asarray(keys, np.int64), np.asarray(rows, np.int64),
+                       np.asarray(tfs, np.float32))
+
+    def _add_dense(self, mem: Memory) -> None:
+        """Train the IVF on a sample (first call) and add the vectors not yet in it, a block
+        at a time (no copy of the whole matrix)."""
+        import faiss
+
+        if self.dense is None:
+            n = mem._n
+            nlist = self._nlist or int(min(4096, max(1, round(math.sqrt(n)))))
+            nlist = max(1, min(nlist, n // 39 or 1))
+            quantizer = faiss.IndexFlatIP(self.dim)
+            index = faiss.IndexIVFScalarQuantizer(quantizer, self.dim, nlist,
+                                                  faiss.ScalarQuantizer.QT_8bit,
+                                                  faiss.METRIC_INNER_PRODUCT, False)
+            rng = np.random.default_rng(0)
+            sample = mem._vec.take(np.sort(rng.choice(n, size=min(n, 64 * nlist),
+                                                      replace=False)))
+            index.train(np.ascontiguousarray(sample, np.float32))
+            index.nprobe = min(self.nprobe, nlist)
+            self.dense = index
+        for lo in range(self.n_dense, mem._n, SYNC_CHUNK):
+            hi = min(mem._n, lo + SYNC_CHUNK)
+            self.dense.add(np.ascontiguousarray(mem._vec[lo:hi], np.float32))
+            self.n_dense = hi
+
+    # -- the views ----------------------------------------------------------------------------
+    def dense_ids(self, qv: np.ndarray, depth: int) -> list[np.ndarray]:
+        _, ids = self.dense.search(np.ascontiguousarray(qv, np.float32), min(depth, self.n))
+        return [row[row >= 0].astype(np.int64) for row in ids]
+
+    def lexical(self, questions: list[str], k: int) -> list[dict[int, float]]:
+        """BM25 top-``k`` per question with the whole memory's statistics."""
+        n = self.n
+        avg = float(self.doc_len.view().mean()) if n else 1.0
+        out = []
+        for q in questions:
+            ids = [self.term_ids[w] for w in self.tokens(q) if w in self.term_ids]
+            if not ids:
+                out.append({})
+                continue
+            terms = np.asarray(ids, np.int64)
+            owner, rows, tf = self.terms.get(terms)
+            df = np.bincount(owner, minlength=len(terms)).astype(np.float64)
+            idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+            dl = self.doc_len.view()[rows]
+            s = idf[owner] * (tf / (np.float32(K1) * ((1 - B) + B * dl / np.float32(avg)) + tf))
+            docs, inv = np.unique(rows, return_inverse=True)
+            score = np.zeros(len(docs), np.float32)
+            np.add.at(score, inv, s.astype(np.float32))
+            top = np.lexsort((docs, -score))[:k]
+            out.append({int(d): float(v) for d, v in zip(docs[top], score[top], strict=True)
+                        if v > 0})
+        return out
+
+    def postings(self, entities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        owner, rows, _ = self.ent.get(entities)
+        return owner, rows
+
+    def idf(self, entities: np.ndarray) -> np.ndarray:
+        df = self.ent.count(entities)
+        return np.log1p(self.n_ent_rows / np.maximum(df, 1)).astype(np.float64)
+
+    def push(self, anchor: int, damping: float, eps: float = PUSH_EPS
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """Approximate PPR mass from ``anchor``: (entities, mass relative to the anchor's),
+        entities sorted. Each round pushes every entity whose residual is at least ``eps``
+        times its degree; the work per round follows the entities touched."""
+        deg, m = self.deg, self.m.view()
+        ptr, ents = self.row_ptr.view(), self.row_ent.view()
+        if len(self._r) < len(deg):
+            self._r, self._p = np.zeros(len(deg)), np.zeros(len(deg))
+        r, p = self._r, self._p
+        touched = [np.asarray([anchor], np.int64)]
+        r[anchor] = 1.0
+        front = touched[0]
+        try:
+            while len(front):
+                mass = r[front]
+                r[front] = 0.0
+                p[front] += (1 - damping) * mass
+                dangling = deg[front] == 0
+                if dangling.any():
+                    r[anchor] += damping * float(mass[dangling].sum())
+                live = front[~dangling]
+                nxt = [np.asarray([anchor], np.int64)] if dangling.any() else []
+                if len(live):
+                    owner, rows = self.postings(live)
+                    share = (damping * mass[~dangling] / deg[live])[owner]
+                    multi = m[rows] >= 2
+                    owner, rows, share = owner[multi], rows[multi], share[multi]
+                    size = m[rows].astype(np.int64)
+                    pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+                    nb = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
+                    val = np.repeat(share / (size - 1), size)
+                    keep = nb != np.repeat(live[owner], size)
+                    targets, inv = np.unique(nb[keep], return_inverse=True)
+                    r[targets] += np.bincount(inv, weights=val[keep], minlength=len(targets))
+                    touched.append(targets)
+                    nxt.append(targets)
+                cand = np.unique(np.concatenate(nxt)) if nxt else np.zeros(0, np.int64)
+                front = cand[r[cand] >= eps * np.maximum(deg[cand], 1)]
+            seen = np.unique(np.concatenate(touched))
+            support = seen[p[seen] > 0]
+            return support, p[support] / max(p[anchor], MASS_FLOOR)
+        finally:
+            seen = np.unique(np.concatenate(touched))
+            r[seen] = 0.0
+            p[seen] = 0.0
+
+    def masses(self, anchors: np.ndarray, damping: float) -> list[tuple[np.ndarray,
+                                                                       np.ndarray]]:
+        """:meth:`push` of each anchor."""
+        return [self.push(int(a), damping) for a in anchors]
+
+    def relational_of(self, rows: np.ndarray, masses: list, weights: np.ndarray
+                      ) -> np.ndarray:
+        """The relational view of ``rows``: the weighted geometric mean over anchors of the
+        largest mass among a row's entities (``MASS_FLOOR`` where none has any)."""
+        rows = np.asarray(rows, np.int64)
+        if not masses:
+            return np.zeros(len(rows), np.float32)
+        ptr, ents = self.row_ptr.view(), self.row_ent.view()
+        size = self.m.view()[rows].astype(np.int64)
+        pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+        ent = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
+        owner = np.repeat(np.arange(len(rows)), size)
+        logm = np.zeros(len(rows))
+        for w, (keys, vals) in zip(weights, masses, strict=True):
+            best = np.zeros(len(rows), np.float32)
+            if len(keys) and len(ent):
+                at = np.clip(np.searchsorted(keys, ent), 0, len(keys) - 1)
+                mass = np.where(keys[at] == ent, vals[at], 0.0).astype(np.float32)
+                np.maximum.at(best, owner, mass)
+            logm += w * np.log(np.maximum(best, MASS_FLOOR))
+        return np.exp(logm).astype(np.float32)
+
+    def relational_top(self, masses: list, weights: np.ndarray, k: int,
+                       budget: int = REL_BUDGET) -> np.ndarray:
+        """Rows of the ``k`` best relational scores. Entities are taken in decreasing order
+        of their largest anchor mass until their traces number ``budget``; a trace holding
+        none of them scores at most ``c``, the largest mass left out (a weighted geometric
+        mean of values <= c), so once the k-th best score found is >= c the top-k is exact;
+        else the budget grows (x4) and it is tried again."""
+        keys = np.concatenate([np.zeros(0, np.int64), *(m[0] for m in masses)])
+        vals = np.concatenate([np.zeros(0), *(m[1] for m in masses)])
+        if not len(keys):
+            return np.zeros(0, np.int64)
+        ent, inv = np.unique(keys, return_inverse=True)
+        best = np.zeros(len(ent))
+        np.maximum.at(best, inv, vals)
+        order = np.argsort(-best, kind="stable")
+        ent, best = ent[order], best[order]
+        cum = np.cumsum(self.ent.count(ent))
+        while True:
+            take = int(np.searchsorted(cum, budget)) + 1
+            cut = float(best[take]) if take < len(ent) else 0.0
+            _, rows = self.postings(ent[:take])
+            rows = np.unique(rows)
+            scores = self.relational_of(rows, masses, weights)
+            picked = top(rows, scores, k)
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k] if len(scores) >= k \
+                else -1.0
+            if take >= len(ent) or kth >= max(cut, MASS_FLOOR) or budget >= 64 * REL_BUDGET:
+                return picked  # exact, or (past 64 budgets) the best found
+            budget *= 4
+
+    def temporal(self, anchors: np.ndarray, weights: np.ndarray, tau: float, recency: float
+                 ) -> tuple[np.ndarray, np.ndarray, float]:
+        """(rows, temporal scores) over the sessions holding an anchor, and the coverage
+        deficit; both as the small path computes them."""
+        owner, hit = self.postings(anchors)
+        deficit = 0.0
+        if len(anchors) > 1 and len(hit):
+            per = np.bincount(hit, weights=weights[owner])
+            deficit = float(1.0 - per.max())
+        if not len(hit):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32), deficit
+        session, turn, when = self.session.view(), self.turn.view(), self.time.view()
+        pair = np.unique(owner * (1 << 40) + session[hit])
+        a, s = pair >> 40, pair & ((1 << 40) - 1)
+        sessions, s_inv = np.unique(s, return_inverse=True)
+        cov = np.bincount(s_inv, weights=weights[a], minlength=len(sessions))
+        _, rows, _ = self.sess.get(sessions)
+        if len(rows) > TEMPORAL_MAX_ROWS:  # windows around the mentions only
+            w = math.ceil(TEMPORAL_WINDOW * max(tau, 1e-6))
+            near = np.unique((hit[:, None] + np.arange(-w, w + 1)).ravel())
+            near = near[(near >= 0) & (near < self.n)]
+            rows = near[np.isin(session[near], sessions)]
+        best = cov >= cov.max() - 1e-9
+        bonus = np.zeros(len(sessions))
+        s_of = np.searchsorted(sessions, session[rows])
+        if recency:
+            s_time = np.full(len(sessions), -np.inf)
+            np.maximum.at(s_time, s_of, np.nan_to_num(when[rows], nan=-np.inf))
+            if np.isfinite(s_time[best]).any():
+                bonus[np.flatnonzero(best)[np.argmax(s_time[best])]] = recency
+        mention = np.unique(hit)
+        key_m = session[mention] * (1 << 32) + turn[mention]
+        order = np.argsort(key_m)
+        key_m, mention = key_m[order], mention[order]
+        key = session[rows] * (1 << 32) + turn[rows]
+        pos = np.searchsorted(key_m, key)
+        dist = np.full(len(rows), np.inf)
+        for cand in (pos - 1, pos):
+            ok = (cand >= 0) & (cand < len(key_m))
+            c = np.clip(cand, 0, len(key_m) - 1)
+            same = ok & (session[mention[c]] == session[rows])
+            dist = np.where(same, np.minimum(dist, np.abs(turn[mention[c]] - turn[rows])), dist)
+        close = np.exp(-dist / max(tau, 1e-6))
+        return rows, (cov[s_of] * (1.0 + bonus[s_of]) * close).astype(np.float32), deficit
+
+    def stats(self) -> dict[str, Any]:
+        """Sizes of the index parts (bytes) and run counts."""
+        dense = 0
+        if self.dense is not None:
+            dense = int(self.dense.ntotal) * (self.dim + 8) + self.dense.nlist * self.dim * 4
+        parts = {"entity_lists": self.ent.nbytes + self.row_ent.nbytes + self.row_ptr.nbytes,
+                 "session_lists": self.sess.nbytes, "term_lists": self.terms.nbytes,
+                 "dense_ivf": dense,
+                 "columns": self.session.nbytes + self.turn.nbytes + self.time.nbytes
+                 + self.doc_len.nbytes + self.m.nbytes}
+        return {"bytes": parts, "terms": len(self.term_ids),
+                "runs": {"entity": self.ent.n_runs, "term": self.terms.n_runs},
+                "entity_rebuilds": self.entity_rebuilds,
+                "nlist": int(self.dense.nlist) if self.dense is not None else 0}
+
+
+def lookup(rows: np.ndarray, values: np.ndarray, ids: np.ndarray, default: float
+           ) -> np.ndarray:
+    """``values`` of ``ids`` among the sorted ``rows`` (``default`` where absent)."""
+    if not len(rows):
+        return np.full(len(ids), default, np.float32)
+    at = np.clip(np.searchsorted(rows, ids), 0, len(rows) - 1)
+    return np.where(rows[at] == ids, values[at], default).astype(np.float32)
+
+
+def top(rows: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """Rows of the ``k`` largest positive values."""
+    if len(values) > k:
+        idx = np.argpartition(-values, k - 1)[:k]
+        rows, values = rows[idx], values[idx]
+    return rows[values > 0]

@@ -1,0 +1,179 @@
+"""Ranking profiles: the query constants that evaluation runs chose, named and versioned.
+
+A :class:`RankingProfile` is frozen and holds every constant of the ranking that was picked by
+an evaluation rather than by a user: the walk's damping, the seeds' counts, weights and
+margins, the head (``dense_head``, ``head_fusion``, ``head_mode``), the second hop and the
+share of bridged passages that makes a corpus "bridged". A user chooses a profile by name
+(``QueryConfig.profile``, ``[query] profile``, ``GPURAG_QUERY_PROFILE``); the environment and
+the config file cannot change its fields one by one (``GPURAG_QUERY_SECOND_HOP_WEIGHT`` is an
+error naming it). A caller who experiments passes a field explicitly in Python
+(``index.query(q, second_hop_weight=0)``, a per-request option of ``gpurag serve``): that
+query runs on a copy named ``<name>+custom``.
+
+Profile ``default`` version 1, and the runs it came from (each field's note says which):
+
+- ``docs/RECALL.md`` "How it was tuned": the seeds, linking, title and head settings by
+  5-fold x 5-seed cross-validation over the questions of ``musique_train100``,
+  ``hotpotqa_train100`` and ``lihua_world``; the second hop and ``second_hop_triples`` by the
+  same protocol (stops 11-13); ``head_mode`` / ``lexical_weight_unbridged`` on lihua_world
+  (15 of 25 folds picked 0.3).
+- ``docs/results.md``: the scores of these constants, ``scripts/make_results.py`` on
+  2026-12-01 (CPU, bundled MiniLM int8 embedder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpurag.errors import ConfigError
+from gpurag.rules import Rule
+
+HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+title+ppr",
+                "dense+bm25+title+ppr")
+DEFAULT = "default"
+EVALUATED_BY = ("docs/RECALL.md (5-fold x 5 seeds over musique_train100, hotpotqa_train100, "
+                "lihua_world); scores in docs/results.md (scripts/make_results.py, 2026-12-01)")
+
+
+def constant(default: Any, kind: type, **rule: Any) -> Any:
+    """A profile field: its value in profile ``default`` and its :class:`Rule`."""
+    return field(default=default, metadata={"rule": Rule(kind, **rule)})
+
+
+POS_INT, NONNEG_INT, NONNEG, UNIT = {"lo": 1}, {"lo": 0}, {"lo": 0}, {"lo": 0, "hi": 1}
+
+
+@dataclass(frozen=True)
+class RankingProfile:
+    """The evaluated constants of the ranking (see the module docstring for their runs)."""
+
+    name: str = field(default=DEFAULT, metadata={"meta": True})
+    version: int = field(default=1, metadata={"meta": True})
+    evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
+    # Personalized PageRank: probability of following an edge.
+    damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
+    # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
+    seed_entities: int = constant(10, int, **NONNEG_INT)
+    seed_facts: int = constant(10, int, **NONNEG_INT)
+    seed_passages: int = constant(20, int, **NONNEG_INT)
+    sim_power: float = constant(4.0, float, **NONNEG)
+    entity_margin: float = constant(0.1, float, **NONNEG)
+    fact_margin: float = constant(0.2, float, **NONNEG)
+    entity_weight: float = constant(1.0, float, **NONNEG)
+    fact_weight: float = constant(1.0, float, **NONNEG)
+    passage_weight: float = constant(0.05, float, **NONNEG)
+    # Question entity linking: entities the question names (exact alias match) get this much
+    # reset mass on top of the FAISS seeds (whose mass is 1), shared equally and scaled by
+    # specificity; 0 turns linking off.
+    link_weight: float = constant(4.0, float, **NONNEG)
+    # Lexical seeds: the top `lexical_seeds` BM25 passages enter the reset vector with
+    # `lexical_weight` (min-max scaled), beside the dense passages.
+    lexical_seeds: int = constant(10, int, **NONNEG_INT)
+    lexical_weight: float = constant(0.05, float, **NONNEG)
+    # Ranking: the first `dense_head` ranks keep the head's order; `dense_blend` mixes the
+    # dense score into the PPR score for the rest.
+    dense_head: int = constant(1, int, **NONNEG_INT)
+    # How the head is ordered: the dense ranking alone, or the reciprocal-rank fusion of it
+    # with BM25, the PPR ranking and the passages titled by an entity the question names.
+    head_fusion: str = constant("dense+bm25", str, choices=HEAD_FUSIONS)
+    # "fused": the head is the first `dense_head` rows of that fusion; "union": the first
+    # `dense_head` rows of each source; "auto": "union" on a corpus without bridge pages
+    # (fewer than `bridged_share` of its passages reached by a bridge), where BM25 seeds also
+    # weigh `lexical_weight_unbridged`; else "fused".
+    head_mode: str = constant("auto", str, choices=("auto", "fused", "union"))
+    lexical_weight_unbridged: float = constant(0.3, float, **NONNEG)
+    bridged_share: float = constant(0.02, float, **UNIT)
+    dense_blend: float = constant(0.0, float, **UNIT)
+    # Query-conditioned second hop (gpurag/query/second_hop.py): the pages of the entities
+    # the top `second_hop_from` passages mention, each weighted by exp(cos(question, page) /
+    # `second_hop_temperature`) (0: not conditioned), fused into the ranking by reciprocal rank
+    # (constant `second_hop_rank_constant`) with weight `second_hop_weight` (0 turns it off).
+    # An entity that titles more than `second_hop_max_pages` passages bridges nowhere.
+    second_hop_weight: float = constant(0.35, float, **NONNEG)
+    second_hop_from: int = constant(5, int, **POS_INT)
+    second_hop_temperature: float = constant(0.05, float, **NONNEG)
+    second_hop_rank_constant: float = constant(2.0, float, lo=0, open_lo=True)
+    second_hop_max_pages: int = constant(3, int, **POS_INT)
+    # Expanded questions: each entity the top `second_hop_expansions` passages mention (and the
+    # question does not name) is appended to the question and searched with BM25; the pages
+    # found are fused with weight `second_hop_expansion_weight` below the first
+    # `second_hop_expansion_keep` documents (0 expansions: off).
+    second_hop_expansions: int = constant(3, int, **NONNEG_INT)
+    second_hop_expansion_weight: float = constant(0.5, float, **NONNEG)
+    second_hop_expansion_keep: int = constant(5, int, **NONNEG_INT)
+    # Where the top passages carry labelled triples (an LLM or imported-triples index), only
+    # the entities of the `second_hop_triples` triples closest to the question are expanded;
+    # 0: every entity.
+    second_hop_triples: int = constant(4, int, **NONNEG_INT)
+    # Chains longer than two (gpurag/query/chain_rounds.py): rounds of bridge pages after the
+    # second hop, one per relation phrase of the question past its first, at most this many
+    # (0: off; not part of the runs above, so off).
+    chain_rounds: int = constant(0, int, **NONNEG_INT)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            rule = f.metadata.get("rule")
+            if rule is None:
+                continue
+            value = getattr(self, f.name)
+            try:
+                object.__setattr__(self, f.name, rule.coerce(value))
+            except (ValueError, TypeError):
+                raise ConfigError(f"ranking profile {self.name!r}: {f.name}={value!r} is not "
+                                  f"valid: {f.name} must be {rule.describe()}") from None
+
+    @property
+    def label(self) -> str:
+        """``name@version``, e.g. ``default@1`` (what a result or a log line names)."""
+        return f"{self.name}@{self.version}"
+
+    def constants(self) -> dict[str, Any]:
+        """The evaluated constants by name (no name, version or provenance)."""
+        return {name: getattr(self, name) for name in profile_fields()}
+
+    def with_values(self, values: dict[str, Any], source: str) -> RankingProfile:
+        """A copy with ``values`` (explicit, from Python or a request) set, each checked by its
+        rule and named ``<name>+custom``; an unknown name raises :class:`ConfigError`."""
+        if not values:
+            return self
+        known = profile_fields()
+        for key, value in values.items():
+            if key not in known:
+                raise ConfigError(f"{source}: {key!r} is not a ranking profile constant "
+                                  f"(known: {', '.join(sorted(known))})")
+            try:
+                known[key].coerce(value)
+            except (ValueError, TypeError):
+                raise ConfigError(f"{source}: {key}={value!r} is not valid: {key} must be "
+                                  f"{known[key].describe()}") from None
+        name = self.name if self.name.endswith("+custom") else f"{self.name}+custom"
+        return dataclasses.replace(self, name=name, **values)
+
+
+def profile_fields() -> dict[str, Rule]:
+    """Every evaluated constant of :class:`RankingProfile` and its rule."""
+    return {f.name: f.metadata["rule"] for f in dataclasses.fields(RankingProfile)
+            if "rule" in f.metadata}
+
+
+PROFILES: dict[str, RankingProfile] = {DEFAULT: RankingProfile()}
+
+
+def profile_names() -> tuple[str, ...]:
+    """The names a user may choose (``QueryConfig.profile``)."""
+    return tuple(PROFILES)
+
+
+def get_profile(name: str) -> RankingProfile:
+    """The profile named ``name``; an unknown name raises :class:`ConfigError` naming it."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ConfigError(f"unknown ranking profile {name!r} (known: "
+                          f"{', '.join(PROFILES)})") from None
+
+
+__all__ = ["DEFAULT", "HEAD_FUSIONS", "PROFILES", "RankingProfile", "get_profile",
+           "profile_fields", "profile_names"]
