@@ -93,9 +93,11 @@ def blank_vectors(index, rows: np.ndarray) -> None:
     rows = np.asarray(rows, np.int64)
     if not len(rows):
         return
+    if isinstance(index, faiss.IndexIVF):  # the codes live in lists: take out, add back zero
+        index.remove_ids(rows)
+        index.add_with_ids(np.zeros((len(rows), int(index.d)), np.float32), rows)
+        return
     store = faiss.downcast_index(index.storage) if isinstance(index, faiss.IndexHNSW) else index
-    if isinstance(store, faiss.IndexIVF):  # not a kind names or facts use; no view of codes
-        raise ValueError("blank_vectors: IVF indexes are not supported")
     size = int(store.code_size)
     codes = faiss.rev_swig_ptr(store.codes.data(), int(store.ntotal) * size).reshape(-1, size)
     codes[rows] = store.sa_encode(np.zeros((1, int(index.d)), np.float32))
@@ -209,8 +211,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     facts = facts.assign(
         chunk=np.where(f_drop, 0, new_pos[f_chunk]), text=facts["text"].where(~f_drop, ""),
         weight=np.where(f_drop, 0, facts["weight"].to_numpy()),
-        typed=np.where(f_drop, False, facts["typed"].to_numpy(bool))).astype(
-        facts.dtypes.to_dict())
+        **({"typed": np.where(f_drop, False, facts["typed"].to_numpy(bool))}
+           if "typed" in facts.columns else {})).astype(facts.dtypes.to_dict())
     f_ptr = np.asarray(d.array(layout.FACT_ENTITY_INDPTR, mmap=False))
     f_ent = np.asarray(d.array(layout.FACT_ENTITY_INDICES, mmap=False))
     lengths = np.diff(f_ptr)
