@@ -6,7 +6,9 @@ the report gives per batch size the milliseconds per question: p50/p95 of the wh
 (single questions), the mean per question (batches), and each stage's share as the results'
 ``timings_ms`` report it (embed; then the graph stages dense, bm25, linking, seeds, walk,
 fusion, second_hop, expansion_bm25, paths). Questions are made from passage titles and the
-first words of their text.
+first words of their text. The modes take turns on each batch (same load); ``graph:noevidence``
+is graph mode without the evidence chains (``evidence=False``). ``ratios`` gives the targets'
+ratios: graph p50 over dense p50, and the largest batch's cost per question over single.
 
 ``--peers`` also times PPR and Leiden on the index's graph against igraph, networkx and
 graspologic-native (bench/graph_algos.py).
@@ -32,8 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/enwiki_passages/passages.jsonl.gz"
-MODES = ("dense", "graph")
+_SHARED = Path(__file__).resolve().parents[2] / "shared/data"
+DEFAULT_DATA = ((_SHARED if _SHARED.is_dir() else Path("/work/shared/data"))
+                / "enwiki_passages/passages.jsonl.gz")
+MODES = ("dense", "graph", "graph:noevidence")
 
 
 def log(msg: str) -> None:
@@ -102,30 +106,65 @@ def open_or_build(work: Path, data: Path, size: int):
     return Index.open(out), rows, build_s
 
 
-def run_batches(index, questions: list[str], mode: str, batch: int, n: int) -> dict:
-    """Per question: total ms (p50/p95 for single questions, mean for batches) and the mean
-    ms of each stage, over the first ``n`` questions in batches of ``batch``."""
-    totals, stages = [], []
+def split_mode(mode: str) -> tuple[str, dict]:
+    """``"graph:noevidence"`` -> ("graph", {"evidence": False}); other modes as they are."""
+    base, _, flag = mode.partition(":")
+    return base, ({"evidence": False} if flag == "noevidence" else {})
+
+
+def run_batches(index, questions: list[str], modes: list[str], batch: int, n: int
+                ) -> dict[str, dict]:
+    """Per mode, per question: total ms (p50/p95 for single questions, mean for batches) and
+    the mean ms of each stage, over the first ``n`` questions in batches of ``batch``. The
+    modes take turns on each batch, so a change in the machine's load hits them alike."""
+    totals: dict[str, list] = {m: [] for m in modes}
+    stages: dict[str, list] = {m: [] for m in modes}
     for i in range(0, n, batch):
         chunk = questions[i:i + batch]
-        t = time.perf_counter()
-        results = index.query_batch(chunk, k=10, mode=mode)
-        totals.append((time.perf_counter() - t) * 1000 / len(chunk))
-        stages.append(results[0].timings_ms)
-    keys = sorted({k for s in stages for k in s})
-    out = {"batch": batch, "questions": n, "ms_per_question": float(np.mean(totals)),
-           "questions_per_s": 1000 / float(np.mean(totals)),
-           "stages_ms": {k: float(np.mean([s.get(k, 0.0) for s in stages])) for k in keys}}
-    if batch == 1:
-        out["p50_ms"] = float(np.percentile(totals, 50))
-        out["p95_ms"] = float(np.percentile(totals, 95))
+        for mode in modes:
+            base, options = split_mode(mode)
+            t = time.perf_counter()
+            results = index.query_batch(chunk, k=10, mode=base, **options)
+            totals[mode].append((time.perf_counter() - t) * 1000 / len(chunk))
+            stages[mode].append(results[0].timings_ms)
+    out = {}
+    for mode in modes:
+        keys = sorted({k for s in stages[mode] for k in s})
+        tot = totals[mode]
+        row = {"batch": batch, "questions": n, "ms_per_question": float(np.mean(tot)),
+               "questions_per_s": 1000 / float(np.mean(tot)),
+               "stages_ms": {k: float(np.mean([s.get(k, 0.0) for s in stages[mode]]))
+                             for k in keys}}
+        if batch == 1:
+            row["p50_ms"] = float(np.percentile(tot, 50))
+            row["p95_ms"] = float(np.percentile(tot, 95))
+        out[mode] = row
+    return out
+
+
+def ratios(run: dict) -> dict:
+    """The targets' ratios of one prefix: graph p50 over dense p50 (single questions), and
+    per mode the per-question cost of the largest batch over that of single questions."""
+    q = run["query"]
+    out = {}
+    dense = q.get("dense", [{}])[0].get("p50_ms")
+    for mode, rows in q.items():
+        single, big = rows[0], rows[-1]
+        if dense and mode != "dense" and "p50_ms" in single:
+            out[f"{mode}_p50_over_dense_p50"] = single["p50_ms"] / dense
+        if big["batch"] > 1 and single["batch"] == 1:
+            out[f"{mode}_batch{big['batch']}_over_single"] = (
+                big["ms_per_question"] / single["ms_per_question"])
+            if "retrieve" in big["stages_ms"] and single["stages_ms"].get("retrieve"):
+                out[f"{mode}_retrieve_batch{big['batch']}_over_single"] = (
+                    big["stages_ms"]["retrieve"] / single["stages_ms"]["retrieve"])
     return out
 
 
 def table(run: dict) -> str:
     """One markdown table of a prefix's runs: ms per question per stage."""
     cols = ["embed", "retrieve", "dense", "bm25", "linking", "seeds", "walk", "fusion",
-            "second_hop", "expansion_bm25", "paths", "evidence"]
+            "second_hop", "expansion_bm25", "paths", "confidence", "evidence"]
     lines = [f"{run['passages']} passages",
              "| mode | batch | p50 | p95 | ms/q | q/s | " + " | ".join(cols) + " |",
              "|---" * (6 + len(cols)) + "|"]
@@ -173,18 +212,22 @@ def main() -> None:
         run = {"passages": size, "index_s": build_s, "counts": index.manifest.counts,
                "query": {}}
         with index:
-            for mode in args.modes.split(","):
-                index.query_batch(questions[:4], k=10, mode=mode)  # opens what it needs
+            modes = args.modes.split(",")
+            for mode in modes:
+                base, options = split_mode(mode)
+                index.query_batch(questions[:4], k=10, mode=base, **options)  # opens its parts
                 run["query"][mode] = []
-                for b in batches:
-                    n = args.single if b == 1 else max(b, args.batched)
-                    log(f"[{size}] {mode}, batches of {b} ({min(n, len(questions))} questions)")
-                    run["query"][mode].append(run_batches(index, questions, mode, b,
-                                                          min(n, len(questions))))
+            for b in batches:
+                n = min(args.single if b == 1 else max(b, args.batched), len(questions))
+                log(f"[{size}] {', '.join(modes)} in turn, batches of {b} ({n} questions)")
+                for mode, row in run_batches(index, questions, modes, b, n).items():
+                    run["query"][mode].append(row)
+            run["ratios"] = ratios(run)
             if args.peers:
                 run["graph_algorithms"] = peer_comparison(index)
         report["runs"].append(run)
         log(table(run))
+        log(json.dumps(run["ratios"], indent=1))
     report["machine"]["load_avg_end"] = list(os.getloadavg())
     text = json.dumps(report, indent=1)
     if args.out:

@@ -22,3 +22,13 @@ def set_wait_policy(environ: MutableMapping[str, str] | None = None) -> str:
 
         return library_default("OMP_WAIT_POLICY", WAIT_POLICY)
     return environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
+
+def threads_spin(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Whether other thread pools (ONNX Runtime's) may spin-wait too: only when OpenMP's
+    policy is ``ACTIVE`` (the user's choice for a machine of its own). ONNX Runtime spins by
+    default; on 2 cores at a load of 13, 300 passages embedded in 25.7-37.5 s spinning and
+    18.9-23.8 s not, the same vectors."""
+    policy = (set_wait_policy() if environ is None  # the policy in force (set at import)
+              else environ.get("OMP_WAIT_POLICY", WAIT_POLICY))
+    return policy.strip().upper() == "ACTIVE"

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
+from gpurag._openmp import threads_spin
 from gpurag.config import threads_from_env
 from gpurag.embed.tokens import TOKENIZER_PATH, MiniLMTokens, length_batches, padded_batch
 from gpurag.errors import ConfigError
 
+# The batch session's pool waits without spinning unless OpenMP's policy is ACTIVE (see
+# gpurag._openmp.threads_spin): the same vectors, much less time on a shared machine.
+SPIN_KEY = "session.intra_op.allow_spinning"
 SMALL_BATCH = 4
 __all__ = ["TOKENIZER_PATH", "OnnxMiniLMEmbedder", "default_model_path"]
 
@@ -53,6 +57,7 @@ class OnnxMiniLMEmbedder(MiniLMTokens):
                                f"minilm-l6-v2 int8 ({model.name})")
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or threads_from_env()
+        options.add_session_config_entry(SPIN_KEY, "1" if threads_spin() else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         try:
             self._session = ort.InferenceSession(

@@ -148,41 +148,51 @@ def _power(
     r_nodes, r_cols, r_vals = coo.col, coo.row, coo.data.astype(dtype)
     dense_reset = r.nnz > 0.05 * n * q
     r_dense = r.T.toarray().astype(dtype) if dense_reset else None
-    x = np.zeros((n, q), dtype=dtype)
+    x = np.zeros((n, q), dtype=dtype)  # the result: a column is written when it converges
     x[r_nodes, r_cols] = r_vals
     noise_floor = 1e3 * np.finfo(dtype).eps
+    # The iterate holds the active (unconverged) columns only, contiguous; it is compacted
+    # when some converge, not gathered every iteration. Each column's arithmetic is its own,
+    # so a question's scores do not depend on the batch it came in.
+    active = np.arange(q)
+    xa = x.copy()
     prev = np.full(q, np.inf)
-    done = np.zeros(q, dtype=bool)
     err = np.zeros(q)
-    pos = np.full(q, -1, dtype=np.int64)
     for _ in range(max_iter):
-        # Converged columns are frozen and the rest iterate alone, so a question's scores do
-        # not depend on the batch it came in (each column's arithmetic is independent).
-        active = np.flatnonzero(~done)
-        pos[:] = -1
-        pos[active] = np.arange(len(active))
-        xa = x[:, active] if len(active) < q else x
         x_new = pt @ xa
         x_new *= d
         # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
         coef = ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
         if r_dense is not None:
-            x_new += r_dense[:, active] * coef
+            x_new += r_dense * coef
         else:
-            sel = pos[r_cols] >= 0
-            cols = pos[r_cols[sel]]
-            x_new[r_nodes[sel], cols] += r_vals[sel] * coef[cols]
-        err_a = np.abs(x_new - xa).sum(axis=0, dtype=np.float64)
+            x_new[r_nodes, r_cols] += r_vals * coef[r_cols]
+        diff = np.subtract(x_new, xa)
+        np.abs(diff, out=diff)
+        err_a = diff.sum(axis=0, dtype=np.float64)
+        del diff
         err[active] = err_a
-        x[:, active] = x_new
+        xa = x_new
         # L1 change contracts by >= damping per step in exact arithmetic; a change that stops
         # shrinking (by less than halfway to 1) under the noise floor is rounding noise.
-        stalled = (err_a > 0.5 * (1 + damping) * prev[active]) & (err_a < noise_floor)
-        done[active] = (err_a < tol) | stalled
-        prev[active] = err_a
-        if np.all(done):
-            break
+        stalled = (err_a > 0.5 * (1 + damping) * prev) & (err_a < noise_floor)
+        done = (err_a < tol) | stalled
+        prev = err_a
+        if done.any():
+            x[:, active[done]] = xa[:, done]
+            keep = ~done
+            if not keep.any():
+                break
+            active, prev = active[keep], prev[keep]
+            xa = np.ascontiguousarray(xa[:, keep])
+            moved = np.cumsum(keep) - 1
+            if r_dense is not None:
+                r_dense = np.ascontiguousarray(r_dense[:, keep])
+            else:
+                sel = keep[r_cols]
+                r_nodes, r_cols, r_vals = r_nodes[sel], moved[r_cols[sel]], r_vals[sel]
     else:
+        x[:, active] = xa
         warnings.warn(
             f"ppr_power did not converge in {max_iter} iterations "
             f"(max L1 change {float(err.max()):.2e} > tol {tol:.1e})",

@@ -83,19 +83,22 @@ class EntityLinker:
         """For each question, the entities it names (maximal, non-overlapping matches).
         A retrieval links its batch once and hands the result to every stage that needs it
         (the walk's reset, the title head, the second hop); nothing is remembered here."""
+        return self.link_batch(questions).lists()
+
+    def link_batch(self, questions: list[str]) -> LinkedBatch:
+        """The entities the questions name (as :meth:`link`), as arrays."""
         return self._link(questions)
 
-    def _link(self, questions: list[str]) -> list[list[LinkedEntity]]:
+    def _link(self, questions: list[str]) -> LinkedBatch:
         spans: list[tuple[int, int, int]] = []  # (question, start, end)
         keys: list[str | None] = []  # the span's key where it is plain, else None
         slow: list[str] = []  # the text of every other span
         for qi, question in enumerate(questions):
             self._spans(qi, question, spans, keys, slow)
         if not spans:
-            return [[] for _ in questions]
+            return LinkedBatch.from_lists([[] for _ in questions])
         computed = iter(normalize_name(slow))
         keys = [next(computed) if key is None else key for key in keys]
-        found: list[list[LinkedEntity]] = [[] for _ in questions]
         entity_of = self._entity_of
         hits = [(qi, start, end, entity_of[key])
                 for (qi, start, end), key in zip(spans, keys, strict=True)
@@ -103,14 +106,16 @@ class EntityLinker:
         # Longest first; drop matches overlapping a longer one already taken.
         hits.sort(key=lambda h: (h[0], -(h[2] - h[1]), h[1]))
         taken: list[list[tuple[int, int]]] = [[] for _ in questions]
+        kept: list[tuple[int, int, int, int]] = []
         for qi, start, end, entity in hits:
             if any(start < e and s < end for s, e in taken[qi]):
                 continue
             taken[qi].append((start, end))
-            found[qi].append(LinkedEntity(int(entity), start, end))
-        for row in found:
-            row.sort(key=lambda e: e.start)
-        return found
+            kept.append((qi, start, end, int(entity)))
+        kept.sort(key=lambda h: (h[0], h[1]))
+        arr = np.array(kept, np.int64).reshape(-1, 4)
+        return LinkedBatch(arr[:, 0].copy(), arr[:, 3].copy(), arr[:, 1].copy(),
+                           arr[:, 2].copy(), len(questions))
 
     def _spans(self, qi: int, question: str, spans: list, keys: list, slow: list) -> None:
         """Every span of up to ``MAX_NGRAM`` words that starts with a capital or a digit.
@@ -152,3 +157,32 @@ def plain_key(span: str) -> str:
     """The key of a plain span (see :meth:`EntityLinker._spans`): its lower-cased ASCII
     words joined by single spaces (what :func:`normalize_name` makes of it)."""
     return " ".join(_PIECE.findall(span.lower()))
+
+
+@dataclass(frozen=True)
+class LinkedBatch:
+    """The entities a batch's questions name, as arrays: ``q`` (question), ``entity``,
+    ``start``/``end`` (character span), by question then start; ``n``: questions."""
+
+    q: np.ndarray
+    entity: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    n: int
+
+    @classmethod
+    def from_lists(cls, rows: list[list[LinkedEntity]]) -> LinkedBatch:
+        """From :meth:`EntityLinker.link`'s per-question lists."""
+        flat = [e for row in rows for e in row]
+        return cls(np.repeat(np.arange(len(rows), dtype=np.int64), [len(r) for r in rows]),
+                   np.array([e.entity_id for e in flat], np.int64),
+                   np.array([e.start for e in flat], np.int64),
+                   np.array([e.end for e in flat], np.int64), len(rows))
+
+    def lists(self) -> list[list[LinkedEntity]]:
+        """Per question, its :class:`LinkedEntity` list (the shape results carry)."""
+        out: list[list[LinkedEntity]] = [[] for _ in range(self.n)]
+        for qi, e, s, t in zip(self.q.tolist(), self.entity.tolist(), self.start.tolist(),
+                               self.end.tolist(), strict=True):
+            out[qi].append(LinkedEntity(e, s, t))
+        return out

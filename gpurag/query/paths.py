@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.query.results import EntityPath
 from gpurag.query.second_hop import csr_rows
 
 
@@ -71,3 +72,23 @@ def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp
     order = np.argsort(path_pair, kind="stable")
     path_pair = path_pair[order]
     return pq[path_pair], pj[path_pair], first[order], second[order]
+
+
+def path_lists(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray,
+               mentions: sp.csr_array, adj: sp.csr_array, names: np.ndarray,
+               chunk_ids: np.ndarray) -> list[list[EntityPath]]:
+    """Per question, for each of its returned passages (``rows``, ``(q, k)``, -1 padded), a
+    chain seed entity [-> linked entity] that reaches it (:func:`trace`), as result objects
+    (``names``: entity names, ``chunk_ids``: passage ids)."""
+    pq, pj, first, second = trace(seed_q, seed_e, rows, mentions, adj)
+    out: list[list[EntityPath]] = [[] for _ in range(rows.shape[0])]
+    ids = chunk_ids[rows[pq, pj]].tolist()
+    a_names = names[first].tolist()
+    b_names = names[np.maximum(second, 0)].tolist() if len(second) else []
+    for qi, cid, a, b, linked in zip(pq.tolist(), ids, a_names, b_names,
+                                     (second >= 0).tolist(), strict=True):
+        if linked:
+            out[qi].append(EntityPath(str(cid), [str(a), str(b)], ["related"]))
+        else:
+            out[qi].append(EntityPath(str(cid), [str(a)], []))
+    return out

@@ -297,15 +297,22 @@ class PassageVectors:
 
 
 class BridgePages:
-    """The second hop over an opened index's graph retriever: bridge matrices (one per
-    ``max_pages``) and passage vectors, read on first use."""
+    """The second hop over an opened index: bridge matrices (one per ``max_pages``) and
+    passage vectors, read on first use.
+
+    ``retriever`` is read through its public parts only (a
+    :class:`~gpurag.query.graph.GraphRetriever`): ``n_ent``, ``n_psg``, ``chunks``, ``dir``,
+    ``title_entity``, ``aliases``, ``mentions`` (passage -> entity CSR), ``passage_index``,
+    ``fact_indptr``, ``fact_entities``, ``fact_index``, ``lexical``, ``entity_names`` and
+    ``linker``. :meth:`rerank` is the stage the retriever calls: a first-round ranking in,
+    the ranking with bridge and expansion pages fused in out, all ``(q, ·)`` arrays."""
 
     def __init__(self, retriever) -> None:
         self.retriever = retriever
         self._matrices: dict[int, sp.csr_array] = {}
         self._reached: dict[int, float] = {}
         self._emb: PassageVectors | None = None
-        chunks = retriever._chunks
+        chunks = retriever.chunks
         self.doc_codes = (pd.factorize(chunks["doc_id"])[0] if "doc_id" in chunks
                           else np.arange(retriever.n_psg))
 
@@ -314,7 +321,7 @@ class BridgePages:
             from gpurag.store import layout
 
             r = self.retriever
-            titles = r._chunks["title"] if "title" in r._chunks else pd.Series([""] * r.n_psg)
+            titles = r.chunks["title"] if "title" in r.chunks else pd.Series([""] * r.n_psg)
             self._matrices[max_pages] = bridge_matrix(
                 r.dir.table(layout.MENTIONS, columns=["entity", "chunk"]), r.title_entity,
                 titles, r.aliases, r.n_ent, max_pages)
@@ -402,13 +409,15 @@ class BridgePages:
 
         All expansions of the batch are one BM25 product: each is the question's tokens
         followed by its entity name's, as the text "question name" tokenizes."""
+        from gpurag.query.linking import LinkedBatch
+
         r = self.retriever
         if linked is None:
-            linked = r.linker.link(questions)
-        named = (np.repeat(np.arange(len(linked)), [len(x) for x in linked]),
-                 np.fromiter((e.entity_id for x in linked for e in x), np.int64))
-        mentions, _ = r._matrices()
-        owner, entity = expansion_pairs(ranking[:, :top], mentions, r.title_entity, named)
+            linked = r.linker.link_batch(questions)
+        elif not isinstance(linked, LinkedBatch):
+            linked = LinkedBatch.from_lists(linked)
+        owner, entity = expansion_pairs(ranking[:, :top], r.mentions, r.title_entity,
+                                        (linked.q, linked.entity))
         chunk_triples = self.chunk_triples() if triples > 0 and qvecs is not None else None
         if chunk_triples is not None and len(owner):
             keys, scores = triple_entity_scores(

@@ -6,7 +6,8 @@ fits in ``max_batch`` questions. Requests with the same settings (k, mode, optio
 by one ``query_batch`` call on a worker thread; each caller gets the slice of the results for its
 own questions. If a shared call fails, each request of the group is rerun alone, so an error
 reaches only the request that caused it. A batch reads the served index once when it starts:
-a hot reload lands between batches.
+a hot reload lands between batches. The results' deferred fields (confidence, evidence chains)
+are computed on the worker thread, once per batch, never on the event loop.
 """
 
 from __future__ import annotations
@@ -166,6 +167,11 @@ class MicroBatcher:
                 return [exc]
             log.info("batch of %d requests failed (%s): retrying each alone", len(jobs), exc)
             return [self._execute(served, settings, [job])[0] for job in jobs]
+        # The results' deferred fields (confidence, evidence chains: one computation for the
+        # whole batch) are filled here, on the worker thread: read first by the response on
+        # the event loop, they would block every other request while one batch's ran.
+        for result in results:
+            _ = result.confidence, result.chains
         self.metrics.batch(len(questions), time.perf_counter() - t0)
         out: list[tuple[str, list[QueryResult]] | BaseException] = []
         start = 0

@@ -92,7 +92,7 @@ def new_ranking(g, reset, n_ent, dense, cfg: QueryConfig, lexical=None):
     top = backend.host_ppr_topk(g, reset, k=max(k, depth) + gather.shape[1], lo=n_ent,
                                 gather=gather, damping=0.8, tol=1e-6)
     assert top.full is None
-    cand, score = candidate_scores(top, gather, dense, cfg)
+    cand, score = candidate_scores(top, gather, dense, cfg.dense_blend)
     if cfg.dense_head:
         rankings = []
         for source in sources:

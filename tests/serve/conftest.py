@@ -102,8 +102,12 @@ def start_server():
 
 
 def comparable(result: dict) -> dict:
-    """A result without its timings (which differ call to call) and with rounded scores."""
+    """A result without its timings (which differ call to call) and with rounded scores and
+    confidence (a question embedded in a batch differs from one embedded alone in the last
+    float digits)."""
     out = {k: v for k, v in result.items() if k != "timings_ms"}
+    if out.get("confidence") is not None:
+        out["confidence"] = round(out["confidence"], 4)
     out["passages"] = [{**p, "score": round(p["score"], 4)} for p in result["passages"]]
     out["seeds"] = [{**s, "score": round(s["score"], 4)} for s in result["seeds"]]
     return out

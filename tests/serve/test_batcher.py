@@ -141,3 +141,17 @@ def test_a_request_given_up_is_skipped(holder):
 
     asyncio.run(main())
     assert rec.calls and rec.calls[0][0] == [QUESTIONS[0]]
+
+
+def test_deferred_fields_are_filled_on_the_worker_thread(holder):
+    """Confidence and evidence chains are computed once per batch on the worker thread: the
+    event loop's response only reads values (it once ran the batch's chains itself)."""
+    from gpurag.query.deferred import Pending
+
+    index = holder.current.index
+    outcomes = run_batch(index, [([q], 5, "graph", {}) for q in QUESTIONS[:3]])
+    results = [r for _, rs in outcomes for r in rs]
+    assert len(results) == 3
+    for r in results:
+        assert not any(isinstance(v, Pending) for v in vars(r).values())
+    assert any(r.chains for r in results) and all(r.confidence is not None for r in results)
