@@ -22,9 +22,10 @@ passages of a large corpus (default the shared enwiki one) as the base index, th
 next ``--new`` passages into copies of it, once by the exact path (``insert --exact``: the
 graph stage over the whole corpus) and once by the local path (the default), each a separate
 ``gpurag insert`` process (wall, peak RSS, cost by stage from the manifest), deletes those
-documents again (exact path), and times ``--repeat`` local inserts of one document each in a
-row (does the cost grow?). The local insert's ``resolve_s`` includes ``resolve_embed_s`` (the
-new names embedded); deletes take the exact path:
+documents again from two copies of the exact insert's version (``delete --exact`` and the
+local delete, then ``compact`` of the local one: both must give the base's files back), and
+times ``--repeat`` local inserts of one document each in a row (does the cost grow?). The
+local insert's ``resolve_s`` includes ``resolve_embed_s`` (the new names embedded):
 
     python bench/incremental.py --passages /work/shared/data/enwiki_passages/passages.jsonl.gz \
         --prefix 5000 --new 20 --work /tmp/incr --out bench/results/incremental_local_<date>.json
@@ -179,6 +180,8 @@ def enwiki_main(args) -> int:
     for mode in ("exact", "local"):
         target = work / f"{mode}.index"
         shutil.rmtree(target, ignore_errors=True)
+        # a cold insert: no embedding cache left beside the copy by an earlier run
+        shutil.rmtree(work / f".{mode}.index.embcache", ignore_errors=True)
         shutil.copytree(base, target)
         row = _run_rss(["insert", str(target), str(new_src), *(["--exact"] if mode == "exact"
                                                              else [])])
@@ -189,9 +192,23 @@ def enwiki_main(args) -> int:
         print(json.dumps({mode: row}), file=sys.stderr)
     report["insert"] = rows
     ids = [r["id"] for r in new]
-    report["delete_exact"] = _run_rss(["delete", str(work / "local.index"), "--doc-ids", *ids])
-    report["delete_exact"].update(_stages(work / "local.index"))
-    report["delete_exact"]["files_equal_base"] = _digests(work / "local.index") == _digests(base)
+    deletes = {}
+    for mode in ("exact", "local"):  # both from copies of the exact insert's version
+        target = work / f"delete-{mode}.index"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(work / "exact.index", target)
+        row = _run_rss(["delete", str(target), "--doc-ids", *ids,
+                        *(["--exact"] if mode == "exact" else [])])
+        row.update(_stages(target))
+        row["files_equal_base"] = _digests(target) == _digests(base)
+        if mode == "local":
+            row["compact"] = _run_rss(["compact", str(target)])
+            row["compact"]["files_equal_base"] = _digests(target) == _digests(base)
+            row["compact"]["files_equal_exact_delete"] = _digests(target) == _digests(
+                work / "delete-exact.index")
+        deletes[mode] = row
+        print(json.dumps({f"delete_{mode}": row}), file=sys.stderr)
+    report["delete"] = deletes
     if args.repeat:
         from gpurag import Index
 
@@ -205,8 +222,13 @@ def enwiki_main(args) -> int:
             walls.append(round(time.perf_counter() - t0, 2))
         report["repeated_single_inserts_s"] = walls
     ex, lo = rows["exact"], rows["local"]
-    report["local_over_exact"] = {"wall": round(lo["wall_s"] / ex["wall_s"], 3),
-                                  "peak_rss": round(lo["peak_rss_mb"] / ex["peak_rss_mb"], 3)}
+    de, dl = deletes["exact"], deletes["local"]
+    report["local_over_exact"] = {"insert_wall": round(lo["wall_s"] / ex["wall_s"], 3),
+                                  "insert_peak_rss": round(lo["peak_rss_mb"] / ex["peak_rss_mb"],
+                                                           3),
+                                  "delete_wall": round(dl["wall_s"] / de["wall_s"], 3),
+                                  "delete_peak_rss": round(dl["peak_rss_mb"] / de["peak_rss_mb"],
+                                                           3)}
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

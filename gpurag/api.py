@@ -137,7 +137,7 @@ class Index:
         whose id is already indexed are skipped and reported (``last_update.skipped``).
         """
         from gpurag.ingest.texts import split_sources, texts_source
-        from gpurag.pipeline.incremental import insert_documents
+        from gpurag.pipeline.updates import insert_documents
 
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
@@ -163,16 +163,18 @@ class Index:
         return self._reopened(compact_index(self.path, runtime=self.runtime, embedder=spec,
                                             show_progress=show_progress))
 
-    def delete(self, doc_ids: list[str], show_progress: bool = True) -> Index:
+    def delete(self, doc_ids: list[str], show_progress: bool = True,
+               exact: bool = False) -> Index:
         """Remove the documents ``doc_ids`` and everything only they supported (chunks,
-        vectors, mentions, relations, facts, entities) as a new version; returns it opened."""
-        from gpurag.pipeline.incremental import delete_documents
+        vectors, mentions, relations, facts, entities) as a new version; returns it opened.
+        By default a local update (as :meth:`insert`); ``exact=True``: a full build's bytes."""
+        from gpurag.pipeline.updates import delete_documents
 
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]
         spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
         result = delete_documents(self.path, list(doc_ids), runtime=self.runtime,
-                                  embedder=spec, show_progress=show_progress)
+                                  embedder=spec, show_progress=show_progress, exact=exact)
         return self._reopened(result)
 
     def _reopened(self, result: Any) -> Index:

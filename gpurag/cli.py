@@ -118,7 +118,8 @@ def cmd_update(args: argparse.Namespace) -> int:
         from gpurag.pipeline.incremental import read_ids_file
 
         ids = list(args.doc_ids or []) + (read_ids_file(args.ids_file) if args.ids_file else [])
-        new = index.delete(ids, show_progress=not args.quiet)
+        new = index.delete(ids, show_progress=not args.quiet,
+                           exact=getattr(args, "exact", False))
     r = new.last_update
     verb = "added" if r.op == "insert" else "removed"
     if r.version is None:
@@ -338,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     ids = p.add_mutually_exclusive_group(required=True)
     ids.add_argument("--doc-ids", nargs="+", help="ids of the documents to remove")
     ids.add_argument("--ids-file", help="file with one document id a line")
+    p.add_argument("--exact", action="store_true",
+                   help="re-derive the graph over the chunks that stay (the full build's "
+                        "bytes) instead of a local update")
     _add_update_options(p)
 
     p = sub.add_parser("query", help="retrieve passages for a question")

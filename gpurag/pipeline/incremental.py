@@ -54,7 +54,6 @@ from gpurag.pipeline.graph_stage import (
 from gpurag.pipeline.workdir import WorkDir
 from gpurag.runtime import BuildRecord, Runtime, implementation_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
-from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors.codec import decode_all
 
@@ -379,69 +378,40 @@ def new_documents(sources: Sequence[str | Path], existing: set[str], report: Ing
             yield doc
 
 
-def _insert_key(sources: Sequence[str | Path], stored: Stored) -> str:
+def insert_key(sources: Sequence[str | Path], manifest: Any) -> str:
+    """The work-folder key of an insert of ``sources`` into the version ``manifest`` describes
+    (a rerun of the same insert resumes its checkpoints)."""
     payload = json.dumps({"op": "insert", "sources": [source_fingerprint(s) for s in sources],
-                          "parent": stored.manifest.checksum or stored.manifest.created,
-                          "config": stored.manifest.config}, sort_keys=True)
+                          "parent": manifest.checksum or manifest.created,
+                          "config": manifest.config}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def insert_documents(index: str | Path, sources: Sequence[str | Path],
-                     runtime: Runtime | None = None, embedder: str | None = None,
-                     show_progress: bool = True, exact: bool = False) -> UpdateResult:
-    """Add the documents under ``sources`` to the index at ``index`` as a new version.
+@dataclass
+class NewText:
+    """What an insert read, chunked and embedded (:func:`chunk_embed_new`), exact or local."""
 
-    Documents whose id is already in the index are skipped and reported (delete them first to
-    replace them). ``embedder``: the embedder spec (the caller decides whether the one the
-    manifest names is trusted). Nothing new: no new version.
-
-    By default the update is local (:mod:`gpurag.pipeline.incremental_local`: its cost follows
-    the new documents, its answers stay within a stated tolerance of a full build); ``exact``
-    re-derives the graph over all chunks, so the version equals a full build byte for byte.
-    Indexes a local update cannot serve (dense-only, no stored extraction, LLM extraction or
-    descriptions) always take the exact path.
-    """
-    runtime = runtime or Runtime.create()
-    show = runtime.show_progress(show_progress)
-    out = Path(index).resolve()
-    sources = [Path(s) for s in sources]
-    for s in sources:
-        if not s.exists():
-            raise InputError(f"insert source {s}: no such file or folder")
-    with naming(out), WriteLock(out) as lock:
-        if not exact:
-            from gpurag.pipeline import incremental_local as local
-
-            d = open_index_dir(out)
-            try:
-                why = local.why_not_local(d, local.stored_config(d))
-                if why is None:
-                    return local.insert_local(out, lock, d, sources, runtime, embedder, show)
-                log.info("exact insert: %s", why)
-            finally:
-                d.close()
-        return _insert_locked(out, lock, _read_stored(out), sources, runtime, embedder, show)
+    chunks: pd.DataFrame
+    vectors: np.ndarray
+    report: IngestReport
+    result: UpdateResult
+    work: WorkDir
+    record: BuildRecord
+    timings: dict[str, float]
 
 
-def _read_stored(out: Path) -> Stored:
-    """What the committed index at ``out`` keeps for updates (read under the write lock)."""
-    d = open_index_dir(out)
-    try:
-        return load_stored(d)
-    finally:
-        d.close()
-
-
-def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
-                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
-    cfg = stored.config
+def chunk_embed_new(out: Path, old: pd.DataFrame, cfg: IndexConfig, manifest: Any,
+                    sources: list[Path], runtime: Runtime, spec: str | None,
+                    show: bool | None) -> NewText:
+    """Read, chunk and embed the documents of ``sources`` not in ``old`` (the stored chunks),
+    resumable in the insert's work folder; the set-up both insert paths share. With nothing
+    new the work folder is removed (``chunks`` empty, ``result.version`` None)."""
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)
     base = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     record.record("embed", implementation_name(base))
-    work = WorkDir(out, _insert_key(sources, stored))
-    old = stored.chunks
+    work = WorkDir(out, insert_key(sources, manifest))
     t0 = time.perf_counter()
     new_chunks, new_vectors, report = run_chunk_embed(
         sources[0], base, cfg, work, show,
@@ -456,6 +426,27 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
     if not len(new_chunks):
         work.remove()
         log.info("nothing new to insert: %s", report.summary())
+    return NewText(new_chunks, new_vectors, report, result, work, record, timings)
+
+
+def read_stored(out: Path) -> Stored:
+    """What the committed index at ``out`` keeps for updates (read under the write lock)."""
+    d = open_index_dir(out)
+    try:
+        return load_stored(d)
+    finally:
+        d.close()
+
+
+def insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path],
+                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
+    cfg = stored.config
+    old = stored.chunks
+    new = chunk_embed_new(out, old, cfg, stored.manifest, sources, runtime, spec, show)
+    new_chunks, new_vectors, report, result = new.chunks, new.vectors, new.report, new.result
+    work, record, timings = new.work, new.record, new.timings
+    added = result.documents
+    if not len(new_chunks):
         return result
     chunks = pd.concat([old, new_chunks], ignore_index=True)
     vectors = np.concatenate([stored.vectors, new_vectors.astype(np.float32)])
@@ -477,26 +468,11 @@ def _insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Pat
 
 
 # -- delete ---------------------------------------------------------------------------------
-def delete_documents(index: str | Path, doc_ids: Sequence[str], runtime: Runtime | None = None,
-                     embedder: str | None = None, show_progress: bool = True) -> UpdateResult:
-    """Remove the documents ``doc_ids`` (their chunks, vectors and everything only they
-    supported) from the index at ``index`` as a new version. Ids not in the index are
-    reported; none found is an error, and so is removing every document."""
-    runtime = runtime or Runtime.create()
-    show = runtime.show_progress(show_progress)
-    out = Path(index).resolve()
-    wanted = list(dict.fromkeys(str(i) for i in doc_ids))
-    if not wanted:
-        raise InputError("delete: no document ids given")
-    with naming(out), WriteLock(out) as lock:
-        return _delete_locked(out, lock, _read_stored(out), wanted, runtime, embedder, show)
-
-
-def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
-                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
-    cfg = stored.config
-    old = stored.chunks
-    doc = old["doc_id"].astype(str)
+def documents_to_drop(chunks: pd.DataFrame, wanted: list[str], out: Path
+                      ) -> tuple[list[str], list[str], np.ndarray]:
+    """The ``wanted`` ids in the index, those not in it, and the mask of the chunks to remove;
+    none found, or all of them, is an :class:`InputError`."""
+    doc = chunks["doc_id"].astype(str)
     present = set(doc)
     found = [i for i in wanted if i in present]
     missing = [i for i in wanted if i not in present]
@@ -507,6 +483,14 @@ def _delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str]
     if drop.all():
         raise InputError(f"delete: removing {len(found)} documents would leave the index {out} "
                          "empty; delete the index directory instead")
+    return found, missing, drop
+
+
+def delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
+                   runtime: Runtime, spec: str | None, show: bool | None) -> UpdateResult:
+    cfg = stored.config
+    old = stored.chunks
+    found, missing, drop = documents_to_drop(old, wanted, out)
     timings: dict[str, float] = {}
     record = BuildRecord()
     record.record("device", runtime.device)

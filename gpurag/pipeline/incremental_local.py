@@ -17,21 +17,20 @@ corpus, so its cost grows with the index. A local insert instead
 Communities are repaired locally (:func:`repair_communities`: a new entity joins every
 community of its most strongly linked stored entity, the others form new level-0 communities;
 nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model is
-rebuilt over all chunks (seconds at 50k passages). The result is not byte-identical to a full
-build: the extraction of the new chunks may differ from the batch a build gives them (the fast
-extractor's sentence-initial rule looks at its batch), new names never merge stored entities,
-a new typed triple equal to a stored one is a second fact, and Leiden would cluster the grown
-graph differently. The manifest says so
-(``extra["incremental"]``: ``mode: "local"``, ``exact_below``: the chunks below it are as a full
-build has them) and ``gpurag compact`` (:func:`compact_index`) rebuilds the graph from what the
-index holds, giving the full build's files byte for byte.
+updated from the stored one (:mod:`~gpurag.pipeline.incremental_lexical`: only the new chunks
+tokenized, every weight recomputed, the scores a rebuild gives). The result is not byte-
+identical to a full build: the extraction of the new chunks may differ from the batch a build
+gives them (the fast extractor's sentence-initial rule looks at its batch), new names never
+merge stored entities, a new typed triple equal to a stored one is a second fact, and Leiden
+would cluster the grown graph differently. The manifest says so (``extra["incremental"]``:
+``mode: "local"``, ``exact_below``: the chunks below it are as a full build has them) and
+``gpurag compact`` (:func:`compact_index`) rebuilds the graph from what the index holds, giving
+the full build's files byte for byte.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -47,9 +46,7 @@ from gpurag.errors import InputError
 from gpurag.extract.base import Extraction
 from gpurag.graph import csr as csr_mod
 from gpurag.graph.csr import CSRGraph, build_csr
-from gpurag.ingest.readers import source_fingerprint
 from gpurag.pipeline import incremental as inc
-from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.facts import sentence_facts, triple_facts
 from gpurag.pipeline.graph_stage import (
     KnowledgeGraph,
@@ -59,10 +56,9 @@ from gpurag.pipeline.graph_stage import (
     mention_weights,
     name_labels,
 )
-from gpurag.pipeline.workdir import WorkDir
 from gpurag.resolve.incremental import resolve_new_names
 from gpurag.resolve.normalize import alias_keys, normalize_name
-from gpurag.runtime import BuildRecord, Runtime, implementation_name
+from gpurag.runtime import BuildRecord, Runtime
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
@@ -171,7 +167,7 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     aliases = d.table(layout.ALIASES)
     counts, labels = _new_name_table(ex)
     uniq = counts.index.to_numpy(dtype=object)
-    row = pd.Index(names["name"].astype(str).to_numpy(dtype=object)).get_indexer(uniq)
+    row = stored_name_rows(names, uniq)
     seen = row >= 0
     unseen = [str(u) for u in uniq[~seen]]
     codec = codec_for(cfg.vector_precision, embedder.dim)
@@ -228,6 +224,14 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
         new_relations=rel, n_new_entities=len(entities) - n_stored, neighbours=res.neighbours)
 
 
+def stored_name_rows(names: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
+    """Rows of the ``wanted`` surface names in the stored name table, -1 where absent; names a
+    local delete blanked (empty, count 0) are never found."""
+    live = np.flatnonzero(names["count"].to_numpy() > 0)
+    at = pd.Index(names["name"].astype(str).to_numpy(dtype=object)[live]).get_indexer(wanted)
+    return np.where(at >= 0, live[np.maximum(at, 0)], -1)
+
+
 def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: pd.DataFrame,
                     n_stored: int, new_labels: list[str]) -> pd.DataFrame:
     """The entity table over the updated ``names``: display name (most frequent surface form,
@@ -251,7 +255,7 @@ def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: p
     out = pd.DataFrame({
         "entity_id": np.arange(n_ent, dtype=np.int32),
         "name": display,
-        "n_aliases": np.bincount(ent, minlength=n_ent).astype(np.int32),
+        "n_aliases": np.bincount(ent, weights=cnt > 0, minlength=n_ent).astype(np.int32),
         "count": np.bincount(ent, weights=cnt, minlength=n_ent),
         "label": np.concatenate([entities["label"].to_numpy(dtype=object),
                                  np.asarray(new_labels, dtype=object)]),
@@ -367,40 +371,20 @@ def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: i
 
 
 # -- insert ---------------------------------------------------------------------------------
-def _work_key(sources: list[Path], manifest: Any) -> str:
-    payload = json.dumps({"op": "insert", "sources": [source_fingerprint(s) for s in sources],
-                          "parent": manifest.checksum or manifest.created,
-                          "config": manifest.config}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
 def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                  runtime: Runtime, spec: str | None, show: bool | None) -> inc.UpdateResult:
     """Insert ``sources`` into the committed version ``d`` of ``out`` as a local update
     (under the write lock ``lock``)."""
     cfg = stored_config(d)
     manifest = d.manifest
-    timings: dict[str, float] = {}
-    record = BuildRecord()
-    record.record("device", runtime.device)
-    embedder = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
-    record.record("embed", implementation_name(embedder))
-    work = WorkDir(out, _work_key(sources, manifest))
     old = d.table(layout.CHUNKS)
-    t0 = time.perf_counter()
-    new_chunks, new_vectors, report = run_chunk_embed(
-        sources[0], embedder, cfg, work, show,
-        documents=lambda r: inc.new_documents(sources, set(old["doc_id"].astype(str)), r),
-        seen_chunks=set(old["chunk_id"].astype(str)))
-    timings["chunk_embed_s"] = time.perf_counter() - t0
-    skipped = {k: int(v) for k, v in report.skipped.items() if v}
-    added = list(dict.fromkeys(new_chunks["doc_id"].astype(str)))
-    result = inc.UpdateResult("insert", out, None, documents=added, chunks=len(new_chunks),
-                              skipped=skipped, timings_s=timings)
+    new = inc.chunk_embed_new(out, old, cfg, manifest, sources, runtime, spec, show)
+    new_chunks, new_vectors, report, result = new.chunks, new.vectors, new.report, new.result
+    work, record, timings = new.work, new.record, new.timings
+    added = result.documents
     if not len(new_chunks):
-        work.remove()
-        log.info("nothing new to insert: %s", report.summary())
         return result
+    embedder = runtime.embedder(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     n_old = len(old)
     chunks = pd.concat([old, new_chunks], ignore_index=True)
 
@@ -471,14 +455,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                                layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
                    writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
-        from gpurag.device import package_version
-        from gpurag.query.lexical import BM25Index
-
-        record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
-        t0 = time.perf_counter()
-        BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
-        record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
-        timings["lexical_index_s"] = time.perf_counter() - t0
+        lexical = write_lexical(writer, chunks, record, timings, d, np.ones(n_old, bool),
+                                new_chunks)
 
         t0 = time.perf_counter()
         save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
@@ -515,7 +493,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                                 "passage/name/fact FAISS indexes (vectors added)",
                                 "graph CSR (new edges merged)"],
             "communities": how,
-            "recomputed": ["BM25 model"],
+            "recomputed": [lexical_note(lexical)],
             "rebuilt_indexes": rebuilt,
             "new_entities": delta.n_new_entities,
             "resolved_against_stored_names": delta.neighbours,
@@ -530,21 +508,63 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     return result
 
 
+def write_lexical(writer: IndexWriter, chunks: pd.DataFrame, record: BuildRecord,
+                  timings: dict[str, float], d: IndexDir, keep: np.ndarray,
+                  new_chunks: pd.DataFrame) -> str:
+    """The BM25 model over ``chunks`` (the stored passages ``keep`` and then ``new_chunks``),
+    written into the new version: the stored model updated by the change
+    (:mod:`~gpurag.pipeline.incremental_lexical`, the same scores), or rebuilt over all
+    chunks when the stored one cannot be updated. Returns which ("delta" or "rebuilt")."""
+    from gpurag.device import package_version
+    from gpurag.pipeline.incremental_lexical import write_lexical_delta
+    from gpurag.query.lexical import BM25Index
+
+    record.record("vectors", f"faiss-cpu {package_version('faiss-cpu') or ''}".strip())
+    t0 = time.perf_counter()
+    how = "rebuilt"
+    if all(d.has(rel) for rel in layout.LEXICAL_FILES) and write_lexical_delta(
+            d.file(layout.LEXICAL_DIR), writer.path(layout.LEXICAL_DIR), len(keep), keep,
+            new_chunks):
+        how = "delta"
+    else:
+        BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
+    record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
+    timings["lexical_index_s"] = time.perf_counter() - t0
+    return how
+
+
+def lexical_note(how: str) -> str:
+    """What the manifest says of the BM25 model of a local update."""
+    return ("BM25 model (the stored weights' counts updated by the change, weights recomputed)"
+            if how == "delta" else "BM25 model (rebuilt over all chunks)")
+
+
 def local_counts(delta: GraphDelta, facts: pd.DataFrame, kg: KnowledgeGraph,
                  communities: pd.DataFrame, stats: pd.DataFrame) -> dict[str, int]:
     """The graph counts of the manifest, as :func:`~gpurag.pipeline.graph_stage.graph_counts`
     gives them."""
+    return table_counts(delta.entities, delta.aliases, delta.names, delta.mentions,
+                        delta.relations, facts, kg.graph, communities, stats)
+
+
+def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame, names: pd.DataFrame,
+                 mentions: pd.DataFrame, relations: pd.DataFrame, facts: pd.DataFrame,
+                 graph: CSRGraph, communities: pd.DataFrame, stats: pd.DataFrame | None
+                 ) -> dict[str, int]:
+    """The manifest's graph counts from the tables a local update writes (rows, blanked ones
+    included)."""
+    stats = stats if stats is not None else batch_stats_frame([])
     summed = Counter({str(k): int(v) for k, v in
                       stats.groupby("key", sort=False)["value"].sum().items()})
     return {
-        "entities": len(delta.entities),
-        "aliases": len(delta.aliases),
-        "merged_names": len(delta.names) - len(delta.entities),
-        "mentions": len(delta.mentions),
-        "relations": len(delta.relations),
+        "entities": len(entities),
+        "aliases": len(aliases),
+        "merged_names": len(names) - len(entities),
+        "mentions": len(mentions),
+        "relations": len(relations),
         "facts": len(facts),
-        "graph_nodes": kg.graph.n_nodes,
-        "graph_edges": kg.graph.n_edges,
+        "graph_nodes": graph.n_nodes,
+        "graph_edges": graph.n_edges,
         "community_levels": int(communities["level"].max()) + 1 if len(communities) else 0,
         **{f"extract_{k}": v for k, v in summed.items()},
     }

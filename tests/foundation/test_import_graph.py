@@ -13,7 +13,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gpurag"
 KNOWN_CIRCLES = {
     frozenset({"gpurag.ingest.readers", "gpurag.ingest.formats.common",
                "gpurag.ingest.formats.tables"}),
-    frozenset({"gpurag.pipeline.incremental", "gpurag.pipeline.incremental_local"}),
 }
 
 

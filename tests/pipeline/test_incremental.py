@@ -124,7 +124,7 @@ def test_build_then_insert_equals_build_of_the_union(tmp_path, corpus, runtime):
 
 def test_delete_equals_build_of_what_remains(tmp_path, corpus, runtime):
     full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
-    shrunk = full.delete(corpus["b_ids"], show_progress=False)
+    shrunk = full.delete(corpus["b_ids"], show_progress=False, exact=True)
     only_a = Index.build(corpus["A"], tmp_path / "a", runtime=runtime, show_progress=False)
     assert_equivalent(shrunk, only_a)
     assert shrunk.last_update.reextracted_chunks == SPLIT - (SPLIT // BATCH) * BATCH
@@ -133,7 +133,7 @@ def test_delete_equals_build_of_what_remains(tmp_path, corpus, runtime):
     records = _records()
     middle = [r["id"] for r in records[10:13]]
     rest = _write(tmp_path / "rest" / "rest.jsonl", records[:10] + records[13:SPLIT])
-    cut = shrunk.delete(middle, show_progress=False)
+    cut = shrunk.delete(middle, show_progress=False, exact=True)
     assert_equivalent(cut, Index.build(rest, tmp_path / "rest.index", runtime=runtime,
                                        show_progress=False))
 
@@ -148,7 +148,8 @@ def _all_text(index_dir: Path) -> list[str]:
     return texts
 
 
-def test_deleted_document_leaves_no_trace(tmp_path, runtime):
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "local"])
+def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact):
     records = _records()
     secret = {"id": "secret-doc", "title": f"{MARKER} Institute",
               "text": f"The {MARKER} Institute was founded by Elvira {MARKER} in Varnholt. "
@@ -158,7 +159,8 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime):
     assert any(MARKER in t for t in _all_text(index.path))  # the check can see it
     assert MARKER in index.dir.table(layout.ENTITIES)["name"].str.cat(sep="|")
 
-    after = index.delete(["secret-doc"], show_progress=False)
+    after = index.delete(["secret-doc"], show_progress=False, exact=exact)
+    assert ("incremental" in after.manifest.extra) is not exact
     assert not [t for t in _all_text(after.path) if MARKER in t]
     needle = MARKER.encode()
     for p in after.path.rglob("*"):
@@ -170,6 +172,12 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime):
     names = after.dir.table(layout.NAMES)["name"].tolist()
     assert after.retriever.entity_index.index.ntotal == len(names)
     assert not [n for n in names if MARKER in n]
+    if not exact:  # the names only the secret used stay as blank rows with a zero vector
+        from gpurag.vectors.codec import decode_all
+
+        blank = np.flatnonzero(after.dir.table(layout.NAMES)["count"].to_numpy() == 0)
+        assert len(blank) and all(names[i] == "" for i in blank)
+        assert not decode_all(after.retriever.entity_index.index, blank).any()
 
 
 def test_insert_skips_known_ids_and_nothing_new_changes_nothing(tmp_path, corpus, runtime):

@@ -147,3 +147,26 @@ def test_killed_compact_keeps_the_local_version_and_a_rerun_completes(tmp_path):
     done = Index.open(index).compact(show_progress=False)
     assert done.last_update.version == 3 and "incremental" not in done.manifest.extra
     assert len(done.chunks) == n and not tmp.exists()
+
+
+def test_killed_local_delete_keeps_the_old_version_and_a_rerun_completes(tmp_path):
+    """kill -9 while a local ``gpurag delete`` writes the new version: the previous version
+    stays the readable one, nothing is left beside it after a rerun (issue 34)."""
+    records = read_jsonl(SAMPLE)
+    index = tmp_path / "idx"
+    base = Index.build(write_jsonl(tmp_path / "a.jsonl", records), index, show_progress=False)
+    n, checksum = len(base.chunks), base.manifest.checksum
+    base.close()
+    gone = [r["id"] for r in records[5:9]]
+    tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
+    env = {**os.environ, "GPURAG_PROGRESS": "0", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpurag", "-q", "delete", str(index),
+                             "--doc-ids", *gone], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _kill_when(lambda: (tmp / layout.CHUNKS).exists(), proc, "the new version's first table")
+    _assert_previous_version(index, n, checksum)
+    done = Index.open(index).delete(gone, show_progress=False)
+    assert done.last_update.version == 2
+    assert done.manifest.extra["incremental"]["mode"] == "local"
+    assert len(done.chunks) == n - 4 and not set(gone) & set(done.chunks["doc_id"])
+    assert done.query("Who founded Kestrel Dynamics?").passages and not tmp.exists()

@@ -1,0 +1,147 @@
+"""The BM25 model of a local update, from the stored one and the changed chunks only.
+
+bm25s stores, for each (term, passage) pair, the Lucene BM25 weight ``idf(df, N) * tf / (tf +
+k1 * (1 - b + b * dl / avgdl))``. The term frequencies ``tf`` and passage lengths ``dl`` are not
+stored, but they follow from the weights: within a passage ``K = k1 * (1 - b + b * dl /
+avgdl)`` is one number, each weight gives ``K / tf``, and the largest of those is ``K`` itself
+(a passage has a term seen once); then ``tf = K / (K / tf)`` rounded, ``dl`` their sum. The
+recovery checks itself (the lengths must give back every ``K`` and every stored weight); when
+it does not hold (a passage whose terms all occur twice or more, another scoring variant) the
+model is rebuilt from all chunks as before.
+
+An update then tokenizes only the new chunks (terms new to the vocabulary get ids after the
+stored ones), drops the removed passages' pairs, and recomputes every weight with the new
+``N``, document frequencies and ``avgdl`` in one vectorized pass: the scores are a full
+build's (the vocabulary ids, and so the files, are not).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RTOL = 1e-4
+
+
+def _idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """bm25s' Lucene idf, stored as float32 (0 where no passage holds the term)."""
+    df = df.astype(np.float64)
+    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return np.where(df > 0, idf, 0).astype(np.float32)
+
+
+def _weights(tf: np.ndarray, term: np.ndarray, doc: np.ndarray, dl: np.ndarray,
+             n_terms: int, k1: float, b: float) -> np.ndarray:
+    """The float32 weights of the (term, doc, tf) pairs over passages of lengths ``dl``."""
+    n_docs = len(dl)
+    idf = _idf(np.bincount(term, minlength=n_terms), n_docs)
+    avg = dl.mean() if n_docs else 0.0
+    norm = k1 * ((1 - b) + b * dl[doc] / avg)
+    return (idf[term] * (tf / (norm + tf))).astype(np.float32)
+
+
+def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(tf, term, doc, dl)`` of the stored model's pairs, or None when they cannot be
+    recovered exactly (see the module docstring)."""
+    if (getattr(model, "method", None), getattr(model, "idf_method", None)) != (
+            "lucene", "lucene") or getattr(model, "nonoccurrence_array", None) is not None:
+        return None
+    s = model.scores
+    data = np.asarray(s["data"], np.float64)
+    doc = np.asarray(s["indices"], np.int64)
+    indptr = np.asarray(s["indptr"], np.int64)
+    n_docs, n_terms = int(s["num_docs"]), len(indptr) - 1
+    term = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(indptr))
+    idf = _idf(np.diff(indptr), n_docs).astype(np.float64)
+    if not len(data) or (idf[term] <= 0).any() or (data <= 0).any():
+        return None
+    tfc = data / idf[term]
+    if (tfc >= 1).any():
+        return None
+    ratio = (1 - tfc) / tfc  # K / tf
+    k = np.zeros(n_docs)
+    most = pd.Series(ratio).groupby(doc).max()
+    k[most.index.to_numpy(np.int64)] = most.to_numpy()
+    tf = np.maximum(np.rint(k[doc] / ratio), 1)
+    dl = np.bincount(doc, weights=tf, minlength=n_docs)
+    k1, b = float(model.k1), float(model.b)
+    norm = k1 * ((1 - b) + b * dl / dl.mean())
+    held = np.bincount(doc, minlength=n_docs) > 0
+    if not np.allclose(norm[held], k[held], rtol=RTOL):
+        return None
+    again = _weights(tf, term, doc, dl, n_terms, k1, b)
+    if not np.allclose(again, np.asarray(s["data"], np.float32), rtol=RTOL, atol=0):
+        return None
+    return tf, term, doc, dl
+
+
+def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> object | None:
+    """The stored bm25s ``model`` with the passages ``~keep`` removed (later ones renumbered)
+    and ``new_texts`` appended; None when its counts cannot be recovered."""
+    counts = recover_counts(model)
+    if counts is None:
+        return None
+    tf, term, doc, dl = counts
+    new_pos = np.cumsum(keep) - 1
+    stay = keep[doc]
+    tf, term, doc = tf[stay], term[stay], new_pos[doc[stay]]
+    dl = dl[keep]
+    vocab = dict(model.vocab_dict)
+    if new_texts:
+        tok = bm25s.tokenize(new_texts, stopwords="en", show_progress=False)
+        words = np.empty(len(tok.vocab), dtype=object)
+        for word, i in tok.vocab.items():
+            words[i] = word
+        terms, docs, tfs, lengths = [], [], [], []
+        base = int(keep.sum())
+        for j, ids in enumerate(tok.ids):
+            lengths.append(len(ids))
+            for word_id, n in Counter(ids).items():
+                word = words[word_id]
+                if word not in vocab:
+                    vocab[word] = len(vocab)
+                terms.append(vocab[word])
+                docs.append(base + j)
+                tfs.append(n)
+        tf = np.concatenate([tf, np.asarray(tfs, np.float64)])
+        term = np.concatenate([term, np.asarray(terms, np.int64)])
+        doc = np.concatenate([doc, np.asarray(docs, np.int64)])
+        dl = np.concatenate([dl, np.asarray(lengths, np.float64)])
+    n_terms = max(len(vocab), int(term.max()) + 1 if len(term) else 0)
+    weights = _weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
+    order = np.lexsort((doc, term))
+    model.scores = {
+        "data": weights[order],
+        "indices": doc[order].astype(np.int32),
+        "indptr": np.concatenate([[0], np.cumsum(np.bincount(term, minlength=n_terms))]
+                                 ).astype(np.int64),
+        "num_docs": len(dl),
+    }
+    model.vocab_dict = vocab
+    model.unique_token_ids_set = set(vocab.values())
+    return model
+
+
+def write_lexical_delta(stored_folder: Path, out_folder: Path, n_stored: int, keep: np.ndarray,
+                        new_chunks: pd.DataFrame) -> bool:
+    """Write the updated BM25 model of the stored one at ``stored_folder`` (``n_stored``
+    passages) into ``out_folder``; False (nothing written) when it must be rebuilt."""
+    from gpurag.query.lexical import _bm25s
+
+    bm25s = _bm25s()
+    try:
+        model = bm25s.BM25.load(str(stored_folder), mmap=False, show_progress=False)
+    except Exception:  # an unreadable copy: rebuild
+        return False
+    if int(model.scores.get("num_docs", -1)) != n_stored:
+        return False
+    texts = (new_chunks["title"].fillna("").astype(str) + "\n"
+             + new_chunks["text"].astype(str)).tolist() if len(new_chunks) else []
+    updated = updated_model(model, keep, texts, bm25s)
+    if updated is None:
+        return False
+    updated.save(str(out_folder), show_progress=False)
+    return True

@@ -1,0 +1,65 @@
+"""The array parts of a local delete (issue 34): vectors removed or blanked in every FAISS kind
+a build writes, and the graph without the removed passages and relation weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpurag.config import IndexConfig
+from gpurag.graph.csr import build_csr
+from gpurag.pipeline.incremental_delete import blank_vectors, shrunk_graph, shrunk_index
+from gpurag.vectors import build_index
+from gpurag.vectors.codec import codec_for, decode_all
+
+
+def _vectors(n: int, dim: int = 16) -> np.ndarray:
+    x = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32)
+    return codec_for("int8", dim).round_trip(x / np.linalg.norm(x, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf"])
+def test_shrunk_index_drops_rows_and_renumbers(kind):
+    x = _vectors(300)
+    cfg = IndexConfig(ivf_threshold=100 if kind == "ivf" else 10_000)
+    index = build_index(x, cfg.ivf_threshold, cfg.seed, None, codec=codec_for("int8", 16))
+    drop = np.array([0, 7, 150, 299])
+    rebuilt: list[str] = []
+    out = shrunk_index(index, drop, "p", cfg, False, rebuilt)
+    keep = np.setdiff1d(np.arange(300), drop)
+    assert out.ntotal == len(keep) and rebuilt == []
+    assert np.array_equal(decode_all(out), x[keep])
+    # a size below the IVF threshold is rebuilt flat, as a build would write it
+    small = shrunk_index(build_index(x[:110], 100, 42, None, codec=codec_for("int8", 16)),
+                         np.arange(20), "p", IndexConfig(ivf_threshold=100), False, rebuilt)
+    assert rebuilt == ["p"] and np.array_equal(decode_all(small), x[20:110])
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_blank_vectors_zeroes_rows_in_place(kind):
+    x = _vectors(200)
+    hnsw = 50 if kind == "hnsw" else None
+    index = build_index(x, 100 if kind == "ivf" else 10_000, 42, hnsw,
+                        codec=codec_for("int8", 16))
+    rows = np.array([3, 50, 199])
+    blank_vectors(index, rows)
+    got = decode_all(index)
+    assert index.ntotal == 200 and not got[rows].any()
+    others = np.setdiff1d(np.arange(200), rows)
+    assert np.array_equal(got[others], x[others])
+
+
+def test_shrunk_graph_takes_out_passages_and_relation_weights():
+    # entities 0-2, passages 3-5 (passage 1 = node 4 removed); entity 2 blanked
+    src = np.array([0, 0, 1, 0, 1, 2, 1])
+    dst = np.array([1, 2, 2, 3, 4, 4, 5])
+    w = np.array([3.0, 1.0, 0.5, 1.0, 1.0, 1.0, 2.0])
+    g = build_csr(src, dst, w, 6)
+    removed = pd.DataFrame({"head_entity": [0, 0], "tail_entity": [1, 2], "weight": [2.0, 1.0]})
+    out = shrunk_graph(g, 3, np.array([False, True, False]), np.array([False, False, True]),
+                       removed)
+    want = build_csr(np.array([0, 0, 1]), np.array([1, 3, 4]), np.array([1.0, 1.0, 2.0]), 5)
+    assert np.array_equal(out.indptr, want.indptr)
+    assert np.array_equal(out.indices, want.indices)
+    assert np.allclose(out.weights, want.weights)

@@ -1,0 +1,56 @@
+"""The BM25 model of a local update (issue 34): the stored model updated by the change gives
+the scores of a model rebuilt over all chunks; what cannot be recovered is rebuilt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpurag.pipeline.incremental_lexical import recover_counts, write_lexical_delta
+from gpurag.query.lexical import BM25Index, _bm25s
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample" / "corpus.jsonl"
+
+
+def _chunks() -> pd.DataFrame:
+    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    return pd.DataFrame({"chunk_id": [r["id"] for r in rows],
+                         "title": [r.get("title", "") for r in rows],
+                         "text": [r["text"] for r in rows]})
+
+
+def test_updated_model_scores_as_a_rebuild(tmp_path):
+    chunks = _chunks()
+    old, new = chunks.iloc[:45].reset_index(drop=True), chunks.iloc[45:].reset_index(drop=True)
+    BM25Index(old).save(tmp_path / "old")
+    keep = np.ones(len(old), bool)
+    keep[[3, 4, 20, 44]] = False  # a delete and an insert in one update
+    assert write_lexical_delta(tmp_path / "old", tmp_path / "new", len(old), keep, new)
+    final = pd.concat([old[keep], new], ignore_index=True)
+    got, want = BM25Index.load(tmp_path / "new", len(final)), BM25Index(final)
+    questions = [*chunks["title"].astype(str), "Who founded Kestrel Dynamics?",
+                 "a word no passage has: zyxwvut"]
+    (sa, ia), (sb, ib) = got.search(questions, 10), want.search(questions, 10)
+    assert np.array_equal(ia, ib) and np.array_equal(sa, sb)
+    # every stored weight, not only the top ones
+    a, b = got.matrix.toarray(), want.matrix.toarray()
+    vocab_a, vocab_b = got.model.vocab_dict, want.model.vocab_dict
+    assert set(vocab_b) <= set(vocab_a)  # terms only removed passages had stay, unused
+    common = sorted(w for w in vocab_b if w)  # bm25s' empty token has no row
+    assert np.array_equal(a[[vocab_a[w] for w in common]], b[[vocab_b[w] for w in common]])
+
+
+def test_counts_that_cannot_be_recovered_mean_a_rebuild(tmp_path):
+    # the second passage has every term twice: its length is not recoverable from its weights
+    chunks = pd.DataFrame({"chunk_id": ["a", "b"], "title": ["", ""],
+                           "text": ["alpha beta gamma", "delta delta omega omega"]})
+    BM25Index(chunks).save(tmp_path / "old")
+    model = _bm25s().BM25.load(str(tmp_path / "old"), mmap=False, show_progress=False)
+    assert recover_counts(model) is None
+    assert not write_lexical_delta(tmp_path / "old", tmp_path / "new", 2, np.ones(2, bool),
+                                   chunks.iloc[:0])
+    assert not (tmp_path / "new").exists()
