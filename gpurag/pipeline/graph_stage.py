@@ -50,6 +50,9 @@ EXTRACT_BATCH = 512
 # names at 384-d: a 148k-passage corpus has 390k) first, so the peak memory stays that of the
 # sequential build, which holds them only until they are written.
 NAMES_ALONGSIDE_BYTES = 256 << 20
+# ... and only with cores to spare: on 2 cores the HNSW build and the fact embedding share
+# them, and at 50k passages the two together took 126 s alongside against 84 s in turn.
+NAMES_ALONGSIDE_MIN_CORES = 4
 
 
 def make_stage_extractor(cfg: IndexConfig, llm: LLMConfig | None = None,
@@ -403,7 +406,10 @@ def names_alongside(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntitie
         write_names(writer, cfg, ents)
         timings["names_index_s"] = time.perf_counter() - t0
 
-    if ents.name_vectors is None or ents.name_vectors.nbytes > NAMES_ALONGSIDE_BYTES:
+    from gpurag.pipeline.extract_pool import available_cores
+
+    if (ents.name_vectors is None or ents.name_vectors.nbytes > NAMES_ALONGSIDE_BYTES
+            or available_cores() < NAMES_ALONGSIDE_MIN_CORES):
         run()  # first, as a sequential build: the vectors are not held while the facts embed
         yield lambda: None
         return

@@ -22,6 +22,7 @@ from tests.pipeline.test_extract_ahead import (  # noqa: F401 - fixtures
 
 def test_names_are_indexed_while_the_facts_embed(tmp_path, monkeypatch, reference,  # noqa: F811
                                                  corpus, like_reference):  # noqa: F811
+    monkeypatch.setattr(graph_stage, "NAMES_ALONGSIDE_MIN_CORES", 1)  # on any machine
     names_started = threading.Event()
     overlapped: list[bool] = []
     real_names, real_facts = graph_stage.write_names, graph_stage.embed_facts
@@ -47,6 +48,7 @@ def test_an_error_writing_the_names_fails_the_build(tmp_path, monkeypatch, corpu
     def write_names(*args):
         raise BoomError("names index")
 
+    monkeypatch.setattr(graph_stage, "NAMES_ALONGSIDE_MIN_CORES", 1)
     monkeypatch.setattr(graph_stage, "write_names", write_names)
     out = tmp_path / "broken" / "index"
     with pytest.raises(BoomError, match="names index"):
@@ -54,12 +56,14 @@ def test_an_error_writing_the_names_fails_the_build(tmp_path, monkeypatch, corpu
     assert not (out / "manifest.json").exists()
 
 
-def test_large_name_vectors_are_written_before_the_facts_embed(tmp_path, monkeypatch,
-                                                               reference, corpus,  # noqa: F811
-                                                               like_reference):  # noqa: F811
+@pytest.mark.parametrize(("setting", "value"), [("NAMES_ALONGSIDE_BYTES", 0),
+                                               ("NAMES_ALONGSIDE_MIN_CORES", 10**6)])
+def test_large_name_vectors_or_few_cores_write_names_before_the_facts_embed(
+        tmp_path, monkeypatch, reference, corpus, like_reference, setting, value):  # noqa: F811
     order: list[str] = []
     real_names, real_facts = graph_stage.write_names, graph_stage.embed_facts
-    monkeypatch.setattr(graph_stage, "NAMES_ALONGSIDE_BYTES", 0)
+    monkeypatch.setattr(graph_stage, "NAMES_ALONGSIDE_MIN_CORES", 1)
+    monkeypatch.setattr(graph_stage, setting, value)
     monkeypatch.setattr(graph_stage, "write_names",
                         lambda *a: (real_names(*a), order.append("names"))[0])
     monkeypatch.setattr(graph_stage, "embed_facts",
