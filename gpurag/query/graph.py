@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from gpurag.config import QueryConfig
 from gpurag.graph.ppr_local import DEFAULT_FANOUT
 from gpurag.query import second_hop
+from gpurag.query.chain_rounds import chain_rounds
 from gpurag.query.fusion import (  # noqa: F401  (re-exported: the stages' functions)
     best_candidates,
     head_rows,
@@ -331,7 +332,7 @@ class GraphRetriever:
             top_rows, top_scores = self.bridge_pages.rerank(
                 first, first_scores, qvecs, questions, cfg, k,
                 head=first[:, :cfg.dense_head] if reranker is not None else head,
-                tokens=tokens, linked=named, stages=stages)
+                tokens=tokens, linked=named, stages=stages, further=chain_rounds)
         else:
             top_rows, top_scores = best_candidates(cand, score, k)
         top_scores = shown_scores(top_rows, cand, relevance)

@@ -348,13 +348,16 @@ class BridgePages:
 
     def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,
                questions: list[str], cfg, k: int, head: np.ndarray | None = None, *,
-               tokens=None, linked=None, stages=None) -> tuple[np.ndarray, np.ndarray]:
+               tokens=None, linked=None, stages=None, further=None,
+               ) -> tuple[np.ndarray, np.ndarray]:
         """The first-round ranking ``first`` (rows and scores, best first) with bridge pages
         (:func:`second_hop`) and the pages of expanded questions fused in, with the settings of
         ``cfg`` (a ``QueryConfig``): top-``k`` (rows, scores). The ``head`` rows (``(q, h)``,
         -1 padded) keep their place. ``tokens`` (the questions' BM25 tokens) and ``linked``
         (the entities they name), where the caller has them, are not computed again;
-        ``stages`` gets the time of the expansions' BM25 apart."""
+        ``stages`` gets the time of the expansions' BM25 apart. ``further`` (the caller's
+        :func:`gpurag.query.chain_rounds.chain_rounds`, injected so this module does not import
+        the one built on it) runs the rounds beyond the second hop when ``cfg.chain_rounds``."""
         depth = max(k, FIRST_DEPTH)
         rows, scores = first, first_scores
         if cfg.second_hop_weight > 0:
@@ -372,11 +375,9 @@ class BridgePages:
             rankings = [rows, found, head]
             rows, scores = fuse(rankings, [1.0, cfg.second_hop_expansion_weight, _HEAD],
                                 self.retriever.n_psg, cfg.second_hop_rank_constant, depth)
-        if cfg.chain_rounds > 0:  # chains longer than two: further rounds per question
-            from gpurag.query.chain_rounds import chain_rounds
-
-            rows, scores = chain_rounds(self, rows, scores, qvecs, questions, cfg,
-                                        tokens=tokens, linked=linked)
+        if further is not None and cfg.chain_rounds > 0:  # chains longer than two
+            rows, scores = further(self, rows, scores, qvecs, questions, cfg,
+                                   tokens=tokens, linked=linked)
         return rows[:, :k], scores[:, :k]
 
     def chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:

@@ -112,13 +112,10 @@ def test_no_circle_through_module_level_imports():
     assert circles(import_graph(module_level=True)) == []
 
 
-# Landed on main while the others were removed: the second hop's hook calls chain_rounds,
-# which builds on the second hop's helpers (the query pipeline's stages will own the order).
-KNOWN_CIRCLES = {frozenset({"gpurag.query.second_hop", "gpurag.query.chain_rounds"})}
 
 
 def test_no_circle_through_function_level_imports():
-    found = set(circles(import_graph(module_level=False))) - KNOWN_CIRCLES
+    found = set(circles(import_graph(module_level=False)))
     assert found == set(), sorted(sorted(c) for c in found)
 
 
