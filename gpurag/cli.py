@@ -9,12 +9,13 @@ from pathlib import Path
 
 from gpurag.cli_runtime import make_runtime
 from gpurag.device import DeviceError
-from gpurag.errors import ConfigError, GpuragError, InputError, describe_os_error
+from gpurag.errors import ConfigError, GpuragError, InputError
 from gpurag.eval.cli import add_eval_commands
 from gpurag.export.cli import add_export_command
 from gpurag.llm.cli import add_llm_commands, add_llm_options
 from gpurag.memory.cli import add_memory_commands
 from gpurag.serve.cli import add_serve_command
+from gpurag.store.diskio import describe_os_error
 from gpurag.terminal import safe
 from gpurag.training.cli import add_score_commands
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.pipeline.facts import sentence_spans
+from gpurag.extract.sentences import sentence_spans
 from gpurag.store import layout
 
 MAX_STEPS = 3  # entity-to-entity links in a chain

@@ -57,3 +57,20 @@ def naming(path: str | os.PathLike[str]) -> Iterator[None]:
         if named is exc:
             raise
         raise named from exc
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an operating-system error that reached the command line: what failed, on
+    which path, and for a full disk how much space is free there."""
+    path = os.fsdecode(exc.filename) if exc.filename is not None else None
+    reason = exc.strerror or " ".join(str(exc).split())
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc):
+        where = f" writing {path}" if path else ""
+        free = free_bytes(path) if path else None
+        room = f" ({free / 2**20:.1f} MiB free there)" if free is not None else ""
+        return (f"no space left on the device{where}{room}: free some space and run the "
+                "command again (a build resumes where it stopped; a commit needs room for the "
+                "old and the new version side by side)")
+    if path:
+        return f"cannot write or read {path}: {reason}"
+    return reason
