@@ -58,9 +58,7 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-# The environment before this process imported gpurag (which sets OMP_WAIT_POLICY): each
-# child, a --baseline checkout's included, starts from it and sets what its gpurag sets.
-ENV0 = dict(os.environ)
+
 # GPURAG_BENCH_TREE: the checkout whose gpurag a --baseline child builds with
 TREE = Path(os.environ.get("GPURAG_BENCH_TREE") or REPO)
 sys.path.insert(0, str(TREE))
@@ -368,8 +366,13 @@ def run_child(kind: str, extra: list[str], args: argparse.Namespace,
     cmd += ["--host-only"] if args.host_only else []
     cmd += ["--index-digest"] if args.index_digest else []
     root = Path(tree) if tree else REPO
-    env = {**ENV0, "PYTHONPATH": os.pathsep.join(
-        [str(root), ENV0.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    # gpurag's import sets OMP_WAIT_POLICY where the caller had not: a child (a --baseline
+    # checkout's included) does not inherit it and sets what its own gpurag sets
+    from gpurag.settings import without_library_defaults
+
+    env0 = without_library_defaults()
+    env = {**env0, "PYTHONPATH": os.pathsep.join(
+        [str(root), env0.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         "GPURAG_BENCH_TREE": str(root)}
     # The child is this script, guarded by `if __name__ == "__main__"`, so it may spawn
     # extraction workers as the command line does (a script is not trusted to by default).

@@ -182,12 +182,23 @@ def child_environ(extra: Mapping[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
+_SET_BY_DEFAULT: dict[str, str] = {}  # what library_default set (the user had not)
+
+
 def library_default(name: str, value: str) -> str:
     """Set a variable a bundled library reads when it loads (``OMP_WAIT_POLICY``) unless the
     user set it; returns the value in force."""
     if name.startswith(PREFIX):
         raise ConfigError(f"library_default: {name} is gpurag's own (use export)")
+    if name not in os.environ:
+        _SET_BY_DEFAULT[name] = value
     return os.environ.setdefault(name, value)
+
+
+def without_library_defaults() -> dict[str, str]:
+    """This process's environment without what :func:`library_default` set (for a child that
+    must start as the user's shell would, e.g. a benchmark's baseline checkout)."""
+    return {k: v for k, v in os.environ.items() if _SET_BY_DEFAULT.get(k) != v}
 
 
 def export(name: str, value: str) -> None:

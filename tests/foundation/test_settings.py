@@ -140,6 +140,23 @@ def test_export_and_child_environment_go_through_settings(monkeypatch, tmp_path)
     assert child["VLLM_API_KEY"] == "k" and child["GPURAG_CONFIG"] == str(p)
 
 
+def test_a_child_can_start_without_the_library_defaults_gpurag_set(monkeypatch):
+    """library_default records what it set, so a benchmark's baseline child starts from the
+    user's environment; a value the user sets afterwards is theirs and is passed on."""
+    monkeypatch.delenv("GPURAG_TEST_LIBRARY_VAR", raising=False)
+    monkeypatch.setitem(settings._SET_BY_DEFAULT, "GPURAG_TEST_LIBRARY_VAR", "PASSIVE")
+    monkeypatch.setenv("GPURAG_TEST_LIBRARY_VAR", "PASSIVE")  # as library_default left it
+    assert "GPURAG_TEST_LIBRARY_VAR" not in settings.without_library_defaults()
+    monkeypatch.setenv("GPURAG_TEST_LIBRARY_VAR", "ACTIVE")  # the user's own choice
+    assert settings.without_library_defaults()["GPURAG_TEST_LIBRARY_VAR"] == "ACTIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delitem(settings._SET_BY_DEFAULT, "OMP_WAIT_POLICY", raising=False)
+    assert settings.library_default("OMP_WAIT_POLICY", "PASSIVE") == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in settings.without_library_defaults()
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert settings.library_default("OMP_WAIT_POLICY", "PASSIVE") == "ACTIVE"
+
+
 def test_the_readme_lists_every_variable():
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     for var in settings.VARIABLES:
