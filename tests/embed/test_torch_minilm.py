@@ -194,6 +194,8 @@ def _musique() -> tuple[list[str], list[str]]:
     return [f"{p['title']}\n{p['text']}" for p in corpus], [q["question"] for q in questions]
 
 
+# slow: embeds a shared set twice, ONNX and torch (~40 s); CI runs it (.ci/run -m slow)
+@pytest.mark.slow
 def test_identical_top5_dense_retrieval_on_a_shared_set(onnx_embedder, torch_embedder):
     passages, questions = _musique()
     top = []

@@ -43,6 +43,8 @@ def test_answer_cites_only_retrieved_passages(small_index, llm_config):
     assert again.usage.cache_hits >= 2
 
 
+# slow: eager report generation over every community with the real local LLM (~60 s)
+@pytest.mark.slow
 def test_global_mode_answers_from_community_reports(small_index, llm_config):
     from gpurag.query.generate import global_answers
 
