@@ -87,7 +87,7 @@ class EvidenceData:
         self.names = r.entity_names
         self.specificity = r.specificity
         self.title_entity = r.title_entity
-        chunks = r._chunks
+        chunks = r.chunks
         self.chunk_ids = chunks["chunk_id"].astype(str).to_numpy(dtype=object)
         self.doc_ids = chunks["doc_id"].astype(str).to_numpy(dtype=object)
         self.titles = (chunks["title"].fillna("").astype(str).to_numpy(dtype=object)

@@ -172,11 +172,6 @@ class GraphRetriever:
                     self.dir.root, exc)
         return BM25Index(self.chunks)
 
-    @property
-    def _chunks(self) -> pd.DataFrame:
-        """The chunk table under its old name (read by code outside the query stages)."""
-        return self.chunks
-
     # -- parts the stages read ------------------------------------------------------------
     @functools.cached_property
     def _searchers(self) -> dict[str, tuple[object, object]]:
@@ -192,8 +187,6 @@ class GraphRetriever:
             held = (index, self.searcher(index))
             self._searchers[which] = held
         return search(held[1], qvecs, k)
-
-    _search = search  # the name older code calls
 
     @functools.cached_property
     def seed_arrays(self) -> SeedArrays:
@@ -340,9 +333,6 @@ class GraphRetriever:
         paths = self.batch_paths(seeds, top_rows)
         shown = seeds.lists(len(questions), self.entity_names)
         extras = [{"seeds": s, "paths": p} for s, p in zip(shown, paths, strict=True)]
-        if named is not None:  # handed on (confidence), so the batch is linked once
-            for extra, row in zip(extras, named.lists(), strict=True):
-                extra["linked"] = row
         stages.lap("paths")
         return top_scores.astype(np.float32), top_rows, extras
 

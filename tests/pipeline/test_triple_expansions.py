@@ -29,12 +29,12 @@ def index(tmp_path_factory) -> Index:
 
 
 def _rows(index: Index, docs: list[str]) -> np.ndarray:
-    ids = index.retriever._chunks["doc_id"].tolist()
+    ids = index.retriever.chunks["doc_id"].tolist()
     return np.array([[ids.index(d) for d in docs]])
 
 
 def _docs(index: Index, rows: np.ndarray) -> list[str]:
-    ids = index.retriever._chunks["doc_id"].tolist()
+    ids = index.retriever.chunks["doc_id"].tolist()
     return [ids[r] for r in rows.tolist() if r >= 0]
 
 

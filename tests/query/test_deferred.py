@@ -35,7 +35,7 @@ def test_deferred_values_equal_eager_ones(graph_index, questions):
         assert [r.confidence for r in lazy] == [r.confidence for r in eager]
         assert all(isinstance(r.confidence, float) for r in lazy)
         if mode == "graph":
-            row_of = {c: i for i, c in enumerate(graph_index.retriever._chunks["chunk_id"])}
+            row_of = {c: i for i, c in enumerate(graph_index.retriever.chunks["chunk_id"])}
             rows = np.full((len(qs), 4), -1, np.int64)
             for i, r in enumerate(eager):
                 rows[i, :len(r.passages)] = [row_of[c] for c in r.chunk_ids]

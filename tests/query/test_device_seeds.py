@@ -32,7 +32,7 @@ def test_cpu_queries_search_the_faiss_indexes_themselves(graph_index, questions)
     assert index.passage_search is index.passage_index
     for which in ("entity", "fact"):
         want = search(getattr(r, f"{which}_index"), qvecs, 7)
-        got = r._search(which, qvecs, 7)
+        got = r.search(which, qvecs, 7)
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_array_equal(got[0], want[0])
         assert r._searchers[which][1] is getattr(r, f"{which}_index")

@@ -24,7 +24,7 @@ def test_the_build_saves_bm25_and_queries_read_it(graph_index, questions):
     assert graph_index.manifest.components["lexical"].startswith("bm25s")
     lexical = graph_index.retriever.lexical
     assert isinstance(lexical.model.scores["data"], np.memmap)  # loaded, not built
-    built = BM25Index(graph_index.retriever._chunks)
+    built = BM25Index(graph_index.retriever.chunks)
     scores, rows = _hits(graph_index, questions)
     want_scores, want_rows = built.search(questions, 5)
     np.testing.assert_array_equal(rows, want_rows)
