@@ -68,8 +68,13 @@ class QueryResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def __getstate__(self) -> dict[str, Any]:  # a copy or pickle holds values, not pending work
+    def resolve_deferred(self) -> None:
+        """Compute every field filled on first read now (the service does it on its worker
+        thread, not on the event loop that answers)."""
         resolve(self, _DEFERRED)
+
+    def __getstate__(self) -> dict[str, Any]:  # a copy or pickle holds values, not pending work
+        self.resolve_deferred()
         return self.__dict__
 
     @property

@@ -171,7 +171,7 @@ class MicroBatcher:
         # whole batch) are filled here, on the worker thread: read first by the response on
         # the event loop, they would block every other request while one batch's ran.
         for result in results:
-            _ = result.confidence, result.chains
+            result.resolve_deferred()
         self.metrics.batch(len(questions), time.perf_counter() - t0)
         out: list[tuple[str, list[QueryResult]] | BaseException] = []
         start = 0
