@@ -54,6 +54,7 @@ def test_a_reranker_that_hurts_is_turned_off_and_auto_follows_the_record(index_d
     recorded = json.loads((index_dir / "manifest.json").read_text(encoding="utf-8"))
     assert recorded["extra"][auto.KEY]["rerank"] == "none"
     reopened = Index.open(index_dir)  # the seal still holds: extra is informational
+    assert auto.resolve(reopened) == "none"
     qs = ["Which river flows through the capital of the country where the composer was born?",
           "What is the capital of the city the writer moved to?"]
     a = [r.doc_ids for r in reopened.query_batch(qs, k=8, mode="graph", rerank="auto")]
@@ -74,5 +75,9 @@ def test_a_recorded_gat_decision_turns_the_reranker_on(index_dir):
 def test_the_decision_can_be_made_at_build_time(tmp_path):
     index = Index.build(DATA / "corpus.jsonl", tmp_path / "idx", show_progress=False,
                         rerank_decision=True)
-    assert index.manifest.extra[auto.KEY]["rerank"] in ("gat", "none")
-    assert "reason" in index.manifest.extra[auto.KEY]
+    d = index.manifest.extra[auto.KEY]
+    assert d["questions"] > 0 and d["wins"] + d["losses"] <= d["questions"]
+    # the recorded choice is the decision rule applied to the recorded measurements
+    pays = d["gain"] >= auto.PROFILE.margin and d["wins"] > d["losses"]
+    assert d["rerank"] == ("gat" if pays else "none")
+    assert auto.resolve(index) == d["rerank"]
