@@ -24,7 +24,9 @@ Profile ``default`` version 1, and the runs it came from (each field's note says
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gpurag.errors import ConfigError
@@ -152,10 +154,12 @@ class RankingProfile:
         return dataclasses.replace(self, name=name, **values)
 
 
-def profile_fields() -> dict[str, Rule]:
-    """Every evaluated constant of :class:`RankingProfile` and its rule."""
-    return {f.name: f.metadata["rule"] for f in dataclasses.fields(RankingProfile)
-            if "rule" in f.metadata}
+@functools.cache
+def profile_fields() -> MappingProxyType[str, Rule]:
+    """Every evaluated constant of :class:`RankingProfile` and its rule (read-only, made
+    once: every query's plan reads it)."""
+    return MappingProxyType({f.name: f.metadata["rule"] for f in
+                             dataclasses.fields(RankingProfile) if "rule" in f.metadata})
 
 
 PROFILES: dict[str, RankingProfile] = {DEFAULT: RankingProfile()}

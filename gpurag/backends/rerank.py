@@ -3,7 +3,7 @@
 ``"gat"`` (or ``"gat:PATH"``) loads :class:`gpurag.rerank.GATReranker` for an opened graph
 retriever on the runtime's torch device (cpu when torch sees no GPU), once per retriever and
 checkpoint. The checkpoint is, in order: the path after the name, ``checkpoint``
-(``QueryConfig.extra["gat_checkpoint"]``), the runtime's ``GPURAG_GAT_CHECKPOINT``, or the one
+(``QueryConfig.gat_checkpoint``), the runtime's ``GPURAG_GAT_CHECKPOINT``, or the one
 shipped in ``gpurag/rerank/weights/``.
 """
 
