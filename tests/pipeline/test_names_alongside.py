@@ -23,17 +23,20 @@ from tests.pipeline.test_extract_ahead import (  # noqa: F401 - fixtures
 def test_names_are_indexed_while_the_facts_embed(tmp_path, monkeypatch, reference,  # noqa: F811
                                                  corpus, like_reference):  # noqa: F811
     monkeypatch.setattr(graph_stage, "NAMES_ALONGSIDE_MIN_CORES", 1)  # on any machine
-    names_started = threading.Event()
+    facts_running, facts_done = threading.Event(), threading.Event()
     overlapped: list[bool] = []
     real_names, real_facts = graph_stage.write_names, graph_stage.embed_facts
 
-    def write_names(*args):
-        names_started.set()
+    def write_names(*args):  # run one after the other, the facts are not embedding now
+        overlapped.append(facts_running.wait(WAIT_S) and not facts_done.is_set())
         return real_names(*args)
 
     def embed_facts(*args):
-        overlapped.append(names_started.wait(WAIT_S))
-        return real_facts(*args)
+        facts_running.set()
+        try:
+            return real_facts(*args)
+        finally:
+            facts_done.set()
 
     monkeypatch.setattr(graph_stage, "write_names", write_names)
     monkeypatch.setattr(graph_stage, "embed_facts", embed_facts)
