@@ -43,7 +43,7 @@ def _kill_when(cond, proc: subprocess.Popen, what: str, timeout: float = 600) ->
     deadline = time.monotonic() + timeout
     while not cond():
         if proc.poll() is not None:
-            raise AssertionError(f"insert ended before {what}: {proc.stderr.read()}")
+            raise AssertionError(f"the update ended before {what}: {proc.stderr.read()}")
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"timed out waiting for {what}")
