@@ -2,7 +2,7 @@
 
 The GAT helps encyclopedic corpora (pages titled by the entities other pages mention) and hurts
 others (chat logs). No labels are needed to tell which: :func:`decide` generates synthetic
-multi-hop questions from the index's own graph (:mod:`gpurag.training.synthetic`), ranks them
+multi-hop questions from the index's own graph (:mod:`gpurag.query.synthetic`), ranks them
 with graph mode with and without the GAT, and picks the GAT only where it gains at least
 ``margin`` on R@5 + all-gold@8 (mean over the questions) and loses on fewer questions than it
 wins. The decision is recorded in the manifest (``extra["rerank_auto"]``, an informational
@@ -56,7 +56,7 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
     with the synthetic questions' scores. An index without a graph, without synthetic
     questions, or without the reranker's packages gets ``"none"`` and says why."""
     from gpurag.errors import ConfigError
-    from gpurag.training.synthetic import generate
+    from gpurag.query.synthetic import generate
 
     if index.retriever is None:
         return {"rerank": "none", "reason": "the index has no knowledge graph"}
