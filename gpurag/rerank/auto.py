@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from gpurag.metrics import all_gold_per_question, gold_ranks, recall_per_question
+
 log = logging.getLogger(__name__)
 
 KEY = "rerank_auto"
@@ -43,12 +45,8 @@ PROFILE = AutoProfile()
 
 def _per_question(ranked: list[list[str]], gold: list[tuple[str, ...]], k: int) -> np.ndarray:
     """Per question, R@5 + all-gold@k of the ranked document ids."""
-    out = np.zeros(len(gold))
-    for i, (docs, g) in enumerate(zip(ranked, gold, strict=True)):
-        seen = list(dict.fromkeys(docs))
-        r5 = np.mean([d in seen[:5] for d in g]) if g else 0.0
-        out[i] = r5 + float(all(d in seen[:k] for d in g))
-    return out
+    ranks = [gold_ranks(docs, g) for docs, g in zip(ranked, gold, strict=True)]
+    return recall_per_question(ranks, 5) + all_gold_per_question(ranks, k)
 
 
 def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict[str, Any]:
