@@ -31,7 +31,8 @@ OPTIONS = [{}, {"head_mode": "union"},
            {"dense_blend": 0.3, "second_hop_weight": 0.0, "second_hop_expansions": 0}]
 
 REPO = Path(__file__).resolve().parents[2]
-HOTPOT = next((d / "hotpotqa_train100" for d in (REPO.parent / "shared" / "data",
+HOTPOT = next((d / "hotpotqa_train100" for d in (REPO / "shared" / "data",
+                                                 REPO.parent / "shared" / "data",
                                                  REPO.parent.parent / "shared" / "data")
                if (d / "hotpotqa_train100" / "corpus.jsonl").is_file()), None)
 
