@@ -25,12 +25,12 @@ import scipy.sparse as sp
 
 from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
-from gpurag.memory import derived
+from gpurag.memory import derived, scale_store
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
 from gpurag.memory.discourse import BEFORE, Discourse, key, question_attributes, supersede
 from gpurag.memory.log import QUARANTINE, Trace, TraceLog, content_key, parse_time
-from gpurag.memory.scale import ScaleIndex, lookup, top
+from gpurag.memory.scale import ScaleIndex, Traces, lookup, top
 from gpurag.memory.snapshot import read_snapshot, write_snapshot
 from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import (
@@ -376,14 +376,24 @@ class Memory:
                 self._tags = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(done)]
                 if (folder / "tag_raw.npy").exists():
                     raw_n = np.load(folder / "tag_raw.npy", allow_pickle=False).tolist()
-                    annotated = self.config.discourse and derived.restore(self, folder, done,
-                                                                          raw_n)
-                    if not annotated:
+                    got = (derived.restore(folder, done, raw_n) if self.config.discourse
+                           else None)
+                    annotated = got is not None
+                    if got is not None:
+                        self._set_results(got)
+                        self._raw_n = list(raw_n)
+                    else:
                         raw_tags = [t[:r] for t, r in zip(self._tags, raw_n, strict=True)]
             else:
                 done = 0
         self._ingest(traces[:done], vectors[:done], learn=False, tag=False, raw_tags=raw_tags,
                      annotated=annotated)
+        if done and self._n >= self.config.scale_from and (annotated
+                                                            or not self.config.discourse):
+            # the index of the snapshot's traces (their tags and lexical documents are the
+            # snapshot's own); None (logged) when absent or damaged: the first search builds it
+            self._index = scale_store.load(snap[1], snap[0], self.dim, self.config.discourse,
+                                           done)
         self._ingest(traces[done:], vectors[done:], learn=True)
 
     def _ingest(self, items: Sequence[Trace], vectors: np.ndarray, learn: bool,
@@ -467,17 +477,41 @@ class Memory:
         ids = (np.fromiter((i for t in self._tags for i in t), dtype=np.int64, count=int(ptr[-1]))
                if self._n else np.zeros(0, np.int64))
         stats = {"traces": self._n, "entities": len(self.vocab), "tags": int(ptr[-1])}
+        optional, extra = {}, {}
+        if self._scaled():  # the scale index too, so that an open does not rebuild it
+            if self._index is None:
+                self._index = ScaleIndex(self.dim)
+            self._index.sync(self._traces())
+            optional, extra["scale"] = scale_store.parts(self._index, self.config.discourse)
         write_snapshot(self.path / SNAPSHOT,
                        {"entities.parquet": self.vocab.to_frame(),
-                        "lower_words.parquet": self.vocab.lower_frame(), **derived.tables(self)},
+                        "lower_words.parquet": self.vocab.lower_frame(),
+                        **derived.tables(self._results(), self._n)},
                        {"tag_ptr.npy": ptr, "tag_ids.npy": ids,
-                        "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats)
+                        "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats,
+                       optional=optional, extra=extra)
         return stats
+
+    def _traces(self) -> Traces:
+        """What the scale index reads of the traces held."""
+        return Traces(self._n, self.vocab.canonical(), self._session_of, self.turns,
+                      self.times, self._tags, self.lexical_text, self._vec)
+
+    def _results(self) -> derived.Results:
+        """The discourse results held (the snapshot's ``derived`` tables)."""
+        return derived.Results(self._expansion, self._claims, self._dates, self._refs,
+                               self._read, self._discourse, self._claim_index)
+
+    def _set_results(self, r: derived.Results) -> None:
+        self._expansion, self._claims, self._dates, self._refs = (r.expansion, r.claims,
+                                                                  r.dates, r.refs)
+        self._read, self._discourse, self._claim_index = r.read, r.discourse, r.claim_index
 
     def _reannotate(self) -> None:
         """Tags and discourse annotations of every trace against the current vocabulary."""
         raws = [self.vocab.tag(t) for t in self.texts]
-        if derived.unchanged(self, raws):  # the rules would read what they read: keep theirs
+        if self.config.discourse and derived.unchanged(  # the rules would read the same
+                self._read, self.texts, self.vocab.canonical(), self.vocab.surfaces, raws):
             tag = self.vocab.tag
             self._tags = [list(dict.fromkeys([*raw, *tag(" ".join(self._refs[i]))]))
                           if i in self._refs else raw for i, raw in enumerate(raws)]
@@ -516,7 +550,7 @@ class Memory:
         if self._scaled():
             if self._index is None:
                 self._index = ScaleIndex(self.dim)
-            self._index.sync(self)
+            self._index.sync(self._traces())
             idx = self._index
             self._session_arr, self._turn_arr = idx.session.view(), idx.turn.view()
             self._time_arr = idx.time.view()

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from gpurag.memory.postings import Grow, Postings
+from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import MASS_FLOOR
-
-if TYPE_CHECKING:
-    from gpurag.memory.memory import Memory
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
 K1, B = 1.5, 0.75
@@ -49,6 +49,22 @@ def _stopwords() -> frozenset[str]:
     from bm25s.stopwords import STOPWORDS_EN
 
     return frozenset(STOPWORDS_EN)
+
+
+@dataclass(frozen=True)
+class Traces:
+    """What :meth:`ScaleIndex.sync` reads of a memory's first ``n`` traces: each one's session
+    number, turn, time, entity tags and lexical document, their vectors, and the vocabulary's
+    map of entries to canonical entities."""
+
+    n: int
+    canon: np.ndarray
+    session: Sequence[int]
+    turn: Sequence[int]
+    time: Sequence[float]
+    tags: Sequence[list[int]]
+    lexical_text: Callable[[int], str]
+    vectors: VectorStore
 
 
 class ScaleIndex:
@@ -66,6 +82,7 @@ class ScaleIndex:
         self._nlist, self.nprobe = nlist, nprobe
         self.dense = None
         self.n_dense = 0
+        self.source = "built"  # "snapshot": read back from a memory snapshot (scale_store)
         self._reset_entities()
 
     def _reset_entities(self) -> None:
@@ -81,31 +98,31 @@ class ScaleIndex:
         self.entity_rebuilds = getattr(self, "entity_rebuilds", -1) + 1
 
     # -- keeping up ---------------------------------------------------------------------------
-    def sync(self, mem: Memory) -> None:
-        """Append the traces ``mem`` holds beyond those indexed."""
-        canon = mem.vocab.canonical()
+    def sync(self, src: Traces) -> None:
+        """Append the traces ``src`` holds beyond those indexed."""
+        canon = src.canon
         old = self.canon_used
         if old is not None and not np.array_equal(canon[: len(old)], old):
             self._reset_entities()  # an alias or common word changed known entries
-        if self.n_ent_rows < mem._n:
-            self._add_entities(mem, canon)
+        if self.n_ent_rows < src.n:
+            self._add_entities(src, canon)
         self.canon_used = canon.copy()
-        if self.n < mem._n:
-            lo, hi = self.n, mem._n
-            self.session.extend(mem._session_of[lo:hi])
-            self.turn.extend(mem.turns[lo:hi])
-            self.time.extend(mem.times[lo:hi])
+        if self.n < src.n:
+            lo, hi = self.n, src.n
+            self.session.extend(src.session[lo:hi])
+            self.turn.extend(src.turn[lo:hi])
+            self.time.extend(src.time[lo:hi])
             rows = np.arange(lo, hi, dtype=np.int32)
-            self.sess.add(np.asarray(mem._session_of[lo:hi]), rows)
+            self.sess.add(np.asarray(src.session[lo:hi]), rows)
             for at in range(lo, hi, SYNC_CHUNK):  # bounded Python lists
-                self._add_lexical(mem, at, min(hi, at + SYNC_CHUNK))
+                self._add_lexical(src, at, min(hi, at + SYNC_CHUNK))
             self.n = hi
-        if self.n_dense < mem._n:
-            self._add_dense(mem)
+        if self.n_dense < src.n:
+            self._add_dense(src)
 
-    def _add_entities(self, mem: Memory, canon: np.ndarray) -> None:
-        lo, hi = self.n_ent_rows, mem._n
-        tags = mem._tags[lo:hi]
+    def _add_entities(self, src: Traces, canon: np.ndarray) -> None:
+        lo, hi = self.n_ent_rows, src.n
+        tags = src.tags[lo:hi]
         counts = np.fromiter(map(len, tags), np.int64, count=hi - lo)
         raw = np.fromiter((i for t in tags for i in t), np.int64, count=int(counts.sum()))
         row = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
@@ -130,11 +147,11 @@ class ScaleIndex:
         stop = self._stop
         return [w for w in _TOKEN.findall(text.lower()) if w not in stop]
 
-    def _add_lexical(self, mem: Memory, lo: int, hi: int) -> None:
+    def _add_lexical(self, src: Traces, lo: int, hi: int) -> None:
         ids = self.term_ids
         keys, rows, tfs, lens = [], [], [], []
         for i in range(lo, hi):
-            toks = self.tokens(mem.lexical_text(i))
+            toks = self.tokens(src.lexical_text(i))
             lens.append(len(toks))
             tf: dict[int, int] = {}
             for w in toks:
@@ -149,13 +166,13 @@ class ScaleIndex:
         self.terms.add(np.asarray(keys, np.int64), np.asarray(rows, np.int64),
                        np.asarray(tfs, np.float32))
 
-    def _add_dense(self, mem: Memory) -> None:
+    def _add_dense(self, src: Traces) -> None:
         """Train the IVF on a sample (first call) and add the vectors not yet in it, a block
         at a time (no copy of the whole matrix)."""
         import faiss
 
         if self.dense is None:
-            n = mem._n
+            n = src.n
             nlist = self._nlist or int(min(4096, max(1, round(math.sqrt(n)))))
             nlist = max(1, min(nlist, n // 39 or 1))
             quantizer = faiss.IndexFlatIP(self.dim)
@@ -163,14 +180,14 @@ class ScaleIndex:
                                                   faiss.ScalarQuantizer.QT_8bit,
                                                   faiss.METRIC_INNER_PRODUCT, False)
             rng = np.random.default_rng(0)
-            sample = mem._vec.take(np.sort(rng.choice(n, size=min(n, 64 * nlist),
-                                                      replace=False)))
+            pick = rng.choice(n, size=min(n, 64 * nlist), replace=False)
+            sample = src.vectors.take(np.sort(pick))
             index.train(np.ascontiguousarray(sample, np.float32))
             index.nprobe = min(self.nprobe, nlist)
             self.dense = index
-        for lo in range(self.n_dense, mem._n, SYNC_CHUNK):
-            hi = min(mem._n, lo + SYNC_CHUNK)
-            self.dense.add(np.ascontiguousarray(mem._vec[lo:hi], np.float32))
+        for lo in range(self.n_dense, src.n, SYNC_CHUNK):
+            hi = min(src.n, lo + SYNC_CHUNK)
+            self.dense.add(np.ascontiguousarray(src.vectors[lo:hi], np.float32))
             self.n_dense = hi
 
     # -- the views ----------------------------------------------------------------------------
@@ -371,7 +388,7 @@ class ScaleIndex:
                  + self.doc_len.nbytes + self.m.nbytes}
         return {"bytes": parts, "terms": len(self.term_ids),
                 "runs": {"entity": self.ent.n_runs, "term": self.terms.n_runs},
-                "entity_rebuilds": self.entity_rebuilds,
+                "entity_rebuilds": self.entity_rebuilds, "source": self.source,
                 "nlist": int(self.dense.nlist) if self.dense is not None else 0}
 
 

@@ -2,7 +2,7 @@
 
 The GAT helps encyclopedic corpora (pages titled by the entities other pages mention) and hurts
 others (chat logs). No labels are needed to tell which: :func:`decide` generates synthetic
-multi-hop questions from the index's own graph (:mod:`gpurag.training.synthetic`), ranks them
+multi-hop questions from the index's own graph (:mod:`gpurag.query.synthetic`), ranks them
 with graph mode with and without the GAT, and picks the GAT only where it gains at least
 ``margin`` on R@5 + all-gold@8 (mean over the questions) and loses on fewer questions than it
 wins. The decision is recorded in the manifest (``extra["rerank_auto"]``, an informational
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gpurag.metrics import all_gold_per_question, gold_ranks, recall_per_question
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,8 @@ PROFILE = AutoProfile()
 
 def _per_question(ranked: list[list[str]], gold: list[tuple[str, ...]], k: int) -> np.ndarray:
     """Per question, R@5 + all-gold@k of the ranked document ids."""
-    out = np.zeros(len(gold))
-    for i, (docs, g) in enumerate(zip(ranked, gold, strict=True)):
-        seen = list(dict.fromkeys(docs))
-        r5 = np.mean([d in seen[:5] for d in g]) if g else 0.0
-        out[i] = r5 + float(all(d in seen[:k] for d in g))
-    return out
+    ranks = [gold_ranks(docs, g) for docs, g in zip(ranked, gold, strict=True)]
+    return recall_per_question(ranks, 5) + all_gold_per_question(ranks, k)
 
 
 def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict[str, Any]:
@@ -56,7 +54,7 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
     with the synthetic questions' scores. An index without a graph, without synthetic
     questions, or without the reranker's packages gets ``"none"`` and says why."""
     from gpurag.errors import ConfigError
-    from gpurag.training.synthetic import generate
+    from gpurag.query.synthetic import generate
 
     if index.retriever is None:
         return {"rerank": "none", "reason": "the index has no knowledge graph"}

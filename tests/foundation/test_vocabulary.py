@@ -9,9 +9,8 @@ import pytest
 
 from gpurag import Index
 from gpurag.query.lexical import BM25Index
-
-from .conftest import SAMPLE_CORPUS
-from .test_cli import gpurag
+from tests.conftest import SAMPLE_CORPUS
+from tests.foundation.test_cli import gpurag
 
 QUESTION = "Where is the headquarters of the company founded by the inventor of the Pellucid cell?"
 
@@ -81,7 +80,7 @@ def test_passage_previews_have_no_markup_or_repeated_title(tmp_path):
 
 
 def test_eval_takes_a_config_file(tmp_path):
-    from .conftest import SAMPLE_DIR
+    from tests.conftest import SAMPLE_DIR
 
     config = tmp_path / "e.toml"
     config.write_text("[index]\nchunk_tokens = 96\ngraph = false\n", encoding="utf-8")

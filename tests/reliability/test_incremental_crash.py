@@ -19,7 +19,7 @@ from gpurag.errors import IndexBusyError
 from gpurag.pipeline.chunk_embed import embed_text
 from gpurag.runtime import Runtime
 from gpurag.store import layout
-from tests.foundation.conftest import read_jsonl, write_jsonl
+from tests.conftest import read_jsonl, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"

@@ -81,3 +81,12 @@ def test_the_decision_can_be_made_at_build_time(tmp_path):
     pays = d["gain"] >= auto.PROFILE.margin and d["wins"] > d["losses"]
     assert d["rerank"] == ("gat" if pays else "none")
     assert auto.resolve(index) == d["rerank"]
+
+
+def test_the_decision_scores_each_question_by_r5_plus_all_gold():
+    ranked = [["a", "b", "a", "c", "d", "e", "f"], ["x"], ["g"]]
+    gold = [("a", "f"), ("y",), ()]
+    # q1: a at 1, f at 6 (the repeated a collapsed): R@5 1/2, all-gold@8 1; q2: 0 + 0;
+    # q3 without gold: 0 + 1
+    assert auto._per_question(ranked, gold, 8).tolist() == [1.5, 0.0, 1.0]
+    assert auto._per_question(ranked, gold, 5).tolist() == [0.5, 0.0, 1.0]

@@ -19,10 +19,10 @@ from gpurag.cli import main
 from gpurag.eval.datasets import load_dataset
 from gpurag.rerank.train import TrainConfig, train
 from gpurag.training import crossval
-from tests.score.test_model import _toy_sets
+from tests.rerank.test_model import _toy_sets
 
-DATA = Path(__file__).parent / "data"
-NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
+DATA = Path(__file__).parents[1] / "rerank" / "data"
+NOTES = Path(__file__).parents[1] / "data" / "notes_corpus.jsonl"
 
 
 @pytest.fixture(scope="module")

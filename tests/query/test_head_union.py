@@ -17,7 +17,8 @@ from gpurag.query.graph import union_head
 from gpurag.vectors import search
 
 DATA = Path(__file__).parent / "data"
-NOTES = DATA / "notes_corpus.jsonl"  # chat messages grouped under "week1".."week3"
+# chat messages grouped under "week1".."week3"
+NOTES = Path(__file__).parents[1] / "data" / "notes_corpus.jsonl"
 PAGES = DATA / "second_hop_corpus.jsonl"  # encyclopedic pages that mention each other
 QUESTION = "Which appliance stopped dripping after the repair?"
 

@@ -21,8 +21,8 @@ from gpurag.training.synthetic import (
     prepare_synthetic,
 )
 
-DATA = Path(__file__).parent / "data"
-NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
+DATA = Path(__file__).parents[1] / "rerank" / "data"
+NOTES = Path(__file__).parents[1] / "data" / "notes_corpus.jsonl"
 
 
 @pytest.fixture(scope="module")
