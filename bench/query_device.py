@@ -10,7 +10,9 @@ each batch (same load). Runtimes:
 * ``cuda``: the cuda runtime (torch embedder, device searchers, the device walk segment);
 * ``walk-cuda`` / ``walk-cpu``: the CPU runtime with only the walk segment (reset, PPR, fusion,
   top-k: :class:`gpurag.backends.query_device.DeviceWalk`) on cuda / on CPU torch: the same
-  embedder as ``cpu``, so the ranks can be compared.
+  embedder as ``cpu``, so the ranks can be compared;
+* ``cuda:N`` (also ``walk-cuda:N``): the walk checks convergence every N iterations, not every
+  one (fewer host syncs; slightly different scores than the host's, so not for parity).
 
 The report gives per runtime and batch the ms per question, questions/s and each stage's mean
 ms (``timings_ms``; the walk segment is ``walk`` + ``fusion`` on the device, ``seeds`` + ``walk``
@@ -42,14 +44,22 @@ from query import DEFAULT_DATA, log, machine, make_questions, write_prefix
 
 
 def runtime(name: str):
+    """The runtime ``name`` stands for (see the module docstring); a ``:N`` suffix on a cuda
+    or walk runtime checks the walk's convergence every N iterations instead of every one."""
     from gpurag.backends.query_device import DeviceWalk
     from gpurag.runtime import Runtime
 
-    if name in ("cpu", "cuda"):
-        return Runtime(device=name)
-    if name.startswith("walk-"):
-        return Runtime(device="cpu", query_walk=DeviceWalk(name.removeprefix("walk-")))
-    raise SystemExit(f"unknown runtime {name!r}: use cpu, cuda, walk-cuda or walk-cpu")
+    base, _, every = name.partition(":")
+    check = {"check_every": int(every)} if every else {}
+    if base == "cpu" and not every:
+        return Runtime(device="cpu")
+    if base == "cuda":
+        return Runtime(device="cuda", **({"query_walk": DeviceWalk("cuda", **check)}
+                                         if check else {}))
+    if base in ("walk-cuda", "walk-cpu"):
+        return Runtime(device="cpu", query_walk=DeviceWalk(base.removeprefix("walk-"), **check))
+    raise SystemExit(f"unknown runtime {name!r}: use cpu, cuda[:N], walk-cuda[:N] or "
+                     "walk-cpu[:N]")
 
 
 def open_all(work: Path, data: Path, size: int, names: list[str]):
@@ -104,7 +114,7 @@ def parity(indexes: dict, questions: list[str]) -> dict[str, float]:
                                               ppr_method="power"))
     out = {}
     for name in names[1:]:
-        if name.startswith("walk-"):
+        if name.startswith("walk-") and ":" not in name:
             got = ids(indexes[name].query_batch(questions, k=10, evidence=False,
                                                 ppr_method="power"))
             out[name] = float(np.mean([a == b for a, b in zip(got, base, strict=True)]))
