@@ -94,6 +94,7 @@ class ScaleIndex:
         self.ent = Postings()
         self.deg = np.zeros(0, np.int64)  # rows with >= 2 entities holding each entity
         self._r = self._p = np.zeros(0)  # push scratch (zero between pushes)
+        self._thr: tuple[float, np.ndarray] | None = None  # push thresholds per entity
         self.canon_used: np.ndarray | None = None
         self.entity_rebuilds = getattr(self, "entity_rebuilds", -1) + 1
 
@@ -141,6 +142,7 @@ class ScaleIndex:
             self.deg = np.r_[self.deg, np.zeros(n_ent - len(self.deg), np.int64)]
         multi = m[row - lo] >= 2
         self.deg += np.bincount(ent[multi], minlength=len(self.deg))[: len(self.deg)]
+        self._thr = None
         self.n_ent_rows = hi
 
     def tokens(self, text: str) -> list[str]:
@@ -231,15 +233,21 @@ class ScaleIndex:
              ) -> tuple[np.ndarray, np.ndarray]:
         """Approximate PPR mass from ``anchor``: (entities, mass relative to the anchor's),
         entities sorted. Each round pushes every entity whose residual is at least ``eps``
-        times its degree; the work per round follows the entities touched."""
+        times its degree; the work per round follows the entities touched (the residual and
+        mass vectors are dense over the entities, which number far fewer than the traces:
+        their adds are one ``bincount``, with no sort of the targets)."""
         deg, m = self.deg, self.m.view()
         ptr, ents = self.row_ptr.view(), self.row_ent.view()
-        if len(self._r) < len(deg):
-            self._r, self._p = np.zeros(len(deg)), np.zeros(len(deg))
+        n_ent = len(deg)
+        if len(self._r) != n_ent:
+            self._r, self._p = np.zeros(n_ent), np.zeros(n_ent)
+            self._thr = None
+        if self._thr is None or self._thr[0] != eps:
+            self._thr = (eps, eps * np.maximum(deg, 1))
+        thr = self._thr[1]
         r, p = self._r, self._p
-        touched = [np.asarray([anchor], np.int64)]
         r[anchor] = 1.0
-        front = touched[0]
+        front = np.asarray([anchor], np.int64)
         try:
             while len(front):
                 mass = r[front]
@@ -249,7 +257,6 @@ class ScaleIndex:
                 if dangling.any():
                     r[anchor] += damping * float(mass[dangling].sum())
                 live = front[~dangling]
-                nxt = [np.asarray([anchor], np.int64)] if dangling.any() else []
                 if len(live):
                     owner, rows = self.postings(live)
                     share = (damping * mass[~dangling] / deg[live])[owner]
@@ -257,22 +264,16 @@ class ScaleIndex:
                     owner, rows, share = owner[multi], rows[multi], share[multi]
                     size = m[rows].astype(np.int64)
                     pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-                    nb = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
+                    nb = ents[np.repeat(ptr[rows], size) + pos]
                     val = np.repeat(share / (size - 1), size)
                     keep = nb != np.repeat(live[owner], size)
-                    targets, inv = np.unique(nb[keep], return_inverse=True)
-                    r[targets] += np.bincount(inv, weights=val[keep], minlength=len(targets))
-                    touched.append(targets)
-                    nxt.append(targets)
-                cand = np.unique(np.concatenate(nxt)) if nxt else np.zeros(0, np.int64)
-                front = cand[r[cand] >= eps * np.maximum(deg[cand], 1)]
-            seen = np.unique(np.concatenate(touched))
-            support = seen[p[seen] > 0]
+                    r += np.bincount(nb[keep], weights=val[keep], minlength=n_ent)
+                front = np.flatnonzero(r >= thr)  # (only entities just added to can pass)
+            support = np.flatnonzero(p > 0)
             return support, p[support] / max(p[anchor], MASS_FLOOR)
         finally:
-            seen = np.unique(np.concatenate(touched))
-            r[seen] = 0.0
-            p[seen] = 0.0
+            r[:] = 0.0
+            p[:] = 0.0
 
     def masses(self, anchors: np.ndarray, damping: float) -> list[tuple[np.ndarray,
                                                                        np.ndarray]]:
@@ -290,14 +291,16 @@ class ScaleIndex:
         size = self.m.view()[rows].astype(np.int64)
         pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
         ent = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
-        owner = np.repeat(np.arange(len(rows)), size)
+        starts = np.cumsum(size) - size
+        some = size > 0
         logm = np.zeros(len(rows))
+        dense = np.zeros(len(self.deg), np.float32)
         for w, (keys, vals) in zip(weights, masses, strict=True):
             best = np.zeros(len(rows), np.float32)
-            if len(keys) and len(ent):
-                at = np.clip(np.searchsorted(keys, ent), 0, len(keys) - 1)
-                mass = np.where(keys[at] == ent, vals[at], 0.0).astype(np.float32)
-                np.maximum.at(best, owner, mass)
+            if len(keys) and len(ent):  # a dense mass vector over the entities: no search
+                dense[keys] = vals
+                best[some] = np.maximum(np.maximum.reduceat(dense[ent], starts[some]), 0)
+                dense[keys] = 0.0
             logm += w * np.log(np.maximum(best, MASS_FLOOR))
         return np.exp(logm).astype(np.float32)
 
