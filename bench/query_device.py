@@ -3,9 +3,8 @@ targets (graph p50, questions/s in batches of 1,024, device p50 over CPU p50).
 
 Each runtime of ``--runtimes`` opens the same index of a prefix of the shared Wikipedia
 passages (built with the ``cuda`` runtime when listed, else the first, unless it is in
-``--work``) and answers the same graph
-questions one at a time (p50/p95) and in batches (``--batches``), the runtimes taking turns on
-each batch (same load). Runtimes:
+``--work``) and answers the same graph questions one at a time (p50/p95) and in batches
+(``--batches``), the runtimes taking turns on each batch (same load). Runtimes:
 
 * ``cpu``: the CPU runtime (ONNX embedder, FAISS, the NumPy stages; PPR ``auto``);
 * ``cuda``: the cuda runtime (torch embedder, device searchers, the device walk segment);
