@@ -28,10 +28,10 @@
 # `bash bench/device_check.sh query` (device tool: timeout_s=590, carry [".whl"]; one call of
 # its own) runs steps 1 and the environment, then only the device query path of issue 26: its
 # parity tests on cuda (tests/query/test_device_walk.py, tests/kernels/test_fusion.py; 100 s)
-# and bench/query_device.py on the whole shared corpus (147,645 passages; QUERY_SIZE), the cpu,
-# cuda and walk-cuda runtimes in turn: graph p50/p95, questions/s in batches of 64 and 1,024,
-# device over CPU ratios and the walk's rank parity (build ~2 min, budget QUERY_BUDGET=330 s,
-# timeout 400 s).
+# and bench/query_device.py on the whole shared corpus (147,645 passages; QUERY_SIZE), the
+# cpu, cuda, walk-cuda and cuda:4 (convergence checked every 4th step) runtimes in turn: graph
+# p50/p95, questions/s in batches of 64 and 1,024, device over CPU ratios and the walk's rank
+# parity (build ~2 min, budget QUERY_BUDGET=330 s, timeout 400 s).
 set -u -o pipefail
 MODE="${1:-all}"
 case "$MODE" in all|query) ;; *) echo "usage: bash bench/device_check.sh [all|query]" >&2; exit 2;; esac
@@ -120,10 +120,10 @@ if [ "$MODE" = query ]; then
   QUERY_DATA=$(find_corpus)
   QD_RC=0
   if [ -n "$QUERY_DATA" ]; then
-    say "graph queries at ${QUERY_SIZE:-147645} passages: cpu, cuda, walk-cuda (budget ${QUERY_BUDGET:-330} s)"
+    say "graph queries at ${QUERY_SIZE:-147645} passages: cpu, cuda, walk-cuda, cuda:4 (budget ${QUERY_BUDGET:-330} s)"
     timeout 400 python3 bench/query_device.py --size "${QUERY_SIZE:-147645}" \
       --data "$QUERY_DATA" --work "${TMPDIR:-/tmp}/gpurag_query_device" \
-      --runtimes cpu,cuda,walk-cuda --batches 1,64,1024 --single 50 --parity 64 \
+      --runtimes cpu,cuda,walk-cuda,cuda:4 --batches 1,64,1024 --single 50 --parity 64 \
       --budget-s "${QUERY_BUDGET:-330}" --out "$DEST/query_device_${STAMP}.json" 2>&1 \
       | tee -a "$LOG"
     QD_RC=$?

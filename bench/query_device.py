@@ -2,15 +2,17 @@
 targets (graph p50, questions/s in batches of 1,024, device p50 over CPU p50).
 
 Each runtime of ``--runtimes`` opens the same index of a prefix of the shared Wikipedia
-passages (built with the first runtime unless it is in ``--work``) and answers the same graph
-questions one at a time (p50/p95) and in batches (``--batches``), the runtimes taking turns on
-each batch (same load). Runtimes:
+passages (built with the ``cuda`` runtime when listed, else the first, unless it is in
+``--work``) and answers the same graph questions one at a time (p50/p95) and in batches
+(``--batches``), the runtimes taking turns on each batch (same load). Runtimes:
 
 * ``cpu``: the CPU runtime (ONNX embedder, FAISS, the NumPy stages; PPR ``auto``);
 * ``cuda``: the cuda runtime (torch embedder, device searchers, the device walk segment);
 * ``walk-cuda`` / ``walk-cpu``: the CPU runtime with only the walk segment (reset, PPR, fusion,
   top-k: :class:`gpurag.backends.query_device.DeviceWalk`) on cuda / on CPU torch: the same
-  embedder as ``cpu``, so the ranks can be compared.
+  embedder as ``cpu``, so the ranks can be compared;
+* ``cuda:N`` (also ``walk-cuda:N``): the walk checks convergence every N iterations, not every
+  one (fewer host syncs; slightly different scores than the host's, so not for parity).
 
 The report gives per runtime and batch the ms per question, questions/s and each stage's mean
 ms (``timings_ms``; the walk segment is ``walk`` + ``fusion`` on the device, ``seeds`` + ``walk``
@@ -42,14 +44,22 @@ from query import DEFAULT_DATA, log, machine, make_questions, write_prefix
 
 
 def runtime(name: str):
+    """The runtime ``name`` stands for (see the module docstring); a ``:N`` suffix on a cuda
+    or walk runtime checks the walk's convergence every N iterations instead of every one."""
     from gpurag.backends.query_device import DeviceWalk
     from gpurag.runtime import Runtime
 
-    if name in ("cpu", "cuda"):
-        return Runtime(device=name)
-    if name.startswith("walk-"):
-        return Runtime(device="cpu", query_walk=DeviceWalk(name.removeprefix("walk-")))
-    raise SystemExit(f"unknown runtime {name!r}: use cpu, cuda, walk-cuda or walk-cpu")
+    base, _, every = name.partition(":")
+    check = {"check_every": int(every)} if every else {}
+    if base == "cpu" and not every:
+        return Runtime(device="cpu")
+    if base == "cuda":
+        return Runtime(device="cuda", **({"query_walk": DeviceWalk("cuda", **check)}
+                                         if check else {}))
+    if base in ("walk-cuda", "walk-cpu"):
+        return Runtime(device="cpu", query_walk=DeviceWalk(base.removeprefix("walk-"), **check))
+    raise SystemExit(f"unknown runtime {name!r}: use cpu, cuda[:N], walk-cuda[:N] or "
+                     "walk-cpu[:N]")
 
 
 def open_all(work: Path, data: Path, size: int, names: list[str]):
@@ -60,11 +70,12 @@ def open_all(work: Path, data: Path, size: int, names: list[str]):
     rows = write_prefix(data, size, src)
     out = work / f"enwiki-{size}.index"
     runtimes = {n: runtime(n) for n in names}
+    builder = "cuda" if "cuda" in runtimes else names[0]  # the GPU embeds the passages faster
     build_s = None
     if not (out / "manifest.json").is_file():
-        log(f"[{size}] indexing {src} with the {names[0]} runtime")
+        log(f"[{size}] indexing {src} with the {builder} runtime")
         t = time.perf_counter()
-        Index.build(src, out, show_progress=False, runtime=runtimes[names[0]])
+        Index.build(src, out, show_progress=False, runtime=runtimes[builder])
         build_s = time.perf_counter() - t
     return {n: Index.open(out, runtime=rt) for n, rt in runtimes.items()}, rows, build_s
 
@@ -104,7 +115,7 @@ def parity(indexes: dict, questions: list[str]) -> dict[str, float]:
                                               ppr_method="power"))
     out = {}
     for name in names[1:]:
-        if name.startswith("walk-"):
+        if name.startswith("walk-") and ":" not in name:
             got = ids(indexes[name].query_batch(questions, k=10, evidence=False,
                                                 ppr_method="power"))
             out[name] = float(np.mean([a == b for a, b in zip(got, base, strict=True)]))

@@ -30,6 +30,7 @@ from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
 from gpurag.memory.discourse import BEFORE, Discourse, key, question_attributes, supersede
 from gpurag.memory.log import QUARANTINE, Trace, TraceLog, content_key, parse_time
+from gpurag.memory.postings import unique
 from gpurag.memory.scale import ScaleIndex, Traces, lookup, top
 from gpurag.memory.snapshot import read_snapshot, write_snapshot
 from gpurag.memory.vectors import VectorStore
@@ -657,7 +658,7 @@ class Memory:
         canon = self.vocab.canonical()
         ids = np.asarray(self.vocab.tag(question), dtype=np.int64)
         ids = canon[ids] if len(ids) else ids
-        return np.unique(ids[ids >= 0]) if len(ids) else ids
+        return unique(ids[ids >= 0]) if len(ids) else ids
 
     def search(self, question: str, k: int = 5, vector: np.ndarray | None = None) -> MemoryResult:
         """The ``k`` best traces for ``question`` (a batch of one)."""
@@ -739,7 +740,7 @@ class Memory:
             cand |= set(claimed.tolist())
             cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
             if cfg.neighbour:  # the turns next to each candidate, as its context
-                cand_arr = np.unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
+                cand_arr = unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
                 cand_arr = cand_arr[(cand_arr >= 0) & (cand_arr < self._n)]
             if len(self._damaged):  # damaged records are placeholders: never returned
                 cand_arr = cand_arr[~np.isin(cand_arr, self._damaged)]
@@ -763,7 +764,7 @@ class Memory:
         if not attrs or not subjects or not self._claim_index:
             return np.zeros(0, np.int64)
         found = [self._claim_index.get((s, a), ()) for s in subjects for a in attrs]
-        return np.unique(np.fromiter((i for f in found for i in f), dtype=np.int64))
+        return unique(np.fromiter((i for f in found for i in f), dtype=np.int64))
 
     def _neighbours(self, cand: np.ndarray) -> np.ndarray:
         """``(len(cand), 2)``: position in ``cand`` of the turn before / after each candidate

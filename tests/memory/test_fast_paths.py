@@ -167,3 +167,15 @@ def test_word_prefilters_equal_any_substring():
         for t in texts:
             want = (not t.isascii()) or any(w in t.lower() for w in words)
             assert _may_match(t, words) == want
+
+
+def test_sort_unique_equals_numpy_unique():
+    from gpurag.memory.postings import unique
+
+    rng = np.random.default_rng(9)
+    for a in (np.zeros(0, np.int64), np.asarray([5]), rng.integers(0, 7, 50),
+              rng.integers(0, 1 << 40, 3000), rng.integers(-5, 5, 100).astype(np.int32)):
+        want, inv = np.unique(a, return_inverse=True)
+        got, ginv = unique(a, return_inverse=True)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(ginv, inv) and np.array_equal(unique(a), want)
