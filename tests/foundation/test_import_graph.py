@@ -151,6 +151,7 @@ FORBIDDEN = (
     ("gpurag.eval", "gpurag.memory", "evaluate takes runners instead of importing memory"),
     ("gpurag.config", "gpurag.extract", "config checks extractor names in gpurag.registry"),
     ("gpurag.registry", "gpurag", "the plug-in registries sit below config"),
+    ("gpurag.metrics", "gpurag", "every layer scores with the metrics (eval, rerank.auto)"),
     ("gpurag.rerank", "gpurag.training", "the question generator is gpurag.query.synthetic"),
 )
 
