@@ -120,7 +120,7 @@ if [ "$MODE" = query ]; then
   QUERY_DATA=$(find_corpus)
   QD_RC=0
   if [ -n "$QUERY_DATA" ]; then
-    say "graph queries at ${QUERY_SIZE:-147645} passages: cpu, cuda, walk-cuda (budget ${QUERY_BUDGET:-330} s)"
+    say "graph queries at ${QUERY_SIZE:-147645} passages: cpu, cuda, walk-cuda, cuda:4 (budget ${QUERY_BUDGET:-330} s)"
     timeout 400 python3 bench/query_device.py --size "${QUERY_SIZE:-147645}" \
       --data "$QUERY_DATA" --work "${TMPDIR:-/tmp}/gpurag_query_device" \
       --runtimes cpu,cuda,walk-cuda,cuda:4 --batches 1,64,1024 --single 50 --parity 64 \

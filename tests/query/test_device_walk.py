@@ -96,6 +96,19 @@ def test_index_arrays_uploaded_once_per_index(graph_index, questions, device_ind
     assert walk.uploads == uploads + 1
 
 
+def test_a_reranked_query_takes_the_host_stages(host_index, device_index, questions):
+    """A reranker reads the PPR around its candidates, which the device segment does not
+    return: the query runs the host stages (on cuda: the device PPR part) and ranks as the
+    host does."""
+    pytest.importorskip("torch_geometric")
+    index, walk = device_index
+    batches = walk.batches
+    got = index.query_batch(questions[:4], k=5, rerank="gat", evidence=False)
+    want = host_index.query_batch(questions[:4], k=5, rerank="gat", evidence=False)
+    assert walk.batches == batches
+    assert ranked(got) == ranked(want)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 def test_cuda_runtime_selects_the_device_walk():

@@ -16,15 +16,15 @@ pytest.importorskip("safetensors")
 from gpurag import Index
 from gpurag.rerank import DEFAULT_CHECKPOINT, auto
 from gpurag.rerank.model import load_checkpoint, save_checkpoint
+from tests.conftest import copy_index
 
 DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("auto") / "idx"
-    Index.build(DATA / "corpus.jsonl", out, show_progress=False).close()
-    return out
+def index_dir(rerank_index_path, tmp_path_factory) -> Path:
+    """A copy of the session's index of DATA / "corpus.jsonl" (the tests record into it)."""
+    return copy_index(rerank_index_path, tmp_path_factory.mktemp("auto") / "idx")
 
 
 @pytest.fixture(scope="module")
