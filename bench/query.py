@@ -222,6 +222,8 @@ def main() -> None:
         questions = make_questions(rows, args.questions)
         run = {"passages": size, "index_s": build_s, "counts": index.manifest.counts,
                "standin_build": standin,
+               # what runs the graph walk: the device segment on cuda, the NumPy stages on cpu
+               "walk": index.runtime.describe()["walk"],
                "query": {}}
         with index:
             modes = args.modes.split(",")

@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = SAMPLE_DIR = REPO / "examples" / "sample"
 SAMPLE_CORPUS = SAMPLE_DIR / "corpus.jsonl"
 SAMPLE_QUESTIONS = SAMPLE_DIR / "questions.jsonl"
+TESTS = REPO / "tests"
+NOTES_CORPUS = TESTS / "data" / "notes_corpus.jsonl"
+SECOND_HOP_CORPUS = TESTS / "query" / "data" / "second_hop_corpus.jsonl"
 STRAY = ("GPURAG_INDEX_", "GPURAG_QUERY_")
 STRAY_NAMES = ("GPURAG_CONFIG", "GPURAG_THREADS")
 
@@ -81,14 +84,42 @@ def embedder():
     return load_embedder("minilm", device=resolve_device())
 
 
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _build_shared(tmp_path_factory, name: str, source: Path, **options) -> Path:
+    """Builds one shared session index under a clean environment; at the end of the session
+    it checks that no test changed it (a test that changes an index works on a copy)."""
+    from gpurag import Index
+
+    out = tmp_path_factory.mktemp(name) / "index"
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        for stray in BUILD_STRAY:
+            mp.delenv(stray, raising=False)
+        Index.build(source, out, show_progress=False, **options).close()
+    _SHARED[out] = _files(out)
+    return out
+
+
+_SHARED: dict[Path, dict[str, tuple[int, int]]] = {}
+BUILD_STRAY = ("GPURAG_LLM_URL", "GPURAG_API_KEYS")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_indexes_unchanged():
+    """Every shared session index is read-only: the session fails if a test changed one."""
+    yield
+    changed = [str(path) for path, files in _SHARED.items() if _files(path) != files]
+    assert not changed, f"a test changed a shared session index (copy it first): {changed}"
+
+
 @pytest.fixture(scope="session")
 def sample_index_path(tmp_path_factory) -> Path:
     """The sample corpus indexed once (dense only) for every read-only test."""
-    from gpurag import Index
-
-    out = tmp_path_factory.mktemp("sample") / "index"
-    Index.build(SAMPLE_CORPUS, out, graph=False, show_progress=False)
-    return out
+    return _build_shared(tmp_path_factory, "sample", SAMPLE_CORPUS, graph=False)
 
 
 @pytest.fixture(scope="session")
@@ -105,9 +136,32 @@ def index_copy(sample_index_path, tmp_path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def graph_index(tmp_path_factory):
+def graph_index_path(tmp_path_factory) -> Path:
     """The sample corpus indexed once with its knowledge graph (read-only: copy to change)."""
+    return _build_shared(tmp_path_factory, "graph", SAMPLE_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def graph_index(graph_index_path):
+    """The session's graph index of the sample corpus, opened."""
     from gpurag import Index
 
-    out = tmp_path_factory.mktemp("graph") / "sample.index"
-    return Index.build(SAMPLE_CORPUS, out, show_progress=False)
+    return Index.open(graph_index_path)
+
+
+@pytest.fixture(scope="session")
+def rerank_index_path(tmp_path_factory) -> Path:
+    """``tests/rerank/data/corpus.jsonl`` (multi-hop pages with questions) with its graph."""
+    return _build_shared(tmp_path_factory, "rerank", TESTS / "rerank" / "data" / "corpus.jsonl")
+
+
+@pytest.fixture(scope="session")
+def notes_index_path(tmp_path_factory) -> Path:
+    """``tests/data/notes_corpus.jsonl`` (chat notes, no bridge pages) with its graph."""
+    return _build_shared(tmp_path_factory, "notes", NOTES_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def second_hop_index_path(tmp_path_factory) -> Path:
+    """``tests/query/data/second_hop_corpus.jsonl`` (pages that mention each other)."""
+    return _build_shared(tmp_path_factory, "hop2", SECOND_HOP_CORPUS)

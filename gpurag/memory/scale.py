@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurag.memory.postings import Grow, Postings
+from gpurag.memory.postings import Grow, Postings, unique
 from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import MASS_FLOOR
 
@@ -92,8 +92,12 @@ class ScaleIndex:
         self.row_ent = Grow(np.int32)
         self.m = Grow(np.int32)  # distinct canonical entities per row
         self.ent = Postings()
+        # entity -> (each other entity of each of its rows with >= 2, that row's count - 1):
+        # the co-mention steps of the push, read in one contiguous run per entity
+        self.pairs = Postings()
         self.deg = np.zeros(0, np.int64)  # rows with >= 2 entities holding each entity
         self._r = self._p = np.zeros(0)  # push scratch (zero between pushes)
+        self._thr: tuple[float, np.ndarray] | None = None  # push thresholds per entity
         self.canon_used: np.ndarray | None = None
         self.entity_rebuilds = getattr(self, "entity_rebuilds", -1) + 1
 
@@ -130,18 +134,39 @@ class ScaleIndex:
         keep = ent >= 0
         row, ent = row[keep], ent[keep]
         n_ent = max(len(canon), 1)
-        pair = np.unique(row * n_ent + ent)  # per row: distinct entities, sorted
+        pair = unique(row * n_ent + ent)  # per row: distinct entities, sorted
         row, ent = pair // n_ent, pair % n_ent
         m = np.bincount(row - lo, minlength=hi - lo).astype(np.int32)
         self.row_ent.extend(ent)
         self.row_ptr.extend(self.row_ptr.view()[-1] + np.cumsum(m))
         self.m.extend(m)
         self.ent.add(ent, row)
+        self._add_pairs(ent, m)
         if len(self.deg) < n_ent:
             self.deg = np.r_[self.deg, np.zeros(n_ent - len(self.deg), np.int64)]
         multi = m[row - lo] >= 2
         self.deg += np.bincount(ent[multi], minlength=len(self.deg))[: len(self.deg)]
+        self._thr = None
         self.n_ent_rows = hi
+
+    def _add_pairs(self, ent: np.ndarray, m: np.ndarray) -> None:
+        """Co-mention pairs of new rows (``ent``: their entities row by row, sorted within a
+        row; ``m``: entities per row): for each entry, the row's other entities in order, so
+        an entity's pairs come row by row, as its postings do."""
+        ends = np.cumsum(m, dtype=np.int64)
+        start = ends - m
+        for r0 in range(0, len(m), SYNC_CHUNK):  # bounded transient arrays
+            r1 = min(len(m), r0 + SYNC_CHUNK)
+            e = ent[int(start[r0]):int(ends[r1 - 1])]
+            mm = m[r0:r1].astype(np.int64)
+            size = np.repeat(mm, mm)  # each entry's row count
+            at = np.arange(len(e))
+            j = at - np.repeat(np.cumsum(mm) - mm, mm)  # its place in its row
+            fan = np.where(size >= 2, size - 1, 0)
+            a = np.repeat(at, fan)
+            k = np.arange(len(a)) - np.repeat(np.cumsum(fan) - fan, fan)
+            b = (at - j)[a] + k + (k >= j[a])
+            self.pairs.add(e[a], e[b], (size[a] - 1).astype(np.float32))
 
     def tokens(self, text: str) -> list[str]:
         stop = self._stop
@@ -211,7 +236,7 @@ class ScaleIndex:
             idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
             dl = self.doc_len.view()[rows]
             s = idf[owner] * (tf / (np.float32(K1) * ((1 - B) + B * dl / np.float32(avg)) + tf))
-            docs, inv = np.unique(rows, return_inverse=True)
+            docs, inv = unique(rows, return_inverse=True)
             score = np.zeros(len(docs), np.float32)
             np.add.at(score, inv, s.astype(np.float32))
             top = np.lexsort((docs, -score))[:k]
@@ -231,15 +256,21 @@ class ScaleIndex:
              ) -> tuple[np.ndarray, np.ndarray]:
         """Approximate PPR mass from ``anchor``: (entities, mass relative to the anchor's),
         entities sorted. Each round pushes every entity whose residual is at least ``eps``
-        times its degree; the work per round follows the entities touched."""
-        deg, m = self.deg, self.m.view()
-        ptr, ents = self.row_ptr.view(), self.row_ent.view()
-        if len(self._r) < len(deg):
-            self._r, self._p = np.zeros(len(deg)), np.zeros(len(deg))
+        times its degree; the work per round follows the entities touched (the residual and
+        mass vectors are dense over the entities, which number far fewer than the traces:
+        their adds are one ``bincount``, with no sort of the targets; the steps are read from
+        the co-mention pairs, contiguous per entity, not gathered from the rows)."""
+        deg = self.deg
+        n_ent = len(deg)
+        if len(self._r) != n_ent:
+            self._r, self._p = np.zeros(n_ent), np.zeros(n_ent)
+            self._thr = None
+        if self._thr is None or self._thr[0] != eps:
+            self._thr = (eps, eps * np.maximum(deg, 1))
+        thr = self._thr[1]
         r, p = self._r, self._p
-        touched = [np.asarray([anchor], np.int64)]
         r[anchor] = 1.0
-        front = touched[0]
+        front = np.asarray([anchor], np.int64)
         try:
             while len(front):
                 mass = r[front]
@@ -249,30 +280,16 @@ class ScaleIndex:
                 if dangling.any():
                     r[anchor] += damping * float(mass[dangling].sum())
                 live = front[~dangling]
-                nxt = [np.asarray([anchor], np.int64)] if dangling.any() else []
-                if len(live):
-                    owner, rows = self.postings(live)
+                if len(live):  # each pair: one step entity -> row -> other entity
+                    owner, nb, fan = self.pairs.get(live)
                     share = (damping * mass[~dangling] / deg[live])[owner]
-                    multi = m[rows] >= 2
-                    owner, rows, share = owner[multi], rows[multi], share[multi]
-                    size = m[rows].astype(np.int64)
-                    pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-                    nb = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
-                    val = np.repeat(share / (size - 1), size)
-                    keep = nb != np.repeat(live[owner], size)
-                    targets, inv = np.unique(nb[keep], return_inverse=True)
-                    r[targets] += np.bincount(inv, weights=val[keep], minlength=len(targets))
-                    touched.append(targets)
-                    nxt.append(targets)
-                cand = np.unique(np.concatenate(nxt)) if nxt else np.zeros(0, np.int64)
-                front = cand[r[cand] >= eps * np.maximum(deg[cand], 1)]
-            seen = np.unique(np.concatenate(touched))
-            support = seen[p[seen] > 0]
+                    r += np.bincount(nb, weights=share / fan, minlength=n_ent)
+                front = np.flatnonzero(r >= thr)  # (only entities just added to can pass)
+            support = np.flatnonzero(p > 0)
             return support, p[support] / max(p[anchor], MASS_FLOOR)
         finally:
-            seen = np.unique(np.concatenate(touched))
-            r[seen] = 0.0
-            p[seen] = 0.0
+            r[:] = 0.0
+            p[:] = 0.0
 
     def masses(self, anchors: np.ndarray, damping: float) -> list[tuple[np.ndarray,
                                                                        np.ndarray]]:
@@ -290,14 +307,16 @@ class ScaleIndex:
         size = self.m.view()[rows].astype(np.int64)
         pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
         ent = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
-        owner = np.repeat(np.arange(len(rows)), size)
+        starts = np.cumsum(size) - size
+        some = size > 0
         logm = np.zeros(len(rows))
+        dense = np.zeros(len(self.deg), np.float32)
         for w, (keys, vals) in zip(weights, masses, strict=True):
             best = np.zeros(len(rows), np.float32)
-            if len(keys) and len(ent):
-                at = np.clip(np.searchsorted(keys, ent), 0, len(keys) - 1)
-                mass = np.where(keys[at] == ent, vals[at], 0.0).astype(np.float32)
-                np.maximum.at(best, owner, mass)
+            if len(keys) and len(ent):  # a dense mass vector over the entities: no search
+                dense[keys] = vals
+                best[some] = np.maximum(np.maximum.reduceat(dense[ent], starts[some]), 0)
+                dense[keys] = 0.0
             logm += w * np.log(np.maximum(best, MASS_FLOOR))
         return np.exp(logm).astype(np.float32)
 
@@ -312,18 +331,27 @@ class ScaleIndex:
         vals = np.concatenate([np.zeros(0), *(m[1] for m in masses)])
         if not len(keys):
             return np.zeros(0, np.int64)
-        ent, inv = np.unique(keys, return_inverse=True)
+        ent, inv = unique(keys, return_inverse=True)
         best = np.zeros(len(ent))
         np.maximum.at(best, inv, vals)
         order = np.argsort(-best, kind="stable")
         ent, best = ent[order], best[order]
         cum = np.cumsum(self.ent.count(ent))
+        rows, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
+        taken = 0
         while True:
             take = int(np.searchsorted(cum, budget)) + 1
             cut = float(best[take]) if take < len(ent) else 0.0
-            _, rows = self.postings(ent[:take])
-            rows = np.unique(rows)
-            scores = self.relational_of(rows, masses, weights)
+            # the rows of the entities added to the budget; those scored before keep theirs
+            _, new = self.postings(ent[taken:take])
+            new = unique(new)
+            new = new[~np.isin(new, rows, assume_unique=True)]
+            if len(new):
+                rows = np.r_[rows, new]
+                scores = np.r_[scores, self.relational_of(new, masses, weights)]
+                order = np.argsort(rows)
+                rows, scores = rows[order], scores[order]
+            taken = take
             picked = top(rows, scores, k)
             kth = np.partition(scores, len(scores) - k)[len(scores) - k] if len(scores) >= k \
                 else -1.0
@@ -343,14 +371,14 @@ class ScaleIndex:
         if not len(hit):
             return np.zeros(0, np.int64), np.zeros(0, np.float32), deficit
         session, turn, when = self.session.view(), self.turn.view(), self.time.view()
-        pair = np.unique(owner * (1 << 40) + session[hit])
+        pair = unique(owner * (1 << 40) + session[hit])
         a, s = pair >> 40, pair & ((1 << 40) - 1)
-        sessions, s_inv = np.unique(s, return_inverse=True)
+        sessions, s_inv = unique(s, return_inverse=True)
         cov = np.bincount(s_inv, weights=weights[a], minlength=len(sessions))
         _, rows, _ = self.sess.get(sessions)
         if len(rows) > TEMPORAL_MAX_ROWS:  # windows around the mentions only
             w = math.ceil(TEMPORAL_WINDOW * max(tau, 1e-6))
-            near = np.unique((hit[:, None] + np.arange(-w, w + 1)).ravel())
+            near = unique((hit[:, None] + np.arange(-w, w + 1)).ravel())
             near = near[(near >= 0) & (near < self.n)]
             rows = near[np.isin(session[near], sessions)]
         best = cov >= cov.max() - 1e-9
@@ -361,7 +389,7 @@ class ScaleIndex:
             np.maximum.at(s_time, s_of, np.nan_to_num(when[rows], nan=-np.inf))
             if np.isfinite(s_time[best]).any():
                 bonus[np.flatnonzero(best)[np.argmax(s_time[best])]] = recency
-        mention = np.unique(hit)
+        mention = unique(hit)
         key_m = session[mention] * (1 << 32) + turn[mention]
         order = np.argsort(key_m)
         key_m, mention = key_m[order], mention[order]
@@ -382,6 +410,7 @@ class ScaleIndex:
         if self.dense is not None:
             dense = int(self.dense.ntotal) * (self.dim + 8) + self.dense.nlist * self.dim * 4
         parts = {"entity_lists": self.ent.nbytes + self.row_ent.nbytes + self.row_ptr.nbytes,
+                 "co_mention_pairs": self.pairs.nbytes,
                  "session_lists": self.sess.nbytes, "term_lists": self.terms.nbytes,
                  "dense_ivf": dense,
                  "columns": self.session.nbytes + self.turn.nbytes + self.time.nbytes

@@ -13,15 +13,17 @@ or later with ``gpurag decide-rerank INDEX``; a query with ``rerank="auto"`` rea
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpurag.metrics import all_gold_per_question, gold_ranks, recall_per_question
+from gpurag.store.manifest import Manifest
+from gpurag.store.writer import write_extra
 
 log = logging.getLogger(__name__)
 
@@ -87,28 +89,10 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
             "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()}}
 
 
-def record(path: str | os.PathLike, decision: dict[str, Any]) -> None:
+def record(path: str | os.PathLike, decision: dict[str, Any]) -> Manifest:
     """Write ``decision`` into the manifest of the index at ``path`` (``extra``, outside the
-    seal), under the index's write lock, by an atomic replace of ``manifest.json``."""
-    from gpurag.store import layout
-    from gpurag.store.lock import WriteLock
-    from gpurag.store.manifest import parse_manifest
-    from gpurag.store.writer import fsync_dir
-
-    root = Path(path)
-    lock = WriteLock(root)
-    try:
-        target = root / layout.MANIFEST
-        manifest = parse_manifest(target.read_bytes(), root)
-        manifest.extra = {**manifest.extra, KEY: decision}
-        tmp = layout.sibling(root, ".manifest-tmp")
-        tmp.write_text(manifest.to_json(), encoding="utf-8")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fsync_dir(root)
-    finally:
-        lock.release()
+    seal: :func:`gpurag.store.writer.write_extra`); returns the manifest written."""
+    return write_extra(path, KEY, decision)
 
 
 def resolve(index) -> str:
@@ -125,3 +109,12 @@ def resolve(index) -> str:
                  "%s", index.path, decision["reason"])
         held = index._rerank_auto = decision["rerank"]
     return held
+
+
+def settle(index, plan, mode: str):
+    """``plan`` (a :data:`gpurag.config.QueryPlan`) with ``rerank="auto"`` replaced by what it
+    stands for on ``index`` in ``mode``: :func:`resolve` in graph mode, ``"none"`` in the
+    others (they do not rerank); any other plan as it is."""
+    if plan.rerank != "auto":
+        return plan
+    return dataclasses.replace(plan, rerank=resolve(index) if mode == "graph" else "none")

@@ -23,7 +23,7 @@ from gpurag.store.parts import ROWS, merge_tail, part_number, part_rel, parts_of
 from gpurag.store.reader import IndexDir, open_index_dir
 from gpurag.store.verify import check_written
 
-__all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir"]
+__all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir", "write_extra"]
 
 
 def _gpurag_version() -> str:
@@ -255,3 +255,24 @@ def _fsync_tree(root: Path, skip: set[Path] | frozenset[Path] = frozenset()) -> 
             with open(p, "rb") as fh:
                 os.fsync(fh.fileno())
     fsync_dir(root)
+
+
+def write_extra(root: str | os.PathLike, key: str, value: Any) -> Manifest:
+    """Set ``extra[key]`` (informational, outside the seal) in the manifest of the index at
+    ``root``, under its write lock, by an atomic replace of ``manifest.json`` (fsynced); the
+    manifest written is returned. No other file changes, so the seal still holds."""
+    root = Path(root)
+    lock = WriteLock(root)
+    try:
+        target = root / layout.MANIFEST
+        manifest = parse_manifest(target.read_bytes(), root)
+        manifest.extra = {**manifest.extra, key: value}
+        tmp = layout.sibling(root, ".manifest-tmp")
+        tmp.write_text(manifest.to_json(), encoding="utf-8")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fsync_dir(root)
+    finally:
+        lock.release()
+    return manifest

@@ -9,16 +9,14 @@ import pytest
 
 from gpurag import Index
 from gpurag.query.lexical import BM25Index
-from tests.conftest import SAMPLE_CORPUS
 from tests.foundation.test_cli import gpurag
 
 QUESTION = "Where is the headquarters of the company founded by the inventor of the Pellucid cell?"
 
 
 @pytest.fixture(scope="module")
-def dense_index(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vocab") / "idx"
-    return Index.build(SAMPLE_CORPUS, out, show_progress=False, graph=False)
+def dense_index(sample_index):
+    return sample_index  # the session's dense sample index (tests/conftest.py)
 
 
 def test_bm25_mode_in_python_equals_the_eval_baseline(dense_index):
