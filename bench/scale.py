@@ -174,13 +174,7 @@ def host_only_runtime(device: str) -> Any:
 
     from gpurag.runtime import Runtime
 
-    standin = HashProjectionEmbedder()
-    try:  # a runtime with an ``embedder`` part (one embedder for every spec)
-        return Runtime.create(device=device, embedder=standin)
-    except TypeError:  # an older checkout (--baseline): embedder() was a method
-        runtime = Runtime.create(device=device)
-        runtime.embedder = lambda *_a, **_k: standin  # type: ignore[method-assign]
-        return runtime
+    return Runtime.create(device=device, embedder=HashProjectionEmbedder())
 
 
 def tree_commit(tree: Path) -> str | None:

@@ -5,9 +5,12 @@ k1 * (1 - b + b * dl / avgdl))``. The term frequencies ``tf`` and passage length
 stored, but they follow from the weights: within a passage ``K = k1 * (1 - b + b * dl /
 avgdl)`` is one number, each weight gives ``K / tf``, and the largest of those is ``K`` itself
 (a passage has a term seen once); then ``tf = K / (K / tf)`` rounded, ``dl`` their sum. The
-recovery checks itself (the lengths must give back every ``K`` and every stored weight); when
+recovery checks itself (every ``K / (K / tf)`` must be a whole number and the lengths must give
+back every ``K``: then every stored weight is the formula's, without computing them twice); when
 it does not hold (a passage whose terms all occur twice or more, another scoring variant) the
-model is rebuilt from all chunks as before.
+model is rebuilt from all chunks as before. The formula and the passage text are
+:mod:`gpurag.query.lexical`'s (:func:`~gpurag.query.lexical.lucene_weights`,
+:func:`~gpurag.query.lexical.passage_texts`).
 
 An update then tokenizes only the new chunks (terms new to the vocabulary get ids after the
 stored ones), drops the removed passages' pairs, and recomputes every weight with the new
@@ -23,24 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpurag.query.lexical import lucene_idf, lucene_weights, passage_texts
+
 RTOL = 1e-4
-
-
-def _idf(df: np.ndarray, n_docs: int) -> np.ndarray:
-    """bm25s' Lucene idf, stored as float32 (0 where no passage holds the term)."""
-    df = df.astype(np.float64)
-    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-    return np.where(df > 0, idf, 0).astype(np.float32)
-
-
-def _weights(tf: np.ndarray, term: np.ndarray, doc: np.ndarray, dl: np.ndarray,
-             n_terms: int, k1: float, b: float) -> np.ndarray:
-    """The float32 weights of the (term, doc, tf) pairs over passages of lengths ``dl``."""
-    n_docs = len(dl)
-    idf = _idf(np.bincount(term, minlength=n_terms), n_docs)
-    avg = dl.mean() if n_docs else 0.0
-    norm = k1 * ((1 - b) + b * dl[doc] / avg)
-    return (idf[term] * (tf / (norm + tf))).astype(np.float32)
 
 
 def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -55,7 +43,7 @@ def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     indptr = np.asarray(s["indptr"], np.int64)
     n_docs, n_terms = int(s["num_docs"]), len(indptr) - 1
     term = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(indptr))
-    idf = _idf(np.diff(indptr), n_docs).astype(np.float64)
+    idf = lucene_idf(np.diff(indptr), n_docs).astype(np.float64)
     if not len(data) or (idf[term] <= 0).any() or (data <= 0).any():
         return None
     tfc = data / idf[term]
@@ -65,16 +53,17 @@ def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     k = np.zeros(n_docs)
     most = pd.Series(ratio).groupby(doc).max()
     k[most.index.to_numpy(np.int64)] = most.to_numpy()
-    tf = np.maximum(np.rint(k[doc] / ratio), 1)
+    raw = k[doc] / ratio
+    tf = np.maximum(np.rint(raw), 1)
+    if not np.allclose(raw, tf, rtol=RTOL, atol=0):  # a K / tf that is no whole tf
+        return None
     dl = np.bincount(doc, weights=tf, minlength=n_docs)
     k1, b = float(model.k1), float(model.b)
     norm = k1 * ((1 - b) + b * dl / dl.mean())
     held = np.bincount(doc, minlength=n_docs) > 0
     if not np.allclose(norm[held], k[held], rtol=RTOL):
         return None
-    again = _weights(tf, term, doc, dl, n_terms, k1, b)
-    if not np.allclose(again, np.asarray(s["data"], np.float32), rtol=RTOL, atol=0):
-        return None
+    # each stored weight is idf * tf / (K + tf) with this tf and K: the formula's own
     return tf, term, doc, dl
 
 
@@ -111,7 +100,7 @@ def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> objec
         doc = np.concatenate([doc, np.asarray(docs, np.int64)])
         dl = np.concatenate([dl, np.asarray(lengths, np.float64)])
     n_terms = max(len(vocab), int(term.max()) + 1 if len(term) else 0)
-    weights = _weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
+    weights = lucene_weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
     order = np.lexsort((doc, term))
     model.scores = {
         "data": weights[order],
@@ -138,8 +127,7 @@ def write_lexical_delta(stored_folder: Path, out_folder: Path, n_stored: int, ke
         return False
     if int(model.scores.get("num_docs", -1)) != n_stored:
         return False
-    texts = (new_chunks["title"].fillna("").astype(str) + "\n"
-             + new_chunks["text"].astype(str)).tolist() if len(new_chunks) else []
+    texts = passage_texts(new_chunks)
     updated = updated_model(model, keep, texts, bm25s)
     if updated is None:
         return False

@@ -54,3 +54,20 @@ def test_counts_that_cannot_be_recovered_mean_a_rebuild(tmp_path):
     assert not write_lexical_delta(tmp_path / "old", tmp_path / "new", 2, np.ones(2, bool),
                                    chunks.iloc[:0])
     assert not (tmp_path / "new").exists()
+
+
+def test_recovered_counts_give_back_every_stored_weight_by_the_shared_formula(tmp_path):
+    """lucene_weights (gpurag.query.lexical) of the recovered counts is bm25s' stored data,
+    and weights that are no formula's (one nudged) are refused without a second pass."""
+    from gpurag.query.lexical import lucene_weights
+
+    BM25Index(_chunks()).save(tmp_path / "m")
+    model = _bm25s().BM25.load(str(tmp_path / "m"), mmap=False, show_progress=False)
+    tf, term, doc, dl = recover_counts(model)
+    n_terms = len(model.scores["indptr"]) - 1
+    got = lucene_weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
+    assert np.allclose(got, model.scores["data"], rtol=1e-6, atol=0)
+    data = np.array(model.scores["data"], np.float32)
+    data[np.argmax(data)] *= 0.97  # no whole tf gives this weight
+    model.scores = {**model.scores, "data": data}
+    assert recover_counts(model) is None
