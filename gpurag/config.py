@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from gpurag import registry as _registry
 from gpurag import settings as _settings
 from gpurag.errors import ConfigError
 from gpurag.profile import DEFAULT as DEFAULT_PROFILE
@@ -44,14 +45,12 @@ from gpurag.rules import (  # noqa: F401  (FALSE_WORDS, TRUE_WORDS, machine_core
     machine_cores,
 )
 
-# Extractor names known without importing gpurag.extract (its registry is asked for others).
+# Extractor names known without importing gpurag.extract (gpurag.registry holds the others).
 BUILTIN_EXTRACTORS = ("fast", "regex", "ner", "spacy", "spacy-ner", "triples", "llm")
 
 
 def _registered_extractors() -> tuple[str, ...]:
-    from gpurag.extract import EXTRACTORS
-
-    return tuple(EXTRACTORS)
+    return tuple(_registry.EXTRACTORS)  # filled by gpurag.extract and plug-ins
 
 
 def setting(default: Any, kind: type, **rule: Any) -> Any:

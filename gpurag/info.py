@@ -7,18 +7,16 @@ from typing import Any
 
 from gpurag.device import cuda_available, has_module, version_label
 
-_first_version = version_label
-
 
 def component_plan(runtime: Any) -> dict[str, str]:
     """What each part of ``runtime`` is (:meth:`gpurag.runtime.Runtime.describe`), with the
     libraries that are not parts (the GNN stack, BM25)."""
-    torch_v = _first_version("torch")
+    torch_v = version_label("torch")
     return {
         **runtime.describe(),
-        "gnn": (f"{torch_v} + {_first_version('torch-geometric') or 'torch-geometric missing'}"
+        "gnn": (f"{torch_v} + {version_label('torch-geometric') or 'torch-geometric missing'}"
                 if torch_v else "torch not installed (pip install 'gpurag[gnn]')"),
-        "bm25": _first_version("bm25s") or "missing",
+        "bm25": version_label("bm25s") or "missing",
     }
 
 

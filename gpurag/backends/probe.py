@@ -3,6 +3,8 @@ by (the only place they are asked; module-level so tests can substitute them).""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gpurag.device import version_label
 
 CUGRAPH_DISTS = ("pylibcugraph-cu13", "pylibcugraph-cu12", "pylibcugraph")
@@ -32,8 +34,9 @@ def faiss_gpu_available() -> bool:
         return False
 
 
+@lru_cache(maxsize=1)
 def torch_cuda_available() -> bool:
-    """torch installed and seeing a GPU."""
+    """torch installed and seeing a GPU (asked once per process, like ``device.cuda_available``)."""
     try:
         import torch
     except ImportError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpurag import registry as _registry
 from gpurag.errors import ConfigError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.extract.ner import FastExtractor, SpacyExtractor
@@ -38,7 +39,9 @@ def _llm_extractor(**options: Any) -> Extractor:
     return LLMExtractor(**options)
 
 
-EXTRACTORS: dict[str, Callable[..., Extractor]] = {
+# The registry lives below gpurag.config (which checks names against it); the same dict here.
+EXTRACTORS: dict[str, Callable[..., Extractor]] = _registry.EXTRACTORS
+EXTRACTORS.update({
     "fast": FastExtractor,
     "regex": FastExtractor,
     "ner": SpacyExtractor,
@@ -46,7 +49,7 @@ EXTRACTORS: dict[str, Callable[..., Extractor]] = {
     "spacy-ner": lambda **options: SpacyExtractor(**{"noun_phrases": False, **options}),
     "triples": TriplesExtractor,
     "llm": _llm_extractor,
-}
+})
 
 
 def make_extractor(name: str, **options: Any) -> Extractor:

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
-from gpurag.memory import derived
+from gpurag.memory import derived, scale_store
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
 from gpurag.memory.discourse import BEFORE, Discourse, key, question_attributes, supersede
@@ -384,6 +384,12 @@ class Memory:
                 done = 0
         self._ingest(traces[:done], vectors[:done], learn=False, tag=False, raw_tags=raw_tags,
                      annotated=annotated)
+        if done and self._n >= self.config.scale_from and (annotated
+                                                            or not self.config.discourse):
+            # the index of the snapshot's traces (their tags and lexical documents are the
+            # snapshot's own); None (logged) when absent or damaged: the first search builds it
+            self._index = scale_store.load(snap[1], snap[0], self.dim, self.config.discourse,
+                                           done)
         self._ingest(traces[done:], vectors[done:], learn=True)
 
     def _ingest(self, items: Sequence[Trace], vectors: np.ndarray, learn: bool,
@@ -467,11 +473,18 @@ class Memory:
         ids = (np.fromiter((i for t in self._tags for i in t), dtype=np.int64, count=int(ptr[-1]))
                if self._n else np.zeros(0, np.int64))
         stats = {"traces": self._n, "entities": len(self.vocab), "tags": int(ptr[-1])}
+        optional, extra = {}, {}
+        if self._scaled():  # the scale index too, so that an open does not rebuild it
+            if self._index is None:
+                self._index = ScaleIndex(self.dim)
+            self._index.sync(self)
+            optional, extra["scale"] = scale_store.parts(self._index, self.config.discourse)
         write_snapshot(self.path / SNAPSHOT,
                        {"entities.parquet": self.vocab.to_frame(),
                         "lower_words.parquet": self.vocab.lower_frame(), **derived.tables(self)},
                        {"tag_ptr.npy": ptr, "tag_ids.npy": ids,
-                        "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats)
+                        "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats,
+                       optional=optional, extra=extra)
         return stats
 
     def _reannotate(self) -> None:

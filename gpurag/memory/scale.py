@@ -66,6 +66,7 @@ class ScaleIndex:
         self._nlist, self.nprobe = nlist, nprobe
         self.dense = None
         self.n_dense = 0
+        self.source = "built"  # "snapshot": read back from a memory snapshot (scale_store)
         self._reset_entities()
 
     def _reset_entities(self) -> None:
@@ -371,7 +372,7 @@ class ScaleIndex:
                  + self.doc_len.nbytes + self.m.nbytes}
         return {"bytes": parts, "terms": len(self.term_ids),
                 "runs": {"entity": self.ent.n_runs, "term": self.terms.n_runs},
-                "entity_rebuilds": self.entity_rebuilds,
+                "entity_rebuilds": self.entity_rebuilds, "source": self.source,
                 "nlist": int(self.dense.nlist) if self.dense is not None else 0}
 
 

@@ -63,3 +63,35 @@ def test_build_record():
     assert d == {"embed": "b"}
     d["x"] = "y"
     assert reg.as_dict() == {"embed": "b"}
+
+
+def _fake_cupy(devices: int):
+    """A CuPy module that sees ``devices`` GPUs: stands in for the hardware, to observe
+    whether the probe asks it."""
+    import types
+
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: devices)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+
+
+def test_probe_cuda_asks_the_libraries_where_no_driver_file_exists(monkeypatch):
+    """``GPURAG_PROBE_CUDA=1`` (README: containers without /proc/driver/nvidia) probes CuPy
+    and torch anyway; without it, no driver file means no GPU and no library is imported."""
+    import sys
+
+    import gpurag.device as device
+
+    monkeypatch.setattr(device.os.path, "exists", lambda path: False)
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(1))
+    monkeypatch.delenv("GPURAG_PROBE_CUDA", raising=False)
+    device.cuda_available.cache_clear()
+    try:
+        assert device.cuda_available() is False
+        monkeypatch.setenv("GPURAG_PROBE_CUDA", "1")
+        device.cuda_available.cache_clear()
+        assert device.cuda_available() is True
+        monkeypatch.setenv("GPURAG_PROBE_CUDA", "0")
+        device.cuda_available.cache_clear()
+        assert device.cuda_available() is False
+    finally:
+        device.cuda_available.cache_clear()

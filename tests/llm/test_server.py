@@ -100,3 +100,23 @@ def test_cli_serve_starts_prints_url_and_stops_cleanly(tmp_path):
     assert proc.returncode == 0, err
     assert "LLM server stopped" in out
     assert not probe(f"http://127.0.0.1:{port}", timeout_s=0.5)
+
+
+def test_cli_serve_runs_the_vllm_named_by_gpurag_vllm_bin(tmp_path):
+    """Without ``--vllm-bin``, ``gpurag llm serve`` starts ``$GPURAG_VLLM_BIN`` (README)."""
+    stub = tmp_path / "my-vllm"
+    stub.write_text(f"#!{sys.executable}\n"
+                    "import json, os, sys\n"
+                    "json.dump(sys.argv[1:], open(os.environ['STUB_RECORD'], 'w'))\n"
+                    "sys.exit(3)\n")
+    stub.chmod(0o755)
+    record = tmp_path / "record.json"
+    env = {**os.environ, "STUB_RECORD": str(record), "GPURAG_VLLM_BIN": str(stub),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpurag", "llm", "serve", "--model", "org/model-7b",
+         "--port", str(free_port()), "--wait", "20"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode != 0
+    assert "code 3" in done.stderr, done.stderr
+    assert json.loads(record.read_text())[:2] == ["serve", "org/model-7b"]

@@ -194,5 +194,29 @@ def test_extractor_registered_at_run_time_is_accepted(monkeypatch):
 
     monkeypatch.setitem(extract.EXTRACTORS, "custom", extract.FastExtractor)
     assert IndexConfig(extractor="custom").extractor == "custom"
-    with pytest.raises(ConfigError, match="custom"):  # listed among the choices
+    with pytest.raises(ConfigError, match="custom") as err:  # listed among the choices
         IndexConfig(extractor="bogus")
+    assert "\n" not in str(err.value) and "extractor='bogus'" in str(err.value)
+
+
+def test_extractor_names_are_checked_without_importing_the_extractors():
+    """config asks the registry below it (gpurag.registry), not gpurag.extract: a misspelled
+    extractor is one line naming the setting, and a plug-in registered there is accepted."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from gpurag import registry\n"
+            "from gpurag.config import IndexConfig\n"
+            "from gpurag.errors import ConfigError\n"
+            "registry.EXTRACTORS['mine'] = object\n"
+            "assert IndexConfig(extractor='Mine').extractor == 'mine'\n"
+            "try:\n"
+            "    IndexConfig(extractor='fsat')\n"
+            "except ConfigError as exc:\n"
+            "    print(exc)\n"
+            "print('gpurag.extract' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["IndexConfig: extractor='fsat' is not valid: extractor must be one of fast, "
+                   "regex, ner, spacy, spacy-ner, triples, llm, mine", "False"]
