@@ -24,7 +24,17 @@
 #    2,000-passage prefix, as the committed CPU results (bench/results/query_*_cpu.json).
 # Output is unbuffered; the log and every JSON land in $OUT when set (so a run cut short still
 # returns what it measured), else in bench/results/.
+#
+# `bash bench/device_check.sh query` (device tool: timeout_s=590, carry [".whl"]; one call of
+# its own) runs steps 1 and the environment, then only the device query path of issue 26: its
+# parity tests on cuda (tests/query/test_device_walk.py, tests/kernels/test_fusion.py; 100 s)
+# and bench/query_device.py on the whole shared corpus (147,645 passages; QUERY_SIZE), the
+# cpu, cuda, walk-cuda and cuda:4 (convergence checked every 4th step) runtimes in turn: graph
+# p50/p95, questions/s in batches of 64 and 1,024, device over CPU ratios and the walk's rank
+# parity (build ~2 min, budget QUERY_BUDGET=330 s, timeout 400 s).
 set -u -o pipefail
+MODE="${1:-all}"
+case "$MODE" in all|query) ;; *) echo "usage: bash bench/device_check.sh [all|query]" >&2; exit 2;; esac
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/.whl" \
   PIP_DISABLE_PIP_VERSION_CHECK=1 GPURAG_PROGRESS=0
 DEST="${OUT:-bench/results}"
@@ -94,6 +104,35 @@ from gpurag.runtime import Runtime
 print("gpurag", gpurag.__version__, "parts(cuda):", Runtime(device="cuda").describe())
 EOF
 } 2>&1 | tee -a "$LOG"
+
+find_corpus() {  # the shared corpus inside the checkout (or beside it), else nothing
+  for p in shared/data/enwiki_passages/passages.jsonl.gz \
+           ../shared/data/enwiki_passages/passages.jsonl.gz; do
+    if [ -f "$p" ]; then echo "$p"; return; fi
+  done
+}
+
+if [ "$MODE" = query ]; then
+  say "query mode: the device walk's parity tests on cuda"
+  timeout 100 python3 -m pytest tests/query/test_device_walk.py tests/kernels/test_fusion.py \
+    -q -p no:cacheprovider -rs 2>&1 | tee -a "$LOG"
+  WALK_RC=$?
+  QUERY_DATA=$(find_corpus)
+  QD_RC=0
+  if [ -n "$QUERY_DATA" ]; then
+    say "graph queries at ${QUERY_SIZE:-147645} passages: cpu, cuda, walk-cuda, cuda:4 (budget ${QUERY_BUDGET:-330} s)"
+    timeout 400 python3 bench/query_device.py --size "${QUERY_SIZE:-147645}" \
+      --data "$QUERY_DATA" --work "${TMPDIR:-/tmp}/gpurag_query_device" \
+      --runtimes cpu,cuda,walk-cuda,cuda:4 --batches 1,64,1024 --single 50 --parity 64 \
+      --budget-s "${QUERY_BUDGET:-330}" --out "$DEST/query_device_${STAMP}.json" 2>&1 \
+      | tee -a "$LOG"
+    QD_RC=$?
+  else
+    echo "query_device skipped: no shared/data/enwiki_passages in the checkout" | tee -a "$LOG"
+  fi
+  say "exit codes: walk tests $WALK_RC, query_device $QD_RC; done"
+  exit $((WALK_RC != 0 || QD_RC != 0))
+fi
 
 say "tests (kernels, tests/gpu, and every gpu-marked test elsewhere)"
 timeout 150 python3 -m pytest kernels tests/gpu -q -p no:cacheprovider -rs -s 2>&1 | tee -a "$LOG"

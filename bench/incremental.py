@@ -62,7 +62,7 @@ def _write(path: Path, records: list[dict]) -> Path:
 
 
 def _retrieval(index, questions: list[dict]) -> tuple[list[list[str]], float]:
-    from gpurag.eval.metrics import gold_ranks, recall_at
+    from gpurag.metrics import gold_ranks, recall_at
 
     results = index.query_batch([q["question"] for q in questions], k=5)
     top = [[p.doc_id for p in r.passages] for r in results]

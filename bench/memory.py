@@ -271,6 +271,8 @@ def run_size(n: int, n_queries: int, work: Path, batch: int, compact: bool,
         t5 = time.perf_counter()
         out["compact"] = mem.compact()
         out["compact_s"] = time.perf_counter() - t5
+        before_close = [[h.id for h in r.hits]  # (compact re-tags: results after it)
+                        for r in mem.search_batch(questions[:10], k=10, vectors=qvec[:10])]
     mem.close()
     if compact:  # (an open without a snapshot replays every trace through the rules)
         t6 = time.perf_counter()
@@ -279,6 +281,9 @@ def run_size(n: int, n_queries: int, work: Path, batch: int, compact: bool,
         t7 = time.perf_counter()
         again.search(questions[0], k=10, vector=qvec[0])
         out["first_search_after_open_s"] = time.perf_counter() - t7
+        out["index_after_open"] = again._index.source if again._index is not None else None
+        ra = again.search_batch(questions[:10], k=10, vectors=qvec[:10])
+        out["reopened_same_top10"] = [[h.id for h in r.hits] for r in ra] == before_close
         again.close()
     disk = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     out["disk_bytes_per_trace"] = disk / n

@@ -90,18 +90,26 @@ def machine() -> dict:
     return info
 
 
-def open_or_build(work: Path, data: Path, size: int):
-    """The index of the first ``size`` passages (built in ``work`` unless there) and them."""
+def open_or_build(work: Path, data: Path, size: int, standin: bool = False):
+    """The index of the first ``size`` passages (built in ``work`` unless there) and them.
+    ``standin``: build with the deterministic stand-in embedder (``bench/standin.py``, as
+    ``bench/scale.py --host-only``); the questions are still embedded by the real model, so
+    latency is real while dense hits are not meaningful (the index lives in its own folder)."""
     from gpurag import Index
 
     src = work / f"enwiki-{size}.jsonl"
     rows = write_prefix(data, size, src)
-    out = work / f"enwiki-{size}.index"
+    out = work / f"enwiki-{size}{'-standin' if standin else ''}.index"
     build_s = None
     if not (out / "manifest.json").is_file():
-        log(f"[{size}] indexing {src}")
+        log(f"[{size}] indexing {src}" + (" (stand-in embedder)" if standin else ""))
+        runtime = None
+        if standin:
+            from scale import host_only_runtime
+
+            runtime = host_only_runtime(os.environ.get("GPURAG_DEVICE", "cpu"))
         t = time.perf_counter()
-        Index.build(src, out, show_progress=False)
+        Index.build(src, out, show_progress=False, runtime=runtime)
         build_s = time.perf_counter() - t
     return Index.open(out), rows, build_s
 
@@ -193,6 +201,8 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--device", default="auto", help="cpu, cuda or auto (the runtime's)")
     ap.add_argument("--out", default="", help="write the JSON report here (default stdout)")
+    ap.add_argument("--standin-sizes", default="",
+                    help="sizes whose index is built with the stand-in embedder (comma list)")
     ap.add_argument("--peers", action="store_true", help="also time igraph/networkx PPR and "
                     "Leiden on the index's graph")
     args = ap.parse_args()
@@ -207,9 +217,13 @@ def main() -> None:
               "machine": machine(), "args": vars(args), "runs": []}
     batches = [int(b) for b in args.batches.split(",")]
     for size in [int(s) for s in args.sizes.split(",")]:
-        index, rows, build_s = open_or_build(work, data, size)
+        standin = str(size) in args.standin_sizes.split(",")
+        index, rows, build_s = open_or_build(work, data, size, standin)
         questions = make_questions(rows, args.questions)
         run = {"passages": size, "index_s": build_s, "counts": index.manifest.counts,
+               "standin_build": standin,
+               # what runs the graph walk: the device segment on cuda, the NumPy stages on cpu
+               "walk": index.runtime.describe()["walk"],
                "query": {}}
         with index:
             modes = args.modes.split(",")

@@ -33,7 +33,7 @@ def dump(sets: list[str], work: Path, k: int) -> dict:
         ds = load_dataset(str(DATA / name))
         triples = DATA / name / "triples.jsonl"
         index, _tmp, _ = open_or_build_index(
-            ds, str(work / name), str(triples) if triples.is_file() else None, False)
+            ds, str(work / Path(name).name), str(triples) if triples.is_file() else None, False)
         texts = [q.question for q in ds.questions]
         out[name] = {}
         for mode in MODES:

@@ -174,10 +174,7 @@ def host_only_runtime(device: str) -> Any:
 
     from gpurag.runtime import Runtime
 
-    runtime = Runtime.create(device=device)
-    standin = HashProjectionEmbedder()
-    runtime.embedder = lambda *_a, **_k: standin  # type: ignore[method-assign]
-    return runtime
+    return Runtime.create(device=device, embedder=HashProjectionEmbedder())
 
 
 def tree_commit(tree: Path) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import time
@@ -104,11 +103,12 @@ class Index:
         else:
             built = build(source, out, cfg, show_progress=show_progress, runtime=runtime,
                           cluster=cluster)
+        index = cls(built, embedder=cfg.embedder, runtime=runtime)
         if cfg.rerank_decision:  # rerank="auto": whether the GAT pays here, recorded
             from gpurag.rerank import auto
 
-            auto.record(built, auto.decide(cls(built, embedder=cfg.embedder, runtime=runtime)))
-        return cls(built, embedder=cfg.embedder, runtime=runtime)
+            index.manifest.extra = auto.record(built, auto.decide(index)).extra
+        return index
 
     @classmethod
     def open(cls, path: str | os.PathLike, verify: bool = False,
@@ -301,12 +301,10 @@ class Index:
             raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
         qcfg, plan = query_plan(self.query_config, {"k": k, **options}, "query")
         mode = mode or (qcfg.mode if self.retriever is not None else "dense")
-        if qcfg.rerank == "auto":  # the index's decision (gpurag.rerank.auto)
-            from gpurag.rerank.auto import resolve
+        if plan.rerank == "auto":  # what it stands for on this index (gpurag.rerank.auto)
+            from gpurag.rerank.auto import settle
 
-            qcfg = dataclasses.replace(qcfg, rerank=resolve(self) if mode == "graph"
-                                       else "none")
-            plan = dataclasses.replace(plan, rerank=qcfg.rerank)
+            plan = settle(self, plan, mode)
         if mode not in MODES:
             raise ConfigError(f"unknown query mode {mode!r}: use one of {', '.join(MODES)}")
         if mode == "graph" and self.retriever is None:

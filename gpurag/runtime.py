@@ -33,7 +33,7 @@ CACHE_OFF = ("off", "0", "none", "false", "no")
 
 # The parts :func:`gpurag.backends.parts_for` resolves for a device (Runtime field names).
 PARTS = ("embedders", "searcher", "knn", "ppr", "ppr_scores", "leiden", "topk", "tables",
-         "rerankers")
+         "rerankers", "query_walk")
 
 
 @dataclass
@@ -52,7 +52,9 @@ class Runtime:
     * ``reranker``: one reranker (``score(qvecs, cand, ppr_scores, dense)``) for every query
       that asks for one (None: ``rerankers(name, retriever, checkpoint)`` loads it);
     * ``tables``: the table engine; ``llm_client``: one LLM client (None: made from
-      ``llm_config``, ``GPURAG_LLM_*`` by default).
+      ``llm_config``, ``GPURAG_LLM_*`` by default);
+    * ``query_walk``: the walk segment of graph queries on the device (reset, PPR, fusion,
+      top-k; :mod:`gpurag.backends.query_device`), None on the CPU (the NumPy stages).
     """
 
     device: str = "cpu"
@@ -68,6 +70,7 @@ class Runtime:
     rerankers: Callable[..., Any] | None = None
     tables: Any = None
     llm_client: Any = None
+    query_walk: Any = None
     progress: bool | None = None
     embed_cache: str | None = None
     gat_checkpoint: str | None = None
@@ -109,6 +112,8 @@ class Runtime:
             "rerank": implementation_name(self.reranker if self.reranker is not None
                                           else self.rerankers),
             "tables": implementation_name(self.tables),
+            "walk": (implementation_name(self.query_walk) if self.query_walk is not None
+                     else "host stages (numpy, scipy)"),
             "llm": implementation_name(self.llm_client) if self.llm_client is not None
             else "LLMClient (OpenAI-compatible server, GPURAG_LLM_URL)",
         }

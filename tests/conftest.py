@@ -1,20 +1,167 @@
-"""Fixtures every test shares."""
+"""Fixtures every test shares: a clean environment, the bundled sample corpus, and the sample
+indexes each built once per test session (read-only; a test that changes one copies it)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import shutil
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = SAMPLE_DIR = REPO / "examples" / "sample"
+SAMPLE_CORPUS = SAMPLE_DIR / "corpus.jsonl"
+SAMPLE_QUESTIONS = SAMPLE_DIR / "questions.jsonl"
+TESTS = REPO / "tests"
+NOTES_CORPUS = TESTS / "data" / "notes_corpus.jsonl"
+SECOND_HOP_CORPUS = TESTS / "query" / "data" / "second_hop_corpus.jsonl"
+STRAY = ("GPURAG_INDEX_", "GPURAG_QUERY_")
+STRAY_NAMES = ("GPURAG_CONFIG", "GPURAG_THREADS")
+
+
+def clean_env(mp: pytest.MonkeyPatch) -> None:
+    """No progress bars, and no stray user settings leaking into the tests."""
+    mp.setenv("GPURAG_PROGRESS", "0")
+    # The default embedding cache beside each index is off in tests (a test's own
+    # GPURAG_EMBED_CACHE, or its removal, turns it on): folder listings stay exact.
+    mp.setenv("GPURAG_EMBED_CACHE", "off")
+    for name in list(os.environ):
+        if name.startswith(STRAY) or name in STRAY_NAMES:
+            mp.delenv(name)
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     """No progress bars, and no stray user settings leaking into the tests."""
-    monkeypatch.setenv("GPURAG_PROGRESS", "0")
-    # The default embedding cache beside each index is off in tests (a test's own
-    # GPURAG_EMBED_CACHE, or its removal, turns it on): folder listings stay exact.
-    monkeypatch.setenv("GPURAG_EMBED_CACHE", "off")
-    for name in list(os.environ):
-        if name.startswith(("GPURAG_INDEX_", "GPURAG_QUERY_")) or name in (
-                "GPURAG_CONFIG", "GPURAG_THREADS"):
-            monkeypatch.delenv(name)
+    clean_env(monkeypatch)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def write_jsonl(path: Path, records: list, gz: bool = False) -> Path:
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if gz:
+        with gzip.open(path, "wb") as fh:
+            fh.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def copy_index(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def sample_records() -> list[dict]:
+    return read_jsonl(SAMPLE_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def sample_by_id(sample_records) -> dict[str, dict]:
+    return {r["id"]: r for r in sample_records}
+
+
+@pytest.fixture(scope="session")
+def sample_questions() -> list[dict]:
+    return read_jsonl(SAMPLE_QUESTIONS)
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from gpurag.backends.embed import load_embedder
+    from gpurag.device import resolve_device
+
+    # The same call (and so the same cached instance) as the build pipeline's.
+    return load_embedder("minilm", device=resolve_device())
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _build_shared(tmp_path_factory, name: str, source: Path, **options) -> Path:
+    """Builds one shared session index under a clean environment; at the end of the session
+    it checks that no test changed it (a test that changes an index works on a copy)."""
+    from gpurag import Index
+
+    out = tmp_path_factory.mktemp(name) / "index"
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        for stray in BUILD_STRAY:
+            mp.delenv(stray, raising=False)
+        Index.build(source, out, show_progress=False, **options).close()
+    _SHARED[out] = _files(out)
+    return out
+
+
+_SHARED: dict[Path, dict[str, tuple[int, int]]] = {}
+BUILD_STRAY = ("GPURAG_LLM_URL", "GPURAG_API_KEYS")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_indexes_unchanged():
+    """Every shared session index is read-only: the session fails if a test changed one."""
+    yield
+    changed = [str(path) for path, files in _SHARED.items() if _files(path) != files]
+    assert not changed, f"a test changed a shared session index (copy it first): {changed}"
+
+
+@pytest.fixture(scope="session")
+def sample_index_path(tmp_path_factory) -> Path:
+    """The sample corpus indexed once (dense only) for every read-only test."""
+    return _build_shared(tmp_path_factory, "sample", SAMPLE_CORPUS, graph=False)
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_index_path):
+    from gpurag import Index
+
+    return Index.open(sample_index_path)
+
+
+@pytest.fixture
+def index_copy(sample_index_path, tmp_path) -> Path:
+    """A private copy of the sample index, free to corrupt."""
+    return copy_index(sample_index_path, tmp_path / "index")
+
+
+@pytest.fixture(scope="session")
+def graph_index_path(tmp_path_factory) -> Path:
+    """The sample corpus indexed once with its knowledge graph (read-only: copy to change)."""
+    return _build_shared(tmp_path_factory, "graph", SAMPLE_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def graph_index(graph_index_path):
+    """The session's graph index of the sample corpus, opened."""
+    from gpurag import Index
+
+    return Index.open(graph_index_path)
+
+
+@pytest.fixture(scope="session")
+def rerank_index_path(tmp_path_factory) -> Path:
+    """``tests/rerank/data/corpus.jsonl`` (multi-hop pages with questions) with its graph."""
+    return _build_shared(tmp_path_factory, "rerank", TESTS / "rerank" / "data" / "corpus.jsonl")
+
+
+@pytest.fixture(scope="session")
+def notes_index_path(tmp_path_factory) -> Path:
+    """``tests/data/notes_corpus.jsonl`` (chat notes, no bridge pages) with its graph."""
+    return _build_shared(tmp_path_factory, "notes", NOTES_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def second_hop_index_path(tmp_path_factory) -> Path:
+    """``tests/query/data/second_hop_corpus.jsonl`` (pages that mention each other)."""
+    return _build_shared(tmp_path_factory, "hop2", SECOND_HOP_CORPUS)

@@ -11,6 +11,8 @@ component): the only code that asks which device, library or GPU is there.
   full-output PPR (``scores_part``) that memory uses;
 * :mod:`~gpurag.backends.leiden` -- ``leiden(g, *, max_cluster_size, seed) -> DataFrame``;
 * :mod:`~gpurag.backends.topk` -- ``topk(scores, k) -> (values, ids)``;
+* :mod:`~gpurag.backends.query_device` -- ``query_walk``: the walk segment of graph queries
+  on the device (None on the CPU);
 * :mod:`~gpurag.backends.rerank` -- ``rerankers(name, retriever, checkpoint=None)``;
 * :mod:`~gpurag.backends.tables` -- the table engine (pandas).
 
@@ -29,6 +31,7 @@ from gpurag.backends.embed import embedders_part
 from gpurag.backends.knn import knn_part
 from gpurag.backends.leiden import leiden_part
 from gpurag.backends.ppr import ppr_part, scores_part
+from gpurag.backends.query_device import query_walk_part
 from gpurag.backends.rerank import rerankers_part
 from gpurag.backends.searcher import searcher_part
 from gpurag.backends.tables import tables_part
@@ -40,7 +43,8 @@ def _device_parts(device: str) -> dict[str, Any]:
     return {"embedders": embedders_part(device), "searcher": searcher_part(device),
             "knn": knn_part(device), "ppr": ppr_part(device),
             "ppr_scores": scores_part(device), "leiden": leiden_part(device),
-            "topk": topk_part(device), "tables": tables_part(device)}
+            "topk": topk_part(device), "tables": tables_part(device),
+            "query_walk": query_walk_part(device)}
 
 
 def parts_for(device: str, gat_checkpoint: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from gpurag.errors import ConfigError
 from gpurag.eval.datasets import Dataset, Question
-from gpurag.eval.metrics import gold_ranks, summarize
+from gpurag.metrics import gold_ranks, summarize
 
 log = logging.getLogger(__name__)
 

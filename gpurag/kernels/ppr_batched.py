@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,16 @@ def _reset_triples(
         val = r[qi, node]
     if width != n:
         raise ValueError(f"reset has {width} columns but the graph has {n} nodes")
+    return normalized_triples(qi, node, val, q, dtype)
+
+
+def normalized_triples(
+    qi: torch.Tensor, node: torch.Tensor, val: torch.Tensor, q: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """A ``(q, n)`` reset given by its nonzeros (``qi`` query, ``node``, ``val`` float64, on
+    one device) validated (finite, nonnegative, no all-zero row) and returned sorted by query
+    with each row scaled to sum 1, in ``dtype``: what :func:`power_chunks` takes."""
+    device = val.device
     if val.numel() and (not bool(torch.isfinite(val).all()) or bool((val < 0).any())):
         raise ValueError("reset weights must be finite and nonnegative")
     sums = torch.zeros(q, dtype=torch.float64, device=device).index_add_(0, qi, val)
@@ -293,6 +304,38 @@ def ppr_batched(
         kk = max(int(k), 0)
         out_v = torch.empty((q, kk), dtype=dt, device=dev)
         out_i = torch.empty((q, kk), dtype=torch.int64, device=dev)
+    for c0, c1, x in power_chunks(op, qi, node, val, q, damping=damping, tol=tol,
+                                  max_iter=max_iter, check_every=check_every,
+                                  batch_size=batch_size, stats=stats):
+        if k is None:
+            out[c0:c1] = x.T
+        else:
+            out_v[c0:c1], out_i[c0:c1] = topk_dense(x.T, kk)
+        del x
+    return out if k is None else (out_v, out_i)
+
+
+def power_chunks(
+    op: TransitionOperator,
+    qi: torch.Tensor,
+    node: torch.Tensor,
+    val: torch.Tensor,
+    q: int,
+    *,
+    damping: float,
+    tol: float,
+    max_iter: int = 100,
+    check_every: int = 4,
+    batch_size: int | None = None,
+    stats: dict | None = None,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Power iteration over the reset's nonzeros (:func:`normalized_triples`), in column chunks
+    that fit device memory (``batch_size``, default from the free memory): yields ``(c0, c1,
+    X)`` with ``X`` the ``(n, c1 - c0)`` scores of queries ``c0:c1`` (columns sum to 1; freed
+    when the caller moves on). ``stats`` as in :func:`ppr_batched`."""
+    if not 0.0 <= damping < 1.0:
+        raise ValueError(f"damping must lie in [0, 1), got {damping}")
+    n, dev, dt = op.n_nodes, op.device, op.dtype
     b = batch_size or _auto_batch(n, q, dev, torch.empty((), dtype=dt).element_size())
     bounds = torch.searchsorted(qi, torch.arange(0, q + b, b, device=dev).clamp(max=q)).tolist()
     if stats is not None:
@@ -307,9 +350,5 @@ def ppr_batched(
         if stats is not None:
             stats.setdefault("iterations", []).append(iterations)
             stats.setdefault("max_l1_change", []).append(err)
-        if k is None:
-            out[c0:c1] = x.T
-        else:
-            out_v[c0:c1], out_i[c0:c1] = topk_dense(x.T, kk)
+        yield c0, c1, x
         del x
-    return out if k is None else (out_v, out_i)

@@ -137,3 +137,32 @@ def segmented_topk_reference(
         out_v[i, : order.size] = seg[order]
         out_i[i, : order.size] = lo + order
     return out_v, out_i
+
+
+def topk_dense_stable(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` (largest) of every row of a ``(q, n)`` matrix with ties, also at the cut, going
+    to the lower index (as a stable sort of the whole row would, and as
+    :func:`gpurag.graph.ppr_top.numpy_topk` does): ``(values, indices)``, best first, padded
+    with ``-inf`` and -1 where ``k > n``. One ``torch.topk`` and, for the ties at each row's
+    cut, one pass over the row (no full sort)."""
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be 2-D (q, n), got shape {tuple(scores.shape)}")
+    q, n = scores.shape
+    kk = min(max(k, 0), n)
+    dev = scores.device
+    values = torch.full((q, k), float("-inf"), dtype=scores.dtype, device=dev)
+    ids = torch.full((q, k), -1, dtype=torch.int64, device=dev)
+    if kk == 0 or q == 0:
+        return values, ids
+    cut = torch.topk(scores, kk, dim=1, largest=True, sorted=False).values.min(
+        dim=1, keepdim=True).values
+    above = scores > cut
+    at_cut = scores == cut
+    need = kk - above.sum(dim=1, keepdim=True)
+    keep = above | (at_cut & (torch.cumsum(at_cut, dim=1, dtype=torch.int32) <= need))
+    sel = torch.nonzero(keep)[:, 1].reshape(q, kk)  # kk per row, ascending index
+    vals = scores.gather(1, sel)
+    order = torch.sort(vals, dim=1, descending=True, stable=True).indices
+    values[:, :kk] = vals.gather(1, order)
+    ids[:, :kk] = sel.gather(1, order)
+    return values, ids

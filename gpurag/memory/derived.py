@@ -13,18 +13,32 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from gpurag.memory.discourse import Discourse
 
-if TYPE_CHECKING:
-    from gpurag.memory.memory import Memory
-
 TABLE = "discourse.parquet"
 STATE = "discourse_state.parquet"
+
+
+@dataclass
+class Results:
+    """The discourse results of a memory's traces: per trace its expansion and the digest of
+    the names the rules read (lists), its claims, resolved dates and referents (by trace),
+    the claims' index and the rules' per-session state."""
+
+    expansion: list[str]
+    claims: dict[int, list[tuple[str, str]]]
+    dates: dict[int, list[str]]
+    refs: dict[int, list[str]]
+    read: list[int]
+    discourse: Discourse
+    claim_index: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
 def names_key(names: list[str]) -> int:
@@ -32,55 +46,54 @@ def names_key(names: list[str]) -> int:
     return 1 + zlib.crc32("\x1f".join(names).encode("utf-8"))
 
 
-def unchanged(mem: Memory, raws: list[list[int]]) -> bool:
-    """Whether the rules would read, in every trace, the names they read when it came."""
-    if not mem.config.discourse or len(mem._read) != mem._n:
+def unchanged(read: Sequence[int], texts: Sequence[str], canon: np.ndarray,
+              surfaces: Sequence[str], raws: list[list[int]]) -> bool:
+    """Whether the rules would read, in every trace (``texts``), the names they read when it
+    came (``read``, :func:`names_key`), its vocabulary tags now being ``raws`` (entries of the
+    vocabulary's ``canon`` map and ``surfaces``)."""
+    if len(read) != len(texts):
         return False
-    canon, surfaces = mem.vocab.canonical(), mem.vocab.surfaces
     for i, raw in enumerate(raws):
-        if not mem.texts[i]:
-            if mem._read[i]:
+        if not texts[i]:
+            if read[i]:
                 return False
             continue
-        if names_key([surfaces[int(canon[j])] for j in raw if canon[j] >= 0]) != mem._read[i]:
+        if names_key([surfaces[int(canon[j])] for j in raw if canon[j] >= 0]) != read[i]:
             return False
     return True
 
 
-def tables(mem: Memory) -> dict[str, pd.DataFrame]:
-    """The snapshot tables of ``mem``'s discourse results."""
-    claims = ["" if i not in mem._claims else json.dumps(mem._claims[i])
-              for i in range(mem._n)]
-    dates = ["" if i not in mem._dates else json.dumps(mem._dates[i]) for i in range(mem._n)]
-    refs = ["" if i not in mem._refs else json.dumps(mem._refs[i]) for i in range(mem._n)]
-    read = mem._read if len(mem._read) == mem._n else [0] * mem._n
-    return {TABLE: pd.DataFrame({"expansion": mem._expansion[: mem._n], "claims": claims,
+def tables(r: Results, n: int) -> dict[str, pd.DataFrame]:
+    """The snapshot tables of the discourse results of ``n`` traces."""
+    claims = ["" if i not in r.claims else json.dumps(r.claims[i]) for i in range(n)]
+    dates = ["" if i not in r.dates else json.dumps(r.dates[i]) for i in range(n)]
+    refs = ["" if i not in r.refs else json.dumps(r.refs[i]) for i in range(n)]
+    read = r.read if len(r.read) == n else [0] * n
+    return {TABLE: pd.DataFrame({"expansion": r.expansion[:n], "claims": claims,
                                  "dates": dates, "refs": refs,
                                  "read": pd.array(read, dtype="int64")}),
-            STATE: pd.DataFrame({"state": [json.dumps(mem._discourse.state())]})}
+            STATE: pd.DataFrame({"state": [json.dumps(r.discourse.state())]})}
 
 
-def restore(mem: Memory, folder: Path, done: int, raw_n: list[int]) -> bool:
-    """Load the discourse results of the first ``done`` traces into ``mem``; False when the
-    snapshot predates them (the rules then run again)."""
+def restore(folder: Path, done: int, raw_n: list[int]) -> Results | None:
+    """The discourse results of the first ``done`` traces from the snapshot ``folder``; None
+    when it predates them (the rules then run again)."""
     if not (folder / TABLE).exists() or not (folder / STATE).exists():
-        return False
+        return None
     frame = pd.read_parquet(folder / TABLE)
     if len(frame) != done or len(raw_n) != done or "read" not in frame:
-        return False
-    mem._expansion = frame["expansion"].astype(str).tolist()
-    mem._raw_n = list(raw_n)
-    mem._claims, mem._claim_index, mem._dates = {}, {}, {}
+        return None
+    claims: dict[int, list[tuple[str, str]]] = {}
+    claim_index: dict[tuple[str, str], list[int]] = {}
     for i in (frame["claims"] != "").to_numpy().nonzero()[0].tolist():
-        claims = [tuple(c) for c in json.loads(frame["claims"].iat[i])]
-        mem._claims[i] = claims
-        for c in claims:
-            mem._claim_index.setdefault(c, []).append(i)
-    for i in (frame["dates"] != "").to_numpy().nonzero()[0].tolist():
-        mem._dates[i] = json.loads(frame["dates"].iat[i])
-    mem._refs = {i: json.loads(frame["refs"].iat[i])
-                 for i in (frame["refs"] != "").to_numpy().nonzero()[0].tolist()}
-    mem._read = frame["read"].astype("int64").tolist()
+        claims[i] = [tuple(c) for c in json.loads(frame["claims"].iat[i])]
+        for c in claims[i]:
+            claim_index.setdefault(c, []).append(i)
+    dates = {i: json.loads(frame["dates"].iat[i])
+             for i in (frame["dates"] != "").to_numpy().nonzero()[0].tolist()}
+    refs = {i: json.loads(frame["refs"].iat[i])
+            for i in (frame["refs"] != "").to_numpy().nonzero()[0].tolist()}
     state = json.loads(pd.read_parquet(folder / STATE)["state"].iat[0])
-    mem._discourse = Discourse.from_state(state)
-    return True
+    return Results(frame["expansion"].astype(str).tolist(), claims, dates, refs,
+                   frame["read"].astype("int64").tolist(), Discourse.from_state(state),
+                   claim_index)

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from gpurag.eval.metrics import gold_ranks, summarize
 from gpurag.memory.config import MemoryConfig
 from gpurag.memory.corpus import corpus_traces, frame_traces
 from gpurag.memory.memory import Memory
+from gpurag.metrics import gold_ranks, summarize
 
 log = logging.getLogger(__name__)
 

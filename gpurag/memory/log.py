@@ -37,6 +37,9 @@ VECTORS = "vectors.f32"
 QUARANTINE = "quarantine.jsonl"
 
 logger = logging.getLogger(__name__)
+# json.dumps(..., ensure_ascii=False[, sort_keys=True]) without building an encoder per call
+_PLAIN = json.JSONEncoder(ensure_ascii=False)
+_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 
 
 @dataclass
@@ -55,8 +58,7 @@ class Trace:
 def content_key(session: str, turn: int | None, time: float, text: str) -> str:
     """The idempotency key of a trace without a caller-given one: a digest of its session,
     turn (when given), time and text."""
-    body = json.dumps([session, turn, None if time != time else time, text],
-                      ensure_ascii=False)
+    body = _PLAIN.encode([session, turn, None if time != time else time, text])
     return "d:" + hashlib.blake2b(body.encode("utf-8"), digest_size=12).hexdigest()
 
 
@@ -92,7 +94,7 @@ def parse_time(value: Any, where: str) -> float:
 def _crc(rec: dict[str, Any]) -> int:
     """CRC-32 of a record's fields other than ``crc`` (canonical JSON)."""
     body = {k: v for k, v in rec.items() if k != "crc"}
-    return zlib.crc32(json.dumps(body, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    return zlib.crc32(_SORTED.encode(body).encode("utf-8"))
 
 
 def record(trace: Trace) -> bytes:
@@ -105,7 +107,7 @@ def record(trace: Trace) -> bytes:
     if trace.key:
         rec["key"] = trace.key
     # one serialization: the canonical body (what ``_crc`` hashes) with the CRC spliced in
-    body = json.dumps(rec, ensure_ascii=False, sort_keys=True)
+    body = _SORTED.encode(rec)
     crc = zlib.crc32(body.encode("utf-8"))
     return f'{body[:-1]}, "crc": {crc}}}\n'.encode()
 

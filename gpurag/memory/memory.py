@@ -30,7 +30,8 @@ from gpurag.memory.config import MemoryConfig
 from gpurag.memory.consistency import Dropped, consistency_filter
 from gpurag.memory.discourse import BEFORE, Discourse, key, question_attributes, supersede
 from gpurag.memory.log import QUARANTINE, Trace, TraceLog, content_key, parse_time
-from gpurag.memory.scale import ScaleIndex, lookup, top
+from gpurag.memory.postings import unique
+from gpurag.memory.scale import ScaleIndex, Traces, lookup, top
 from gpurag.memory.snapshot import read_snapshot, write_snapshot
 from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import (
@@ -376,9 +377,13 @@ class Memory:
                 self._tags = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(done)]
                 if (folder / "tag_raw.npy").exists():
                     raw_n = np.load(folder / "tag_raw.npy", allow_pickle=False).tolist()
-                    annotated = self.config.discourse and derived.restore(self, folder, done,
-                                                                          raw_n)
-                    if not annotated:
+                    got = (derived.restore(folder, done, raw_n) if self.config.discourse
+                           else None)
+                    annotated = got is not None
+                    if got is not None:
+                        self._set_results(got)
+                        self._raw_n = list(raw_n)
+                    else:
                         raw_tags = [t[:r] for t, r in zip(self._tags, raw_n, strict=True)]
             else:
                 done = 0
@@ -424,7 +429,8 @@ class Memory:
         """Run the write-time discourse rules (:mod:`gpurag.memory.discourse`) over new
         traces, in order; returns each trace's entity tags, its referents included
         (``raw_tags``: the tags of the texts themselves, when known)."""
-        canon = self.vocab.canonical()
+        canon = self.vocab.canonical().tolist()
+        surfaces = self.vocab.surfaces
         out = []
         for j, t in enumerate(items):
             raw = self.vocab.tag(t.text) if raw_tags is None else raw_tags[j]
@@ -434,7 +440,7 @@ class Memory:
                 self._read.append(0)
                 out.append(raw)
                 continue
-            names = [self.vocab.surfaces[int(canon[i])] for i in raw if canon[i] >= 0]
+            names = [surfaces[c] for c in map(canon.__getitem__, raw) if c >= 0]
             self._read.append(derived.names_key(names))
             ann = self._discourse.annotate(t.text, t.session, t.turn, t.time, names)
             if ann.refs:
@@ -477,20 +483,37 @@ class Memory:
         if self._scaled():  # the scale index too, so that an open does not rebuild it
             if self._index is None:
                 self._index = ScaleIndex(self.dim)
-            self._index.sync(self)
+            self._index.sync(self._traces())
             optional, extra["scale"] = scale_store.parts(self._index, self.config.discourse)
         write_snapshot(self.path / SNAPSHOT,
                        {"entities.parquet": self.vocab.to_frame(),
-                        "lower_words.parquet": self.vocab.lower_frame(), **derived.tables(self)},
+                        "lower_words.parquet": self.vocab.lower_frame(),
+                        **derived.tables(self._results(), self._n)},
                        {"tag_ptr.npy": ptr, "tag_ids.npy": ids,
                         "tag_raw.npy": np.asarray(self._raw_n, dtype=np.int64)}, stats,
                        optional=optional, extra=extra)
         return stats
 
+    def _traces(self) -> Traces:
+        """What the scale index reads of the traces held."""
+        return Traces(self._n, self.vocab.canonical(), self._session_of, self.turns,
+                      self.times, self._tags, self.lexical_text, self._vec)
+
+    def _results(self) -> derived.Results:
+        """The discourse results held (the snapshot's ``derived`` tables)."""
+        return derived.Results(self._expansion, self._claims, self._dates, self._refs,
+                               self._read, self._discourse, self._claim_index)
+
+    def _set_results(self, r: derived.Results) -> None:
+        self._expansion, self._claims, self._dates, self._refs = (r.expansion, r.claims,
+                                                                  r.dates, r.refs)
+        self._read, self._discourse, self._claim_index = r.read, r.discourse, r.claim_index
+
     def _reannotate(self) -> None:
         """Tags and discourse annotations of every trace against the current vocabulary."""
         raws = [self.vocab.tag(t) for t in self.texts]
-        if derived.unchanged(self, raws):  # the rules would read what they read: keep theirs
+        if self.config.discourse and derived.unchanged(  # the rules would read the same
+                self._read, self.texts, self.vocab.canonical(), self.vocab.surfaces, raws):
             tag = self.vocab.tag
             self._tags = [list(dict.fromkeys([*raw, *tag(" ".join(self._refs[i]))]))
                           if i in self._refs else raw for i, raw in enumerate(raws)]
@@ -529,7 +552,7 @@ class Memory:
         if self._scaled():
             if self._index is None:
                 self._index = ScaleIndex(self.dim)
-            self._index.sync(self)
+            self._index.sync(self._traces())
             idx = self._index
             self._session_arr, self._turn_arr = idx.session.view(), idx.turn.view()
             self._time_arr = idx.time.view()
@@ -635,7 +658,7 @@ class Memory:
         canon = self.vocab.canonical()
         ids = np.asarray(self.vocab.tag(question), dtype=np.int64)
         ids = canon[ids] if len(ids) else ids
-        return np.unique(ids[ids >= 0]) if len(ids) else ids
+        return unique(ids[ids >= 0]) if len(ids) else ids
 
     def search(self, question: str, k: int = 5, vector: np.ndarray | None = None) -> MemoryResult:
         """The ``k`` best traces for ``question`` (a batch of one)."""
@@ -717,14 +740,14 @@ class Memory:
             cand |= set(claimed.tolist())
             cand_arr = np.fromiter(cand, dtype=np.int64, count=len(cand))
             if cfg.neighbour:  # the turns next to each candidate, as its context
-                cand_arr = np.unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
+                cand_arr = unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
                 cand_arr = cand_arr[(cand_arr >= 0) & (cand_arr < self._n)]
             if len(self._damaged):  # damaged records are placeholders: never returned
                 cand_arr = cand_arr[~np.isin(cand_arr, self._damaged)]
             out.append({
                 "ids": cand_arr,
                 "dense": self._vec[cand_arr] @ qv[qi],
-                "bm25": np.asarray([lex[qi].get(int(i), 0.0) for i in cand_arr]),
+                "bm25": _values_of(lex[qi], cand_arr),
                 "relational": rel_of(cand_arr), "temporal": temp_of(cand_arr),
                 "deficit": deficit, "n_anchors": a,
                 "anchors": [self.vocab.surfaces[int(e)] for e in anc],
@@ -741,7 +764,7 @@ class Memory:
         if not attrs or not subjects or not self._claim_index:
             return np.zeros(0, np.int64)
         found = [self._claim_index.get((s, a), ()) for s in subjects for a in attrs]
-        return np.unique(np.fromiter((i for f in found for i in f), dtype=np.int64))
+        return unique(np.fromiter((i for f in found for i in f), dtype=np.int64))
 
     def _neighbours(self, cand: np.ndarray) -> np.ndarray:
         """``(len(cand), 2)``: position in ``cand`` of the turn before / after each candidate
@@ -780,8 +803,11 @@ class Memory:
         kept, dropped = consistency_filter(
             top.tolist(), [self.texts[i] for i in top], [self.sessions[i] for i in top],
             [self.times[i] for i in top], scores[: len(top)].tolist(), cfg.policy)
-        pos = {int(i): p for p, i in enumerate(ids)}
-        vpos = {int(i): p for p, i in enumerate(v["ids"])}
+        want = np.asarray(kept[:k], np.int64)  # (kept lies in ``top``: a prefix of ``ids``)
+        pos = dict(zip(top[np.isin(top, want)].tolist(),
+                       np.flatnonzero(np.isin(top, want)).tolist(), strict=True))
+        at = np.isin(v["ids"], want)
+        vpos = dict(zip(v["ids"][at].tolist(), np.flatnonzero(at).tolist(), strict=True))
         hits = []
         for i in kept[:k]:
             p, q = pos[i], vpos[i]
@@ -791,6 +817,18 @@ class Memory:
                             self.doc(i), self._dates.get(i, [])))
         confidence = max((h.views["dense"] for h in hits), default=0.0)
         return MemoryResult(question, hits, v["anchors"], w_rel, confidence, dropped)
+
+
+def _values_of(scores: dict[int, float], ids: np.ndarray) -> np.ndarray:
+    """``scores[i]`` for each of ``ids`` (0.0 where absent), as float64."""
+    if not scores:
+        return np.zeros(len(ids))
+    keys = np.fromiter(scores, np.int64, count=len(scores))
+    vals = np.fromiter(scores.values(), np.float64, count=len(scores))
+    order = np.argsort(keys)
+    keys, vals = keys[order], vals[order]
+    at = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
+    return np.where(keys[at] == ids, vals[at], 0.0)
 
 
 def _top(x: np.ndarray, k: int) -> np.ndarray:

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from gpurag.memory.postings import Grow, Postings
+from gpurag.memory.postings import Grow, Postings, unique
+from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import MASS_FLOOR
-
-if TYPE_CHECKING:
-    from gpurag.memory.memory import Memory
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
 K1, B = 1.5, 0.75
@@ -49,6 +49,22 @@ def _stopwords() -> frozenset[str]:
     from bm25s.stopwords import STOPWORDS_EN
 
     return frozenset(STOPWORDS_EN)
+
+
+@dataclass(frozen=True)
+class Traces:
+    """What :meth:`ScaleIndex.sync` reads of a memory's first ``n`` traces: each one's session
+    number, turn, time, entity tags and lexical document, their vectors, and the vocabulary's
+    map of entries to canonical entities."""
+
+    n: int
+    canon: np.ndarray
+    session: Sequence[int]
+    turn: Sequence[int]
+    time: Sequence[float]
+    tags: Sequence[list[int]]
+    lexical_text: Callable[[int], str]
+    vectors: VectorStore
 
 
 class ScaleIndex:
@@ -76,37 +92,41 @@ class ScaleIndex:
         self.row_ent = Grow(np.int32)
         self.m = Grow(np.int32)  # distinct canonical entities per row
         self.ent = Postings()
+        # entity -> (each other entity of each of its rows with >= 2, that row's count - 1):
+        # the co-mention steps of the push, read in one contiguous run per entity
+        self.pairs = Postings()
         self.deg = np.zeros(0, np.int64)  # rows with >= 2 entities holding each entity
         self._r = self._p = np.zeros(0)  # push scratch (zero between pushes)
+        self._thr: tuple[float, np.ndarray] | None = None  # push thresholds per entity
         self.canon_used: np.ndarray | None = None
         self.entity_rebuilds = getattr(self, "entity_rebuilds", -1) + 1
 
     # -- keeping up ---------------------------------------------------------------------------
-    def sync(self, mem: Memory) -> None:
-        """Append the traces ``mem`` holds beyond those indexed."""
-        canon = mem.vocab.canonical()
+    def sync(self, src: Traces) -> None:
+        """Append the traces ``src`` holds beyond those indexed."""
+        canon = src.canon
         old = self.canon_used
         if old is not None and not np.array_equal(canon[: len(old)], old):
             self._reset_entities()  # an alias or common word changed known entries
-        if self.n_ent_rows < mem._n:
-            self._add_entities(mem, canon)
+        if self.n_ent_rows < src.n:
+            self._add_entities(src, canon)
         self.canon_used = canon.copy()
-        if self.n < mem._n:
-            lo, hi = self.n, mem._n
-            self.session.extend(mem._session_of[lo:hi])
-            self.turn.extend(mem.turns[lo:hi])
-            self.time.extend(mem.times[lo:hi])
+        if self.n < src.n:
+            lo, hi = self.n, src.n
+            self.session.extend(src.session[lo:hi])
+            self.turn.extend(src.turn[lo:hi])
+            self.time.extend(src.time[lo:hi])
             rows = np.arange(lo, hi, dtype=np.int32)
-            self.sess.add(np.asarray(mem._session_of[lo:hi]), rows)
+            self.sess.add(np.asarray(src.session[lo:hi]), rows)
             for at in range(lo, hi, SYNC_CHUNK):  # bounded Python lists
-                self._add_lexical(mem, at, min(hi, at + SYNC_CHUNK))
+                self._add_lexical(src, at, min(hi, at + SYNC_CHUNK))
             self.n = hi
-        if self.n_dense < mem._n:
-            self._add_dense(mem)
+        if self.n_dense < src.n:
+            self._add_dense(src)
 
-    def _add_entities(self, mem: Memory, canon: np.ndarray) -> None:
-        lo, hi = self.n_ent_rows, mem._n
-        tags = mem._tags[lo:hi]
+    def _add_entities(self, src: Traces, canon: np.ndarray) -> None:
+        lo, hi = self.n_ent_rows, src.n
+        tags = src.tags[lo:hi]
         counts = np.fromiter(map(len, tags), np.int64, count=hi - lo)
         raw = np.fromiter((i for t in tags for i in t), np.int64, count=int(counts.sum()))
         row = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
@@ -114,28 +134,49 @@ class ScaleIndex:
         keep = ent >= 0
         row, ent = row[keep], ent[keep]
         n_ent = max(len(canon), 1)
-        pair = np.unique(row * n_ent + ent)  # per row: distinct entities, sorted
+        pair = unique(row * n_ent + ent)  # per row: distinct entities, sorted
         row, ent = pair // n_ent, pair % n_ent
         m = np.bincount(row - lo, minlength=hi - lo).astype(np.int32)
         self.row_ent.extend(ent)
         self.row_ptr.extend(self.row_ptr.view()[-1] + np.cumsum(m))
         self.m.extend(m)
         self.ent.add(ent, row)
+        self._add_pairs(ent, m)
         if len(self.deg) < n_ent:
             self.deg = np.r_[self.deg, np.zeros(n_ent - len(self.deg), np.int64)]
         multi = m[row - lo] >= 2
         self.deg += np.bincount(ent[multi], minlength=len(self.deg))[: len(self.deg)]
+        self._thr = None
         self.n_ent_rows = hi
+
+    def _add_pairs(self, ent: np.ndarray, m: np.ndarray) -> None:
+        """Co-mention pairs of new rows (``ent``: their entities row by row, sorted within a
+        row; ``m``: entities per row): for each entry, the row's other entities in order, so
+        an entity's pairs come row by row, as its postings do."""
+        ends = np.cumsum(m, dtype=np.int64)
+        start = ends - m
+        for r0 in range(0, len(m), SYNC_CHUNK):  # bounded transient arrays
+            r1 = min(len(m), r0 + SYNC_CHUNK)
+            e = ent[int(start[r0]):int(ends[r1 - 1])]
+            mm = m[r0:r1].astype(np.int64)
+            size = np.repeat(mm, mm)  # each entry's row count
+            at = np.arange(len(e))
+            j = at - np.repeat(np.cumsum(mm) - mm, mm)  # its place in its row
+            fan = np.where(size >= 2, size - 1, 0)
+            a = np.repeat(at, fan)
+            k = np.arange(len(a)) - np.repeat(np.cumsum(fan) - fan, fan)
+            b = (at - j)[a] + k + (k >= j[a])
+            self.pairs.add(e[a], e[b], (size[a] - 1).astype(np.float32))
 
     def tokens(self, text: str) -> list[str]:
         stop = self._stop
         return [w for w in _TOKEN.findall(text.lower()) if w not in stop]
 
-    def _add_lexical(self, mem: Memory, lo: int, hi: int) -> None:
+    def _add_lexical(self, src: Traces, lo: int, hi: int) -> None:
         ids = self.term_ids
         keys, rows, tfs, lens = [], [], [], []
         for i in range(lo, hi):
-            toks = self.tokens(mem.lexical_text(i))
+            toks = self.tokens(src.lexical_text(i))
             lens.append(len(toks))
             tf: dict[int, int] = {}
             for w in toks:
@@ -150,13 +191,13 @@ class ScaleIndex:
         self.terms.add(np.asarray(keys, np.int64), np.asarray(rows, np.int64),
                        np.asarray(tfs, np.float32))
 
-    def _add_dense(self, mem: Memory) -> None:
+    def _add_dense(self, src: Traces) -> None:
         """Train the IVF on a sample (first call) and add the vectors not yet in it, a block
         at a time (no copy of the whole matrix)."""
         import faiss
 
         if self.dense is None:
-            n = mem._n
+            n = src.n
             nlist = self._nlist or int(min(4096, max(1, round(math.sqrt(n)))))
             nlist = max(1, min(nlist, n // 39 or 1))
             quantizer = faiss.IndexFlatIP(self.dim)
@@ -164,14 +205,14 @@ class ScaleIndex:
                                                   faiss.ScalarQuantizer.QT_8bit,
                                                   faiss.METRIC_INNER_PRODUCT, False)
             rng = np.random.default_rng(0)
-            sample = mem._vec.take(np.sort(rng.choice(n, size=min(n, 64 * nlist),
-                                                      replace=False)))
+            pick = rng.choice(n, size=min(n, 64 * nlist), replace=False)
+            sample = src.vectors.take(np.sort(pick))
             index.train(np.ascontiguousarray(sample, np.float32))
             index.nprobe = min(self.nprobe, nlist)
             self.dense = index
-        for lo in range(self.n_dense, mem._n, SYNC_CHUNK):
-            hi = min(mem._n, lo + SYNC_CHUNK)
-            self.dense.add(np.ascontiguousarray(mem._vec[lo:hi], np.float32))
+        for lo in range(self.n_dense, src.n, SYNC_CHUNK):
+            hi = min(src.n, lo + SYNC_CHUNK)
+            self.dense.add(np.ascontiguousarray(src.vectors[lo:hi], np.float32))
             self.n_dense = hi
 
     # -- the views ----------------------------------------------------------------------------
@@ -195,7 +236,7 @@ class ScaleIndex:
             idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
             dl = self.doc_len.view()[rows]
             s = idf[owner] * (tf / (np.float32(K1) * ((1 - B) + B * dl / np.float32(avg)) + tf))
-            docs, inv = np.unique(rows, return_inverse=True)
+            docs, inv = unique(rows, return_inverse=True)
             score = np.zeros(len(docs), np.float32)
             np.add.at(score, inv, s.astype(np.float32))
             top = np.lexsort((docs, -score))[:k]
@@ -215,15 +256,21 @@ class ScaleIndex:
              ) -> tuple[np.ndarray, np.ndarray]:
         """Approximate PPR mass from ``anchor``: (entities, mass relative to the anchor's),
         entities sorted. Each round pushes every entity whose residual is at least ``eps``
-        times its degree; the work per round follows the entities touched."""
-        deg, m = self.deg, self.m.view()
-        ptr, ents = self.row_ptr.view(), self.row_ent.view()
-        if len(self._r) < len(deg):
-            self._r, self._p = np.zeros(len(deg)), np.zeros(len(deg))
+        times its degree; the work per round follows the entities touched (the residual and
+        mass vectors are dense over the entities, which number far fewer than the traces:
+        their adds are one ``bincount``, with no sort of the targets; the steps are read from
+        the co-mention pairs, contiguous per entity, not gathered from the rows)."""
+        deg = self.deg
+        n_ent = len(deg)
+        if len(self._r) != n_ent:
+            self._r, self._p = np.zeros(n_ent), np.zeros(n_ent)
+            self._thr = None
+        if self._thr is None or self._thr[0] != eps:
+            self._thr = (eps, eps * np.maximum(deg, 1))
+        thr = self._thr[1]
         r, p = self._r, self._p
-        touched = [np.asarray([anchor], np.int64)]
         r[anchor] = 1.0
-        front = touched[0]
+        front = np.asarray([anchor], np.int64)
         try:
             while len(front):
                 mass = r[front]
@@ -233,30 +280,16 @@ class ScaleIndex:
                 if dangling.any():
                     r[anchor] += damping * float(mass[dangling].sum())
                 live = front[~dangling]
-                nxt = [np.asarray([anchor], np.int64)] if dangling.any() else []
-                if len(live):
-                    owner, rows = self.postings(live)
+                if len(live):  # each pair: one step entity -> row -> other entity
+                    owner, nb, fan = self.pairs.get(live)
                     share = (damping * mass[~dangling] / deg[live])[owner]
-                    multi = m[rows] >= 2
-                    owner, rows, share = owner[multi], rows[multi], share[multi]
-                    size = m[rows].astype(np.int64)
-                    pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-                    nb = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
-                    val = np.repeat(share / (size - 1), size)
-                    keep = nb != np.repeat(live[owner], size)
-                    targets, inv = np.unique(nb[keep], return_inverse=True)
-                    r[targets] += np.bincount(inv, weights=val[keep], minlength=len(targets))
-                    touched.append(targets)
-                    nxt.append(targets)
-                cand = np.unique(np.concatenate(nxt)) if nxt else np.zeros(0, np.int64)
-                front = cand[r[cand] >= eps * np.maximum(deg[cand], 1)]
-            seen = np.unique(np.concatenate(touched))
-            support = seen[p[seen] > 0]
+                    r += np.bincount(nb, weights=share / fan, minlength=n_ent)
+                front = np.flatnonzero(r >= thr)  # (only entities just added to can pass)
+            support = np.flatnonzero(p > 0)
             return support, p[support] / max(p[anchor], MASS_FLOOR)
         finally:
-            seen = np.unique(np.concatenate(touched))
-            r[seen] = 0.0
-            p[seen] = 0.0
+            r[:] = 0.0
+            p[:] = 0.0
 
     def masses(self, anchors: np.ndarray, damping: float) -> list[tuple[np.ndarray,
                                                                        np.ndarray]]:
@@ -274,14 +307,16 @@ class ScaleIndex:
         size = self.m.view()[rows].astype(np.int64)
         pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
         ent = ents[np.repeat(ptr[rows], size) + pos].astype(np.int64)
-        owner = np.repeat(np.arange(len(rows)), size)
+        starts = np.cumsum(size) - size
+        some = size > 0
         logm = np.zeros(len(rows))
+        dense = np.zeros(len(self.deg), np.float32)
         for w, (keys, vals) in zip(weights, masses, strict=True):
             best = np.zeros(len(rows), np.float32)
-            if len(keys) and len(ent):
-                at = np.clip(np.searchsorted(keys, ent), 0, len(keys) - 1)
-                mass = np.where(keys[at] == ent, vals[at], 0.0).astype(np.float32)
-                np.maximum.at(best, owner, mass)
+            if len(keys) and len(ent):  # a dense mass vector over the entities: no search
+                dense[keys] = vals
+                best[some] = np.maximum(np.maximum.reduceat(dense[ent], starts[some]), 0)
+                dense[keys] = 0.0
             logm += w * np.log(np.maximum(best, MASS_FLOOR))
         return np.exp(logm).astype(np.float32)
 
@@ -296,18 +331,27 @@ class ScaleIndex:
         vals = np.concatenate([np.zeros(0), *(m[1] for m in masses)])
         if not len(keys):
             return np.zeros(0, np.int64)
-        ent, inv = np.unique(keys, return_inverse=True)
+        ent, inv = unique(keys, return_inverse=True)
         best = np.zeros(len(ent))
         np.maximum.at(best, inv, vals)
         order = np.argsort(-best, kind="stable")
         ent, best = ent[order], best[order]
         cum = np.cumsum(self.ent.count(ent))
+        rows, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
+        taken = 0
         while True:
             take = int(np.searchsorted(cum, budget)) + 1
             cut = float(best[take]) if take < len(ent) else 0.0
-            _, rows = self.postings(ent[:take])
-            rows = np.unique(rows)
-            scores = self.relational_of(rows, masses, weights)
+            # the rows of the entities added to the budget; those scored before keep theirs
+            _, new = self.postings(ent[taken:take])
+            new = unique(new)
+            new = new[~np.isin(new, rows, assume_unique=True)]
+            if len(new):
+                rows = np.r_[rows, new]
+                scores = np.r_[scores, self.relational_of(new, masses, weights)]
+                order = np.argsort(rows)
+                rows, scores = rows[order], scores[order]
+            taken = take
             picked = top(rows, scores, k)
             kth = np.partition(scores, len(scores) - k)[len(scores) - k] if len(scores) >= k \
                 else -1.0
@@ -327,14 +371,14 @@ class ScaleIndex:
         if not len(hit):
             return np.zeros(0, np.int64), np.zeros(0, np.float32), deficit
         session, turn, when = self.session.view(), self.turn.view(), self.time.view()
-        pair = np.unique(owner * (1 << 40) + session[hit])
+        pair = unique(owner * (1 << 40) + session[hit])
         a, s = pair >> 40, pair & ((1 << 40) - 1)
-        sessions, s_inv = np.unique(s, return_inverse=True)
+        sessions, s_inv = unique(s, return_inverse=True)
         cov = np.bincount(s_inv, weights=weights[a], minlength=len(sessions))
         _, rows, _ = self.sess.get(sessions)
         if len(rows) > TEMPORAL_MAX_ROWS:  # windows around the mentions only
             w = math.ceil(TEMPORAL_WINDOW * max(tau, 1e-6))
-            near = np.unique((hit[:, None] + np.arange(-w, w + 1)).ravel())
+            near = unique((hit[:, None] + np.arange(-w, w + 1)).ravel())
             near = near[(near >= 0) & (near < self.n)]
             rows = near[np.isin(session[near], sessions)]
         best = cov >= cov.max() - 1e-9
@@ -345,7 +389,7 @@ class ScaleIndex:
             np.maximum.at(s_time, s_of, np.nan_to_num(when[rows], nan=-np.inf))
             if np.isfinite(s_time[best]).any():
                 bonus[np.flatnonzero(best)[np.argmax(s_time[best])]] = recency
-        mention = np.unique(hit)
+        mention = unique(hit)
         key_m = session[mention] * (1 << 32) + turn[mention]
         order = np.argsort(key_m)
         key_m, mention = key_m[order], mention[order]
@@ -366,6 +410,7 @@ class ScaleIndex:
         if self.dense is not None:
             dense = int(self.dense.ntotal) * (self.dim + 8) + self.dense.nlist * self.dim * 4
         parts = {"entity_lists": self.ent.nbytes + self.row_ent.nbytes + self.row_ptr.nbytes,
+                 "co_mention_pairs": self.pairs.nbytes,
                  "session_lists": self.sess.nbytes, "term_lists": self.terms.nbytes,
                  "dense_ivf": dense,
                  "columns": self.session.nbytes + self.turn.nbytes + self.time.nbytes

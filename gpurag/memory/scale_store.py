@@ -25,9 +25,10 @@ from gpurag.memory.snapshot import verify_optional
 logger = logging.getLogger(__name__)
 
 PREFIX = "scale_"
-FORMAT = 1
+FORMAT = 2  # 2: the co-mention pairs
 _GROW = ("session", "turn", "time", "doc_len", "row_ptr", "row_ent", "m")
-_POSTINGS = ("sess", "terms", "ent")
+_POSTINGS = ("sess", "terms", "ent", "pairs")
+_VALUED = ("terms", "pairs")  # lists whose values are not all ones
 
 
 def _merged(post: Postings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -35,7 +36,7 @@ def _merged(post: Postings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     post._flush()
     if not post._runs:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    keys, rows, vals = (np.concatenate(p) for p in zip(*post._runs, strict=True))
+    keys, rows, vals = (np.concatenate(p) for p in list(zip(*post._runs, strict=True))[:3])
     order = np.argsort(keys, kind="stable")  # runs are in row order: rows stay increasing
     return keys[order], rows[order], vals[order]
 
@@ -52,7 +53,7 @@ def parts(index: ScaleIndex, discourse: bool) -> tuple[dict[str, np.ndarray], di
         keys, rows, vals = _merged(getattr(index, name))
         out[f"{PREFIX}{name}_keys.npy"] = keys
         out[f"{PREFIX}{name}_rows.npy"] = rows
-        if name == "terms":  # term frequencies (the other lists hold ones)
+        if name in _VALUED:  # term frequencies, pair fans (the other lists hold ones)
             out[f"{PREFIX}{name}_vals.npy"] = vals
     out[f"{PREFIX}deg.npy"] = index.deg
     out[f"{PREFIX}canon.npy"] = (index.canon_used if index.canon_used is not None
@@ -109,14 +110,13 @@ def _restore(folder: Path, info: dict[str, Any]) -> ScaleIndex:
         grow.extend(arr(name))
     for name in _POSTINGS:
         keys, rows = arr(f"{name}_keys"), arr(f"{name}_rows")
-        vals = arr(f"{name}_vals") if name == "terms" else np.ones(len(keys), np.float32)
+        vals = arr(f"{name}_vals") if name in _VALUED else np.ones(len(keys), np.float32)
         if not len(keys) == len(rows) == len(vals):
             raise ValueError(f"{name} lists have unequal parts")
+        if len(keys) and (np.diff(keys) < 0).any():
+            raise ValueError(f"{name} list keys are not sorted")
         post: Postings = getattr(index, name)
-        if len(keys):
-            post._runs = [(keys.astype(np.int32), rows.astype(np.int32),
-                           vals.astype(np.float32))]
-        post.size = len(keys)
+        post.set_run(keys, rows, vals)
     index.deg = arr("deg").astype(np.int64)
     canon = arr("canon").astype(np.int64)
     index.canon_used = canon if len(canon) else None

@@ -63,6 +63,14 @@ class Vocabulary:
         self._tok_cache: dict[str, str] = {}
         self._name_cache: dict[str, list[str]] = {}  # surface -> its normalized tokens
         self._canon: np.ndarray | None = None
+        self._prefixes: set[str] = {""}  # prefixes of keys[:_prefixes_n] (see tag)
+        self._prefixes_n = 0
+        self._prefixes_of: list[str] | None = None
+        self._parts_of: list[str] | None = None  # entry parts of keys[:_parts_n] (canonical)
+        self._parts_n = 0
+        self._single: list[int] = []
+        self._opener: list[bool] = []
+        self._ends: dict[str, list[int]] = {}
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -110,48 +118,85 @@ class Vocabulary:
             if len(cache) > 1_000_000:
                 cache.clear()
             cache.update(zip(missing, normalize_name(missing), strict=True))
-        toks = [cache[t] for t in raw]
+        toks = [cache[t].replace(" ", "") for t in raw]
         found: list[int] = []
         index = self.index
+        prefixes = self._key_prefixes()
         n = len(toks)
-        for i in range(n):
-            first = raw[i][0]
-            if not (first.isupper() or first.isdigit()):
-                continue
+        for i in [i for i, t in enumerate(raw) if t[0].isupper() or t[0].isdigit()]:
             key = ""
             for j in range(i, min(n, i + MAX_TOKENS)):
-                key += toks[j].replace(" ", "")
+                key += toks[j]
+                if key not in prefixes:  # no entry starts so: no longer run is one either
+                    break
                 hit = index.get(key)
                 if hit is not None:
                     found.append(hit)
         return list(dict.fromkeys(found))
 
+    def _key_prefixes(self) -> set[str]:
+        """Every prefix of every key (the keys too), extended as keys are appended."""
+        keys = self.keys
+        if self._prefixes_of is not keys or self._prefixes_n > len(keys):
+            self._prefixes, self._prefixes_n, self._prefixes_of = {""}, 0, keys
+        if self._prefixes_n < len(keys):
+            add = self._prefixes.update
+            for k in keys[self._prefixes_n:]:
+                add(k[:e] for e in range(1, len(k) + 1))
+            self._prefixes_n = len(keys)
+        return self._prefixes
+
     def canonical(self) -> np.ndarray:
-        """Canonical entity id of every entry (-1 for common words); cached until it grows."""
+        """Canonical entity id of every entry (-1 for common words); cached until it grows.
+        What depends on an entry alone (its token count, whether it opens with an
+        interjection, the longer entries a word starts or ends) is kept between calls and
+        extended; the counts, which change, are read for the one-word entries only."""
         if self._canon is not None and len(self._canon) == len(self.keys):
             return self._canon
         n = len(self.keys)
         canon = np.arange(n, dtype=np.int64)
         if n:
-            single = np.asarray(self.n_tokens) == 1
-            cap = np.asarray([self.cap_count[k] for k in self.keys], dtype=np.float64)
-            low = np.asarray([self.lower_words.get(k, 0) for k in self.keys], dtype=np.float64)
-            opener = np.asarray([a in INTERJECTIONS for a, _ in self.first_last])
-            common = (single & (low >= np.maximum(1.0, 0.2 * cap))) | opener
+            single_idx, opener, ends = self._entry_parts()
+            single_keys = [self.keys[i] for i in single_idx.tolist()]
+            cap = np.fromiter(map(self.cap_count.__getitem__, single_keys), np.float64,
+                              count=len(single_keys))
+            low = np.fromiter((self.lower_words.get(k, 0) for k in single_keys), np.float64,
+                              count=len(single_keys))
+            common = opener.copy()
+            common[single_idx] |= low >= np.maximum(1.0, 0.2 * cap)
             # one-word aliases of the unique longer entry starting or ending with that word
-            ends: dict[str, list[int]] = {}
-            for i in np.flatnonzero(~single):
-                a, b = self.first_last[i]
-                ends.setdefault(a, []).append(int(i))
-                if b != a:
-                    ends.setdefault(b, []).append(int(i))
-            for i in np.flatnonzero(single & ~common):
-                owners = ends.get(self.keys[i])
+            for i, k in zip(single_idx.tolist(), single_keys, strict=True):
+                if common[i]:
+                    continue
+                owners = ends.get(k)
                 if owners is not None and len(owners) == 1:
                     canon[i] = owners[0]
             canon[common] = -1
         self._canon = canon
         return canon
+
+    def _entry_parts(self) -> tuple[np.ndarray, np.ndarray, dict[str, list[int]]]:
+        """(ids of the one-word entries, whether each entry opens with an interjection,
+        first/last word -> the longer entries with it), extended to the entries added."""
+        keys = self.keys
+        if self._parts_of is not keys or self._parts_n > len(keys):
+            self._parts_of, self._parts_n = keys, 0
+            self._single, self._opener, self._ends = [], [], {}
+        lo, n = self._parts_n, len(keys)
+        if lo < n:
+            ends = self._ends
+            for i in range(lo, n):
+                a, b = self.first_last[i]
+                self._opener.append(a in INTERJECTIONS)
+                if self.n_tokens[i] == 1:
+                    self._single.append(i)
+                    continue
+                ends.setdefault(a, []).append(i)
+                if b != a:
+                    ends.setdefault(b, []).append(i)
+            self._parts_n = n
+        return (np.asarray(self._single, np.int64), np.asarray(self._opener, bool),
+                self._ends)
 
     # -- persistence --------------------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:

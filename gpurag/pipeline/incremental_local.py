@@ -61,6 +61,7 @@ from gpurag.profile import alias_options, hnsw_options
 from gpurag.resolve.incremental import resolve_new_names
 from gpurag.resolve.normalize import alias_keys, normalize_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
+from gpurag.store.checks import table_rows
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
@@ -142,9 +143,7 @@ class GraphDelta:
 
     entities: pd.DataFrame
     names: pd.DataFrame
-    aliases: pd.DataFrame
-    mentions: pd.DataFrame
-    relations: pd.DataFrame
+    new_aliases: pd.DataFrame
     synonyms: pd.DataFrame
     new_name_vectors: np.ndarray
     new_mentions: pd.DataFrame
@@ -205,7 +204,6 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
         "count": counts.to_numpy(np.int64)[~seen]})], ignore_index=True)
     new_alias = pd.DataFrame({"name": unseen, "entity_id": res.entity.astype(np.int32)})
     new_alias["key"] = normalize_name(unseen) if unseen else []
-    aliases = pd.concat([aliases, new_alias[list(aliases.columns)]], ignore_index=True)
 
     mentions = ex.mentions.copy()
     mentions["entity"] = name_to_entity.reindex(mentions["name"].astype(str)).to_numpy(np.int64)
@@ -214,16 +212,9 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
     rel = rel[rel["head_entity"] != rel["tail_entity"]]
     entities = update_entities(entities, names, mentions, res.n_stored, res.new_labels)
-    stored_m = d.table(layout.MENTIONS)
-    stored_r = d.table(layout.RELATIONS)
-    m_cols, r_cols = list(stored_m.columns), list(stored_r.columns)
     timings["resolve_s"] = time.perf_counter() - t0
     return GraphDelta(
-        entities=entities, names=names, aliases=aliases,
-        mentions=pd.concat([stored_m, mentions[m_cols].astype(stored_m.dtypes.to_dict())],
-                           ignore_index=True),
-        relations=pd.concat([stored_r, rel[r_cols].astype(stored_r.dtypes.to_dict())],
-                            ignore_index=True),
+        entities=entities, names=names, new_aliases=new_alias[list(aliases.columns)],
         synonyms=res.synonym_pairs, new_name_vectors=vecs, new_mentions=mentions,
         new_relations=rel, n_new_entities=len(entities) - n_stored, neighbours=res.neighbours)
 
@@ -409,14 +400,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
 
     t0 = time.perf_counter()
     f_table, f_ptr, f_ent = new_facts(new_chunks, n_old, delta)
-    facts = d.table(layout.FACTS)
-    fact_indptr = np.asarray(d.array(layout.FACT_ENTITY_INDPTR, mmap=False))
-    fact_indices = np.asarray(d.array(layout.FACT_ENTITY_INDICES, mmap=False))
-    facts = pd.concat([facts, f_table[list(facts.columns)].astype(facts.dtypes.to_dict())],
-                      ignore_index=True)
-    fact_indptr = np.concatenate([fact_indptr, f_ptr[1:] + fact_indptr[-1]]).astype(
-        fact_indptr.dtype)
-    fact_indices = np.concatenate([fact_indices, f_ent]).astype(fact_indices.dtype)
+    # the stored fact -> entity CSR ends at its last part's last pointer
+    fact_end = int(d.array(d.parts(layout.FACT_ENTITY_INDPTR)[-1])[-1])
     kg = merged_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True),
                       len(delta.entities) - delta.n_new_entities, delta, len(chunks),
                       cfg.build_profile().title_edge_weight)
@@ -443,8 +428,6 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     result.embedded_texts += len(fact_vecs)
     timings["entity_fact_vectors_s"] = time.perf_counter() - t0
 
-    stored_ex = Extraction(mentions=d.table(layout.EXTRACT_MENTIONS),
-                           relations=d.table(layout.EXTRACT_RELATIONS))
     stats = pd.concat([d.table(layout.EXTRACT_STATS) if d.has(layout.EXTRACT_STATS)
                        else batch_stats_frame([]), raw_stats], ignore_index=True)
     change = {"op": "insert", "documents": inc._ids(added), "chunks": len(new_chunks),
@@ -454,7 +437,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     writer = IndexWriter(out, lock=lock)
     try:
         t0 = time.perf_counter()
-        writer.write_table(layout.CHUNKS, chunks)
+        writer.append_table(d, layout.CHUNKS, new_chunks)
         save_index(grown_index(_writable_index(d, layout.PASSAGES_FAISS),
                                layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
                    writer.path(layout.PASSAGES_FAISS))
@@ -466,27 +449,29 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
                                True, rebuilt), writer.path(layout.NAMES_FAISS))
         writer.write_table(layout.NAMES, delta.names)
-        writer.write_array(layout.FACT_ENTITY_INDPTR, fact_indptr)
-        writer.write_array(layout.FACT_ENTITY_INDICES, fact_indices)
+        # appended: the stored files kept as they are, the new rows a part of their own
+        writer.append_array(d, layout.FACT_ENTITY_INDPTR, f_ptr[1:] + fact_end)
+        writer.append_array(d, layout.FACT_ENTITY_INDICES, f_ent)
         csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
         save_index(grown_index(_writable_index(d, layout.FACTS_FAISS), layout.FACTS_FAISS,
                                fact_vecs, cfg, True, rebuilt), writer.path(layout.FACTS_FAISS))
         writer.write_table(layout.ENTITIES, delta.entities)
-        writer.write_table(layout.ALIASES, delta.aliases)
-        writer.write_table(layout.MENTIONS, delta.mentions)
-        writer.write_table(layout.RELATIONS, delta.relations)
-        writer.write_table(layout.FACTS, facts)
+        appended = {layout.ALIASES: delta.new_aliases, layout.MENTIONS: delta.new_mentions,
+                    layout.RELATIONS: delta.new_relations, layout.FACTS: f_table,
+                    layout.EXTRACT_MENTIONS: raw.mentions,
+                    layout.EXTRACT_RELATIONS: raw.relations, layout.EXTRACT_STATS: raw_stats}
+        for rel, rows in appended.items():
+            writer.append_table(d, rel, rows)
         writer.write_table(layout.COMMUNITIES, communities)
-        writer.write_table(layout.EXTRACT_MENTIONS,
-                           pd.concat([stored_ex.mentions, raw.mentions], ignore_index=True))
-        writer.write_table(layout.EXTRACT_RELATIONS,
-                           pd.concat([stored_ex.relations, raw.relations], ignore_index=True))
-        writer.write_table(layout.EXTRACT_STATS, stats)
         timings["graph_write_s"] = time.perf_counter() - t0
 
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
+        rows = {rel: table_rows(d, rel) + len(appended[rel])
+                for rel in (layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS)}
         counts = {"documents": documents + report.documents, "chunks": len(chunks),
-                  **local_counts(delta, facts, kg, communities, stats)}
+                  **table_counts(delta.entities, rows[layout.ALIASES], delta.names,
+                                 rows[layout.MENTIONS], rows[layout.RELATIONS],
+                                 rows[layout.FACTS], kg.graph, communities, stats)}
         info = dict(manifest.extra.get("incremental") or {})
         incremental = {
             "mode": LOCAL,
@@ -543,30 +528,27 @@ def lexical_note(how: str) -> str:
             if how == "delta" else "BM25 model (rebuilt over all chunks)")
 
 
-def local_counts(delta: GraphDelta, facts: pd.DataFrame, kg: KnowledgeGraph,
-                 communities: pd.DataFrame, stats: pd.DataFrame) -> dict[str, int]:
-    """The graph counts of the manifest, as :func:`~gpurag.pipeline.graph_stage.graph_counts`
-    gives them."""
-    return table_counts(delta.entities, delta.aliases, delta.names, delta.mentions,
-                        delta.relations, facts, kg.graph, communities, stats)
-
-
-def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame, names: pd.DataFrame,
-                 mentions: pd.DataFrame, relations: pd.DataFrame, facts: pd.DataFrame,
-                 graph: CSRGraph, communities: pd.DataFrame, stats: pd.DataFrame | None
-                 ) -> dict[str, int]:
-    """The manifest's graph counts from the tables a local update writes (rows, blanked ones
+def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame | int, names: pd.DataFrame,
+                 mentions: pd.DataFrame | int, relations: pd.DataFrame | int,
+                 facts: pd.DataFrame | int, graph: CSRGraph, communities: pd.DataFrame,
+                 stats: pd.DataFrame | None) -> dict[str, int]:
+    """The manifest's graph counts (as :func:`~gpurag.pipeline.graph_stage.graph_counts` gives
+    them) from the tables a local update writes, or their row counts (rows, blanked ones
     included)."""
+    def n(rows: pd.DataFrame | int) -> int:
+        return rows if isinstance(rows, int) else len(rows)
+
+    aliases, mentions, relations, facts = n(aliases), n(mentions), n(relations), n(facts)
     stats = stats if stats is not None else batch_stats_frame([])
     summed = Counter({str(k): int(v) for k, v in
                       stats.groupby("key", sort=False)["value"].sum().items()})
     return {
         "entities": len(entities),
-        "aliases": len(aliases),
+        "aliases": aliases,
         "merged_names": len(names) - len(entities),
-        "mentions": len(mentions),
-        "relations": len(relations),
-        "facts": len(facts),
+        "mentions": mentions,
+        "relations": relations,
+        "facts": facts,
         "graph_nodes": graph.n_nodes,
         "graph_edges": graph.n_edges,
         "community_levels": int(communities["level"].max()) + 1 if len(communities) else 0,

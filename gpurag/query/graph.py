@@ -35,6 +35,7 @@ from gpurag.config import QueryConfig
 from gpurag.graph.ppr_local import DEFAULT_FANOUT
 from gpurag.query import second_hop
 from gpurag.query.chain_rounds import chain_rounds
+from gpurag.query.device_walk import seed_table
 from gpurag.query.fusion import (  # noqa: F401  (re-exported: the stages' functions)
     best_candidates,
     head_rows,
@@ -105,6 +106,8 @@ class GraphRetriever:
         self.ppr_name = getattr(parts.ppr, "implementation", type(parts.ppr).__name__)
         self.searcher = parts.searcher
         self.reranker_for = parts.reranker_for  # name, retriever, checkpoint -> reranker
+        # the walk segment on the device (gpurag.query.device_walk); None: the NumPy stages
+        self.query_walk = getattr(parts, "query_walk", None)
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
         self.chunks = chunks  # the index's chunk table (read by the stages)
@@ -288,7 +291,12 @@ class GraphRetriever:
             lex_seeds = (lexical[0][:, :cfg.lexical_seeds], lexical[1][:, :cfg.lexical_seeds])
         hits = self.seed_hits(qvecs, cfg, dense, lex_seeds,
                               named if cfg.link_weight > 0 else None)
-        reset, seeds = seed_reset(self.seed_arrays, hits, cfg)
+        reranker = self._reranker(cfg)
+        on_device = self.query_walk if reranker is None else None
+        if on_device is not None:  # the reset is built on the device, with the walk
+            seeds = seed_table(self.seed_arrays, hits, cfg)
+        else:
+            reset, seeds = seed_reset(self.seed_arrays, hits, cfg)
         rankings = {"dense": dense[1]}
         if "bm25" in sources and lexical is not None:
             rankings["bm25"] = lexical[1][:, :depth]
@@ -297,37 +305,46 @@ class GraphRetriever:
                                            self.title_pages, dense[1])
         gather = np.concatenate(list(rankings.values()), axis=1)
         stages.lap("seeds")
-        reranker = self._reranker(cfg)
         k = min(cfg.k, self.n_psg)
         want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
-        # A reranker gets the PPR scores recorded around the candidates (top-k and gathered
-        # rows) for its subgraph fanout, never the (q, n) rows.
-        top = walk(self.ppr, self.graph, reset, n_ent=self.n_ent, n_psg=self.n_psg,
-                   k=want, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
-                   method=cfg.ppr_method,
-                   local_fanout=self._fanout(reranker) if reranker is not None else None)
-        stages.lap("walk")
-        cand, score = candidate_scores(top, gather, dense, cfg.dense_blend)
-        relevance = score.copy()  # before the head is lifted and the ranking fused
-        head = None
-        if cfg.dense_head:
-            head = head_rows(rankings, best_candidates(cand, score, depth)[0],
-                             sources=sources, mode=cfg.head_mode, head=cfg.dense_head,
-                             n=self.n_psg)
-            lift_head(cand, score, head, head.shape[1])
+        hop = cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0
+        best_depth = max(k, second_hop.FIRST_DEPTH) if hop else k
+        fused = None
+        if on_device is not None:  # reset, walk, fusion and top-k on the device
+            fused = on_device(self, hits, rankings, cfg, want=want, depth=depth,
+                              sources=sources, best=best_depth)
+            cand, score, relevance, head = fused.cand, fused.score, fused.relevance, fused.head
+            stages.lap("walk")
+        else:
+            # A reranker gets the PPR scores recorded around the candidates (top-k and
+            # gathered rows) for its subgraph fanout, never the (q, n) rows.
+            top = walk(self.ppr, self.graph, reset, n_ent=self.n_ent, n_psg=self.n_psg,
+                       k=want, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
+                       method=cfg.ppr_method,
+                       local_fanout=self._fanout(reranker) if reranker is not None else None)
+            stages.lap("walk")
+            cand, score = candidate_scores(top, gather, dense, cfg.dense_blend)
+            relevance = score.copy()  # before the head is lifted and the ranking fused
+            head = None
+            if cfg.dense_head:
+                head = head_rows(rankings, best_candidates(cand, score, depth)[0],
+                                 sources=sources, mode=cfg.head_mode, head=cfg.dense_head,
+                                 n=self.n_psg)
+                lift_head(cand, score, head, head.shape[1])
         stages.lap("fusion")
         if reranker is not None:
             score = rerank_stage(reranker, qvecs, cand, score, top.local, dense,
                                  min(cfg.rerank_candidates, self.n_psg))
             stages.lap("rerank")
-        if cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0:
-            first, first_scores = best_candidates(cand, score, max(k, second_hop.FIRST_DEPTH))
+        first, first_scores = (fused.best if fused is not None
+                               else best_candidates(cand, score, best_depth))
+        if hop:
             top_rows, top_scores = self.bridge_pages.rerank(
                 first, first_scores, qvecs, questions, cfg, k,
                 head=first[:, :cfg.dense_head] if reranker is not None else head,
                 tokens=tokens, linked=named, stages=stages, further=chain_rounds)
         else:
-            top_rows, top_scores = best_candidates(cand, score, k)
+            top_rows, top_scores = first, first_scores
         top_scores = shown_scores(top_rows, cand, relevance)
         stages.lap("second_hop")
         paths = self.batch_paths(seeds, top_rows)

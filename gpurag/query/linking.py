@@ -10,27 +10,15 @@ Embedding search finds entities *like* the question; linking finds the entities 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from gpurag.query.spans import MAX_NGRAM, WordHasher, candidate_spans
 from gpurag.resolve.normalize import FUNCTION_WORDS, alias_keys, normalize_name
 
-_WORD = re.compile(r"[^\W_][\w'’.\-&]*", re.UNICODE)
-# Plain spans (keys read off the words, not normalized): none of these characters ...
-_NOT_PLAIN = re.compile(r"[^\x00-\x7f]|['`&.]")
 _PIECE = re.compile(r"[a-z0-9]+")
-# ... nor led by an article, nor ended by a company suffix or a Roman numeral (the words
-# normalize_name drops or rewrites; tests/query/test_linking_plain.py checks the lists).
-_ARTICLES = frozenset(("the", "a", "an"))
-_SUFFIXES = frozenset((
-    "co", "ltd", "limited", "inc", "incorporated", "corp", "corporation", "llc", "plc", "gmbh",
-    "ag", "sa", "lp", "llp", "pty", "bv", "nv", "srl", "oy", "ab", "kk", "sarl"))
-_ROMAN = re.compile(r"[ivxl]+")
-_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")  # "21st" -> "21"
-MAX_NGRAM = 6
 _DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
 
 
@@ -41,10 +29,6 @@ class LinkedEntity:
     entity_id: int
     start: int
     end: int
-
-
-def _capitalized(token: str) -> bool:
-    return token[:1].isupper() or token[:1].isdigit()
 
 
 class EntityLinker:
@@ -72,12 +56,14 @@ class EntityLinker:
         frame = frame.sort_values(["key", "exact", "n"], ascending=[True, False, False],
                                   kind="stable")
         frame = frame.drop_duplicates("key")
-        self._entity_of: dict[str, int] = dict(zip(frame["key"], frame["entity"].tolist(),
-                                                    strict=True))
+        self.keys: list[str] = frame["key"].tolist()  # unique: one entity each
+        self.entities = frame["entity"].to_numpy(np.int64)
+        self._row_of = {key: row for row, key in enumerate(self.keys)}
+        self._words = WordHasher(self.keys)
         self._max_words = MAX_NGRAM
 
     def __len__(self) -> int:
-        return len(self._entity_of)
+        return len(self.keys)
 
     def link(self, questions: list[str]) -> list[list[LinkedEntity]]:
         """For each question, the entities it names (maximal, non-overlapping matches).
@@ -90,71 +76,63 @@ class EntityLinker:
         return self._link(questions)
 
     def _link(self, questions: list[str]) -> LinkedBatch:
-        spans: list[tuple[int, int, int]] = []  # (question, start, end)
-        keys: list[str | None] = []  # the span's key where it is plain, else None
-        slow: list[str] = []  # the text of every other span
-        for qi, question in enumerate(questions):
-            self._spans(qi, question, spans, keys, slow)
-        if not spans:
-            return LinkedBatch.from_lists([[] for _ in questions])
-        computed = iter(normalize_name(slow))
-        keys = [next(computed) if key is None else key for key in keys]
-        entity_of = self._entity_of
-        hits = [(qi, start, end, entity_of[key])
-                for (qi, start, end), key in zip(spans, keys, strict=True)
-                if key in entity_of]
-        # Longest first; drop matches overlapping a longer one already taken.
-        hits.sort(key=lambda h: (h[0], -(h[2] - h[1]), h[1]))
-        taken: list[list[tuple[int, int]]] = [[] for _ in questions]
-        kept: list[tuple[int, int, int, int]] = []
-        for qi, start, end, entity in hits:
-            if any(start < e and s < end for s, e in taken[qi]):
-                continue
-            taken[qi].append((start, end))
-            kept.append((qi, start, end, int(entity)))
-        kept.sort(key=lambda h: (h[0], h[1]))
-        arr = np.array(kept, np.int64).reshape(-1, 4)
-        return LinkedBatch(arr[:, 0].copy(), arr[:, 3].copy(), arr[:, 1].copy(),
-                           arr[:, 2].copy(), len(questions))
+        """One pass over the batch: its candidate spans (:func:`candidate_spans`), the plain
+        ones found by their words' hash, the others by their normalized text; then per
+        question the longest matches that overlap no longer one."""
+        spans = candidate_spans(questions, self._max_words)
+        row = np.full(len(spans), -1, np.int64)
+        plain = np.flatnonzero(spans.plain)
+        if len(plain):
+            row[plain] = self._words.find(spans.pieces, spans.lo[plain], spans.hi[plain])
+        slow = np.flatnonzero(~spans.plain)
+        if len(slow):  # normalize_name is per name anyway: so is the probe
+            get = self._row_of.get
+            row[slow] = [get(key, -1) for key in normalize_name([
+                questions[q][a:b] for q, a, b in zip(spans.q[slow].tolist(),
+                                                     spans.start[slow].tolist(),
+                                                     spans.end[slow].tolist(), strict=True)])]
+        hit = np.flatnonzero(row >= 0)
+        if not len(hit):
+            return LinkedBatch(*(np.zeros(0, np.int64),) * 4, len(questions))
+        q, start, end = spans.q[hit], spans.start[hit], spans.end[hit]
+        keep = longest_first(q, start, end)
+        q, start, end = q[keep], start[keep], end[keep]
+        entity = self.entities[row[hit[keep]]]
+        order = np.lexsort((start, q))
+        return LinkedBatch(q[order], entity[order], start[order], end[order], len(questions))
 
-    def _spans(self, qi: int, question: str, spans: list, keys: list, slow: list) -> None:
-        """Every span of up to ``MAX_NGRAM`` words that starts with a capital or a digit.
 
-        A plain span (ASCII words, no two single letters in a row, no ordinal like "21st", no
-        apostrophe, ampersand or dot, not led by an article nor ended by a company suffix or
-        a Roman numeral) has the
-        key :func:`normalize_name` would give it, its lower-cased words joined by spaces
-        (:func:`plain_key`), read off the question's words; the other spans are normalized."""
-        tokens = list(_WORD.finditer(question))
-        bad = [m.start() for m in _NOT_PLAIN.finditer(question)]
-        pieces = [_PIECE.findall(m.group().lower()) for m in tokens]
-        for i, m in enumerate(tokens):
-            if not _capitalized(m.group()):
-                continue  # names start with a capital or a digit
-            start = m.start()
-            first_bad = bisect_left(bad, start)
-            words: list[str] = []
-            plain = not pieces[i] or pieces[i][0] not in _ARTICLES
-            for j in range(i, min(i + self._max_words, len(tokens))):
-                end = tokens[j].end()
-                spans.append((qi, start, end))
-                plain = (plain and (first_bad == len(bad) or bad[first_bad] >= end)
-                         and not any(map(_ORDINAL.fullmatch, pieces[j])))
-                if plain:
-                    for w in pieces[j]:  # two single letters in a row are initials
-                        if len(w) == 1 and w.isalpha() and words and len(words[-1]) == 1 \
-                                and words[-1].isalpha():
-                            plain = False
-                        words.append(w)
-                if plain and words[-1] not in _SUFFIXES and not _ROMAN.fullmatch(words[-1]):
-                    keys.append(" ".join(words))
-                else:
-                    keys.append(None)
-                    slow.append(question[start:end])
+def longest_first(q: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Indices of the spans kept when, per question, spans are taken longest first (then
+    leftmost) unless they overlap one already taken: rounds over all questions at once, each
+    deciding every span whose overlapping predecessors are all decided."""
+    order = np.lexsort((start, start - end, q))
+    q, s, e = q[order], start[order], end[order]
+    n = len(q)
+    lo = np.searchsorted(q, q, side="left")  # first span of the question, in this order
+    before = np.arange(n) - lo
+    b = np.repeat(np.arange(n), before)  # pairs (a, b): a ahead of b, same question
+    a = lo[b] + np.arange(len(b)) - np.repeat(np.cumsum(before) - before, before)
+    over = (s[a] < e[b]) & (s[b] < e[a])
+    a, b = a[over], b[over]
+    if not len(a):
+        return order
+    state = np.zeros(n, np.int8)  # 0 undecided, 1 taken, 2 dropped
+    while True:
+        open_ = state == 0
+        if not open_.any():
+            break
+        waits = np.zeros(n, bool)
+        waits[b[state[a] == 0]] = True
+        blocked = np.zeros(n, bool)
+        blocked[b[state[a] == 1]] = True
+        state[open_ & blocked] = 2
+        state[open_ & ~blocked & ~waits] = 1
+    return order[state == 1]
 
 
 def plain_key(span: str) -> str:
-    """The key of a plain span (see :meth:`EntityLinker._spans`): its lower-cased ASCII
+    """The key of a plain span (see :mod:`gpurag.query.spans`): its lower-cased ASCII
     words joined by single spaces (what :func:`normalize_name` makes of it)."""
     return " ".join(_PIECE.findall(span.lower()))
 

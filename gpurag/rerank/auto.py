@@ -2,7 +2,7 @@
 
 The GAT helps encyclopedic corpora (pages titled by the entities other pages mention) and hurts
 others (chat logs). No labels are needed to tell which: :func:`decide` generates synthetic
-multi-hop questions from the index's own graph (:mod:`gpurag.training.synthetic`), ranks them
+multi-hop questions from the index's own graph (:mod:`gpurag.query.synthetic`), ranks them
 with graph mode with and without the GAT, and picks the GAT only where it gains at least
 ``margin`` on R@5 + all-gold@8 (mean over the questions) and loses on fewer questions than it
 wins. The decision is recorded in the manifest (``extra["rerank_auto"]``, an informational
@@ -13,13 +13,17 @@ or later with ``gpurag decide-rerank INDEX``; a query with ``rerank="auto"`` rea
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gpurag.metrics import all_gold_per_question, gold_ranks, recall_per_question
+from gpurag.store.manifest import Manifest
+from gpurag.store.writer import write_extra
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +47,8 @@ PROFILE = AutoProfile()
 
 def _per_question(ranked: list[list[str]], gold: list[tuple[str, ...]], k: int) -> np.ndarray:
     """Per question, R@5 + all-gold@k of the ranked document ids."""
-    out = np.zeros(len(gold))
-    for i, (docs, g) in enumerate(zip(ranked, gold, strict=True)):
-        seen = list(dict.fromkeys(docs))
-        r5 = np.mean([d in seen[:5] for d in g]) if g else 0.0
-        out[i] = r5 + float(all(d in seen[:k] for d in g))
-    return out
+    ranks = [gold_ranks(docs, g) for docs, g in zip(ranked, gold, strict=True)]
+    return recall_per_question(ranks, 5) + all_gold_per_question(ranks, k)
 
 
 def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict[str, Any]:
@@ -57,7 +57,7 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
     questions, or without the reranker's packages gets ``"none"`` and says why."""
     from gpurag.errors import ConfigError
     from gpurag.profile import get_profile
-    from gpurag.training.synthetic import generate
+    from gpurag.query.synthetic import generate
 
     if index.retriever is None:
         return {"rerank": "none", "reason": "the index has no knowledge graph"}
@@ -92,28 +92,10 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
             "query_profile": get_profile(index.query_config.profile).label}
 
 
-def record(path: str | os.PathLike, decision: dict[str, Any]) -> None:
+def record(path: str | os.PathLike, decision: dict[str, Any]) -> Manifest:
     """Write ``decision`` into the manifest of the index at ``path`` (``extra``, outside the
-    seal), under the index's write lock, by an atomic replace of ``manifest.json``."""
-    from gpurag.store import layout
-    from gpurag.store.lock import WriteLock
-    from gpurag.store.manifest import parse_manifest
-    from gpurag.store.writer import fsync_dir
-
-    root = Path(path)
-    lock = WriteLock(root)
-    try:
-        target = root / layout.MANIFEST
-        manifest = parse_manifest(target.read_bytes(), root)
-        manifest.extra = {**manifest.extra, KEY: decision}
-        tmp = layout.sibling(root, ".manifest-tmp")
-        tmp.write_text(manifest.to_json(), encoding="utf-8")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fsync_dir(root)
-    finally:
-        lock.release()
+    seal: :func:`gpurag.store.writer.write_extra`); returns the manifest written."""
+    return write_extra(path, KEY, decision)
 
 
 def resolve(index) -> str:
@@ -130,3 +112,12 @@ def resolve(index) -> str:
                  "%s", index.path, decision["reason"])
         held = index._rerank_auto = decision["rerank"]
     return held
+
+
+def settle(index, plan, mode: str):
+    """``plan`` (a :data:`gpurag.config.QueryPlan`) with ``rerank="auto"`` replaced by what it
+    stands for on ``index`` in ``mode``: :func:`resolve` in graph mode, ``"none"`` in the
+    others (they do not rerank); any other plan as it is."""
+    if plan.rerank != "auto":
+        return plan
+    return dataclasses.replace(plan, rerank=resolve(index) if mode == "graph" else "none")

@@ -16,11 +16,14 @@ from gpurag.store.reader import IndexDir
 
 
 def table_rows(d: IndexDir, rel: str) -> int:
-    """Row count of a Parquet table of the index, from its metadata."""
-    try:
-        return pq.ParquetFile(d.file(rel)).metadata.num_rows
-    except Exception as exc:
-        raise IndexFormatError(f"corrupt table {d.root / rel}: {exc}") from exc
+    """Row count of a Parquet table of the index (its parts summed), from their metadata."""
+    rows = 0
+    for name in d.parts(rel):
+        try:
+            rows += pq.ParquetFile(d.file(name)).metadata.num_rows
+        except Exception as exc:
+            raise IndexFormatError(f"corrupt table {d.root / name}: {exc}") from exc
+    return rows
 
 
 def table_columns(d: IndexDir, rel: str) -> list[str]:

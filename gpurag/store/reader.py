@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpurag.errors import IndexFormatError
 from gpurag.store import layout
 from gpurag.store.lock import writer_active
 from gpurag.store.manifest import Manifest, check_content, parse_manifest
+from gpurag.store.parts import parts_of
 
 _PROC_FD = Path("/proc/self/fd")
 _ATTEMPTS = 50
@@ -67,17 +69,43 @@ class IndexDir:
 
         return load_index(self.file(rel), shown=self.root / rel)
 
+    def parts(self, rel: str) -> list[str]:
+        """``rel`` and its appended parts (:mod:`gpurag.store.parts`), in reading order."""
+        return [rel, *parts_of(self.manifest.files, rel)]
+
     def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """Table ``rel`` (its parts concatenated)."""
+        tables = []
+        for name in self.parts(rel):
+            try:
+                tables.append(pq.read_table(self.file(name), columns=columns))
+            except Exception as exc:
+                raise IndexFormatError(f"corrupt table {self.root / name}: {exc}") from exc
+        if len(tables) == 1:
+            return tables[0].to_pandas()
         try:
-            return pq.read_table(self.file(rel), columns=columns).to_pandas()
+            return pa.concat_tables(tables).to_pandas()
         except Exception as exc:
-            raise IndexFormatError(f"corrupt table {self.root / rel}: {exc}") from exc
+            raise IndexFormatError(f"corrupt table {self.root / rel}: its parts do not "
+                                   f"agree ({exc})") from exc
 
     def array(self, rel: str, mmap: bool = True) -> np.ndarray:
-        try:
-            return np.load(self.file(rel), mmap_mode="r" if mmap else None, allow_pickle=False)
-        except Exception as exc:
-            raise IndexFormatError(f"corrupt array {self.root / rel}: {exc}") from exc
+        """Array ``rel`` (memory-mapped when ``mmap`` and it has no parts; parts are
+        concatenated along the first axis)."""
+        arrays = []
+        for name in self.parts(rel):
+            try:
+                arrays.append(np.load(self.file(name), mmap_mode="r" if mmap else None,
+                                      allow_pickle=False))
+            except Exception as exc:
+                raise IndexFormatError(f"corrupt array {self.root / name}: {exc}") from exc
+        if len(arrays) == 1:
+            return arrays[0]
+        if any(a.dtype != arrays[0].dtype or a.shape[1:] != arrays[0].shape[1:]
+               for a in arrays):
+            raise IndexFormatError(f"corrupt array {self.root / rel}: its parts do not agree "
+                                   "in dtype or shape")
+        return np.concatenate(arrays)
 
     def close(self) -> None:
         """Release the pinned files now (also done when the object is collected)."""

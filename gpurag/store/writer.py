@@ -19,10 +19,11 @@ from gpurag.errors import IndexFormatError
 from gpurag.store import layout
 from gpurag.store.lock import WriteLock
 from gpurag.store.manifest import Manifest, file_record, parse_manifest
+from gpurag.store.parts import ROWS, merge_tail, part_number, part_rel, parts_of
 from gpurag.store.reader import IndexDir, open_index_dir
 from gpurag.store.verify import check_written
 
-__all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir"]
+__all__ = ["IndexDir", "IndexWriter", "check_replaceable", "open_index_dir", "write_extra"]
 
 
 def _gpurag_version() -> str:
@@ -55,11 +56,72 @@ class IndexWriter:
         if self.tmp.exists():
             shutil.rmtree(self.tmp)
         self.tmp.mkdir()
+        self._kept: dict[str, dict[str, Any]] = {}  # rel -> the stored record, reused
+        self._rows: dict[str, int] = {}  # appended part -> its rows (the merge rule reads them)
 
     def path(self, rel: str) -> Path:
+        """Where to write ``rel`` of the new version (a file kept from the stored version is
+        unlinked first: a write never reaches through a link into a committed version)."""
         p = self.tmp / rel
         p.parent.mkdir(parents=True, exist_ok=True)
+        if rel in self._kept:
+            del self._kept[rel]
+            p.unlink()
         return p
+
+    def keep(self, d: IndexDir, rel: str) -> None:
+        """Carry file ``rel`` of the stored version ``d`` into the new one unchanged: a hard
+        link to the same inode (a copy where the file system cannot link), its manifest
+        record reused."""
+        dst = self.path(rel)
+        pinned = d.file(rel)
+        try:
+            os.link(d.root / rel, dst)
+            if not os.path.samestat(os.stat(dst), os.stat(pinned)):  # not the pinned version
+                dst.unlink()
+                raise OSError("the stored file changed")
+        except OSError:
+            shutil.copyfile(pinned, dst)
+        self._kept[rel] = dict(d.manifest.files[rel])
+
+    def append_table(self, d: IndexDir, rel: str, frame: pd.DataFrame | pa.Table) -> None:
+        """Table ``rel`` of the new version = the stored one (its files kept) and then the rows
+        of ``frame`` as a new part (:mod:`gpurag.store.parts`), cast to the stored schema."""
+        if not d.has(rel):
+            self.write_table(rel, frame)
+            return
+        schema = pq.read_schema(d.file(rel))
+        table = (frame if isinstance(frame, pa.Table)
+                 else pa.Table.from_pandas(frame, preserve_index=False))
+        table = table.select(schema.names).cast(schema)
+        self._append(d, rel, table, len(table), lambda names: pa.concat_tables(
+            [pq.read_table(d.file(n)).cast(schema) for n in names] + [table]),
+            lambda data, path: pq.write_table(data, path, compression="zstd"))
+
+    def append_array(self, d: IndexDir, rel: str, array: np.ndarray) -> None:
+        """Array ``rel`` of the new version = the stored one (its files kept) and then
+        ``array`` (rows along the first axis, cast to the stored dtype) as a new part."""
+        if not d.has(rel):
+            self.write_array(rel, array)
+            return
+        dtype = np.load(d.file(rel), mmap_mode="r", allow_pickle=False).dtype
+        array = np.ascontiguousarray(array, dtype=dtype)
+        self._append(d, rel, array, len(array), lambda names: np.concatenate(
+            [np.load(d.file(n), allow_pickle=False) for n in names] + [array]),
+            lambda data, path: np.save(path, data, allow_pickle=False))
+
+    def _append(self, d: IndexDir, rel: str, new, rows: int, merged, save) -> None:
+        parts = parts_of(d.manifest.files, rel)
+        take = merge_tail(parts, d.manifest.files, rows) if rows else []
+        for name in [rel, *parts[: len(parts) - len(take)]]:
+            self.keep(d, name)
+        if not rows:
+            return
+        last = part_number(parts[-1])[1] if parts else 0  # type: ignore[index]
+        name = part_rel(rel, last + 1)
+        data = merged(take) if take else new
+        save(data, self.path(name))
+        self._rows[name] = len(data)
 
     def write_table(self, rel: str, frame: pd.DataFrame | pa.Table) -> None:
         table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(
@@ -80,8 +142,14 @@ class IndexWriter:
             if p.is_symlink() or not p.is_file():
                 continue
             rel = p.relative_to(self.tmp).as_posix()
+            kept = self._kept.get(rel)
+            if kept is not None and p.stat().st_size == kept.get("bytes"):
+                files[rel] = kept  # linked from the stored version: checked when it was sealed
+                continue
             check_written(p, rel)  # a short file (a write that failed quietly) is never sealed
             files[rel] = file_record(p)
+            if rel in self._rows:
+                files[rel][ROWS] = self._rows[rel]
         layout.check_file_set(files, config, self.target)
         manifest = Manifest(
             gpurag_version=_gpurag_version(),
@@ -94,7 +162,7 @@ class IndexWriter:
         )
         manifest_path = self.tmp / layout.MANIFEST
         manifest_path.write_text(manifest.to_json(), encoding="utf-8")
-        _fsync_tree(self.tmp)
+        _fsync_tree(self.tmp, skip={self.tmp / rel for rel in self._kept})
         check_written(manifest_path, layout.MANIFEST)
         if self.target.exists():
             check_replaceable(self.target)
@@ -137,8 +205,13 @@ def check_replaceable(target: Path) -> None:
     except IndexFormatError:  # a corrupt index: the layout's own names are ours
         ours = set(layout.REQUIRED_DENSE + layout.REQUIRED_GRAPH + layout.OPTIONAL)
     ours.add(layout.MANIFEST)
+
+    def foreign_name(rel: str) -> bool:
+        part = part_number(rel)
+        return rel not in ours and (part is None or part[0] not in ours)
+
     foreign = sorted(p.relative_to(target).as_posix() for p in entries
-                     if p.relative_to(target).as_posix() not in ours)
+                     if foreign_name(p.relative_to(target).as_posix()))
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5
                                           else "")
@@ -172,9 +245,34 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_tree(root: Path) -> None:
+def _fsync_tree(root: Path, skip: set[Path] | frozenset[Path] = frozenset()) -> None:
+    """fsync every file below ``root`` but ``skip`` (links to files already durable) and
+    every directory (the entries of new files and links)."""
     for p in root.rglob("*"):
-        if p.is_file():
+        if p.is_dir():
+            fsync_dir(p)
+        elif p.is_file() and p not in skip:
             with open(p, "rb") as fh:
                 os.fsync(fh.fileno())
     fsync_dir(root)
+
+
+def write_extra(root: str | os.PathLike, key: str, value: Any) -> Manifest:
+    """Set ``extra[key]`` (informational, outside the seal) in the manifest of the index at
+    ``root``, under its write lock, by an atomic replace of ``manifest.json`` (fsynced); the
+    manifest written is returned. No other file changes, so the seal still holds."""
+    root = Path(root)
+    lock = WriteLock(root)
+    try:
+        target = root / layout.MANIFEST
+        manifest = parse_manifest(target.read_bytes(), root)
+        manifest.extra = {**manifest.extra, key: value}
+        tmp = layout.sibling(root, ".manifest-tmp")
+        tmp.write_text(manifest.to_json(), encoding="utf-8")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fsync_dir(root)
+    finally:
+        lock.release()
+    return manifest

@@ -42,8 +42,8 @@ def fold_split(parts: list[np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray,
 
 
 def _ranks(index, questions: list, **options) -> list[list[int | None]]:
-    from gpurag.eval.metrics import gold_ranks
     from gpurag.eval.runner import RANK_DEPTH
+    from gpurag.metrics import gold_ranks
 
     res = index.query_batch([q.question for q in questions], k=RANK_DEPTH, mode="graph",
                             **options)
@@ -89,7 +89,7 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
     scored by a model trained on it through another index. ``synthetic`` questions of each
     job's index (``synthetic_draw`` of each drawn per epoch) are added to every fold's
     training sets, never to validation or test."""
-    from gpurag.eval.metrics import summarize
+    from gpurag.metrics import summarize
     from gpurag.rerank import GATReranker, using_reranker
     from gpurag.rerank.model import ScorerSettings
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .conftest import REPO, SAMPLE_CORPUS, write_jsonl
+from tests.conftest import REPO, SAMPLE_CORPUS, write_jsonl
 
 
 def _env(**extra: str) -> dict[str, str]:

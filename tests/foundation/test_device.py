@@ -46,8 +46,7 @@ def test_invalid_value(monkeypatch, value):
 
 def test_build_with_invalid_device_fails_before_writing(monkeypatch, tmp_path):
     from gpurag import Index
-
-    from .conftest import SAMPLE_CORPUS
+    from tests.conftest import SAMPLE_CORPUS
 
     monkeypatch.setenv("GPURAG_DEVICE", "gpu")
     with pytest.raises(DeviceError):

@@ -1,8 +1,10 @@
-"""No import circle among gpurag's modules, through module-level or function-level imports;
-the device is chosen in one package (:mod:`gpurag.backends`) and the composition root
-(:mod:`gpurag.runtime`) is imported by no layer it composes. Read from the source with ``ast``
-(no import runs); ``if TYPE_CHECKING:`` blocks and a module's imports of its own parent
-packages (which Python runs first anyway) are not edges."""
+"""No import circle among gpurag's modules, through module-level, function-level or ``if
+TYPE_CHECKING:`` imports (two modules that name each other's types are one module in two
+files); no arrow from a layer to one above it (:data:`FORBIDDEN`); the device is chosen in
+one package (:mod:`gpurag.backends`) and the composition root (:mod:`gpurag.runtime`) is
+imported by no layer it composes (a type annotation of it aside). Read from the source with
+``ast`` (no import runs); a module's imports of its own parent packages (which Python runs
+first anyway) are not edges."""
 
 from __future__ import annotations
 
@@ -22,15 +24,16 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imports(tree: ast.Module, module_level: bool):
-    """Import statements, skipping ``if TYPE_CHECKING:`` blocks (and function bodies when
-    ``module_level``)."""
+def _imports(tree: ast.Module, module_level: bool, typing: bool = False):
+    """Import statements, skipping function bodies when ``module_level`` and ``if
+    TYPE_CHECKING:`` blocks unless ``typing``."""
     stack: list[ast.AST] = list(tree.body)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        elif (not typing and isinstance(node, ast.If)
+              and "TYPE_CHECKING" in ast.unparse(node.test)):
             stack.extend(node.orelse)
         elif module_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                 ast.Lambda)):
@@ -39,7 +42,8 @@ def _imports(tree: ast.Module, module_level: bool):
             stack.extend(ast.iter_child_nodes(node))
 
 
-def import_graph(module_level: bool) -> dict[str, set[str]]:
+def import_graph(module_level: bool, typing: bool = False) -> dict[str, set[str]]:
+    """Module -> the gpurag modules it imports (``typing``: ``if TYPE_CHECKING:`` ones too)."""
     mods = _modules()
 
     def known(name: str) -> str | None:
@@ -50,7 +54,8 @@ def import_graph(module_level: bool) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), module_level):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), module_level,
+                             typing):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             else:
@@ -114,8 +119,8 @@ def test_no_circle_through_module_level_imports():
 
 
 
-def test_no_circle_through_function_level_imports():
-    found = set(circles(import_graph(module_level=False)))
+def test_no_circle_through_function_level_or_type_checking_imports():
+    found = set(circles(import_graph(module_level=False, typing=True)))
     assert found == set(), sorted(sorted(c) for c in found)
 
 
@@ -139,11 +144,45 @@ def test_composed_layers_do_not_import_the_runtime_or_choose_a_backend():
     assert uses_embed == ["gpurag.pipeline.distributed"]
 
 
-def test_the_query_and_eval_do_not_import_the_layers_above_them():
-    graph = import_graph(module_level=False)
-    assert not {t for t in graph["gpurag.query.graph"] if t.startswith("gpurag.rerank")}
-    assert not {t for m, ts in graph.items() if m.startswith("gpurag.eval")
-                for t in ts if t.startswith("gpurag.memory")}
+# (importer, imported, why not): package prefixes; an arrow between them runs up the layers.
+FORBIDDEN = (
+    ("gpurag.query", "gpurag.rerank", "the reranker is injected into the retriever, and "
+     "rerank.auto ranks its synthetic questions (gpurag.query.synthetic) through the query"),
+    ("gpurag.eval", "gpurag.memory", "evaluate takes runners instead of importing memory"),
+    ("gpurag.config", "gpurag.extract", "config checks extractor names in gpurag.registry"),
+    ("gpurag.registry", "gpurag", "the plug-in registries sit below config"),
+    ("gpurag.metrics", "gpurag", "every layer scores with the metrics (eval, rerank.auto)"),
+    ("gpurag.rerank", "gpurag.training", "the question generator is gpurag.query.synthetic"),
+)
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The arrows of ``graph`` that :data:`FORBIDDEN` names."""
+    return sorted((mod, target) for mod, targets in graph.items() for target in targets
+                  for src, dst, _ in FORBIDDEN if _within(mod, src) and _within(target, dst))
+
+
+def test_no_layer_imports_one_above_it():
+    assert upward_arrows(import_graph(module_level=False, typing=True)) == []
+
+
+def test_the_arrow_checks_see_the_arrows_they_forbid():
+    graph = {"gpurag.config": {"gpurag.extract"}, "gpurag.rerank.auto": {"gpurag.training.x"},
+             "gpurag.query.graph": {"gpurag.rerank"}, "gpurag.queryx": {"gpurag.rerank"},
+             "gpurag.registry": {"gpurag.errors"}, "gpurag.training.cli": {"gpurag.rerank"}}
+    assert upward_arrows(graph) == [("gpurag.config", "gpurag.extract"),
+                                    ("gpurag.query.graph", "gpurag.rerank"),
+                                    ("gpurag.registry", "gpurag.errors"),
+                                    ("gpurag.rerank.auto", "gpurag.training.x")]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gpurag.a\n"
+                     "def f():\n    import gpurag.b\n")
+    names = [[a.name for a in n.names] for n in _imports(tree, False, typing=True)]
+    assert sorted(names) == [["TYPE_CHECKING"], ["gpurag.a"], ["gpurag.b"]]
+    assert [[a.name for a in n.names] for n in _imports(tree, True)] == [["TYPE_CHECKING"]]
 
 
 PROBES = ("faiss_gpu_available", "cugraph_available", "torch_cuda_available",

@@ -9,17 +9,14 @@ import pytest
 
 from gpurag import Index
 from gpurag.query.lexical import BM25Index
-
-from .conftest import SAMPLE_CORPUS
-from .test_cli import gpurag
+from tests.foundation.test_cli import gpurag
 
 QUESTION = "Where is the headquarters of the company founded by the inventor of the Pellucid cell?"
 
 
 @pytest.fixture(scope="module")
-def dense_index(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vocab") / "idx"
-    return Index.build(SAMPLE_CORPUS, out, show_progress=False, graph=False)
+def dense_index(sample_index):
+    return sample_index  # the session's dense sample index (tests/conftest.py)
 
 
 def test_bm25_mode_in_python_equals_the_eval_baseline(dense_index):
@@ -81,7 +78,7 @@ def test_passage_previews_have_no_markup_or_repeated_title(tmp_path):
 
 
 def test_eval_takes_a_config_file(tmp_path):
-    from .conftest import SAMPLE_DIR
+    from tests.conftest import SAMPLE_DIR
 
     config = tmp_path / "e.toml"
     config.write_text("[index]\nchunk_tokens = 96\ngraph = false\n", encoding="utf-8")

@@ -190,7 +190,8 @@ def test_compaction_keeps_the_rules_results_only_when_they_would_read_the_same(t
         from gpurag.memory import derived
 
         raws = [mem.vocab.tag(t) for t in mem.texts]
-        kept = derived.unchanged(mem, raws)
+        kept = derived.unchanged(mem._read, mem.texts, mem.vocab.canonical(),
+                                 mem.vocab.surfaces, raws)
         assert kept == ("Carla" in later)
         mem.compact()
         fast = _state(mem)

@@ -12,7 +12,7 @@ import pytest
 import gpurag.pipeline.chunk_embed as chunk_embed
 from gpurag import Index
 from gpurag.pipeline.ahead import ahead
-from tests.foundation.test_build import BoomError, _build_embedder
+from tests.pipeline.test_build import BoomError, _build_embedder
 from tests.pipeline.test_extract_ahead import (  # noqa: F401 - fixtures
     OPTS,
     corpus,

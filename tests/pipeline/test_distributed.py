@@ -22,8 +22,7 @@ from gpurag.config import IndexConfig  # noqa: E402
 from gpurag.extract import make_extractor  # noqa: E402
 from gpurag.pipeline import distributed as dist  # noqa: E402
 from gpurag.pipeline import graph_stage  # noqa: E402
-
-from .conftest import SAMPLE  # noqa: E402
+from tests.conftest import SAMPLE  # noqa: E402
 
 CFG = IndexConfig(ingest_batch_chunks=8)
 EXTRACT_ROWS = 16

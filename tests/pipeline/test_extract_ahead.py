@@ -13,7 +13,7 @@ import gpurag.pipeline.extract_ahead as extract_ahead
 import gpurag.pipeline.extract_pool as extract_pool
 import gpurag.pipeline.graph_stage as graph_stage
 from gpurag import Index
-from tests.foundation.test_build import BoomError, _count_encodes
+from tests.pipeline.test_build import BoomError, _count_encodes
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"

@@ -12,8 +12,7 @@ from gpurag.config import machine_cores
 from gpurag.extract import make_extractor
 from gpurag.pipeline import graph_stage
 from gpurag.pipeline.extract_pool import extract_batches, pool_workers
-
-from .conftest import SAMPLE
+from tests.conftest import SAMPLE
 
 
 @pytest.fixture(scope="module")

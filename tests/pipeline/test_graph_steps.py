@@ -15,8 +15,7 @@ from gpurag.graph import CSRGraph
 from gpurag.pipeline import graph_stage as gs
 from gpurag.runtime import Runtime
 from gpurag.vectors.codec import VectorCodec
-
-from .conftest import SAMPLE
+from tests.conftest import SAMPLE
 
 
 @pytest.fixture(scope="module")

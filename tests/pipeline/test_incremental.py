@@ -23,7 +23,7 @@ import pytest
 from gpurag import Index
 from gpurag.cli import main
 from gpurag.errors import IndexBusyError, InputError
-from gpurag.eval.metrics import gold_ranks, recall_at
+from gpurag.metrics import gold_ranks, recall_at
 from gpurag.pipeline import graph_stage, incremental
 from gpurag.runtime import Runtime
 from gpurag.store import WriteLock, layout

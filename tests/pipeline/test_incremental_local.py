@@ -231,3 +231,75 @@ def test_local_insert_after_a_local_delete(tmp_path, corpus, runtime):
                        runtime=runtime, show_progress=False)
     assert abs(_retrieval(back)[1] - _retrieval(want)[1]) <= 0.01
     assert_equivalent(back.compact(show_progress=False), want)
+
+
+APPENDED = (layout.CHUNKS, layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS,
+            layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_STATS,
+            layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES)
+
+
+def _inodes(path) -> dict[str, int]:
+    return {p.relative_to(path).as_posix(): p.stat().st_ino for p in path.rglob("*")
+            if p.is_file()}
+
+
+def _whole_writes(monkeypatch) -> None:
+    """The writer's appends replaced by what a local insert wrote before parts: the stored
+    table and the new rows (cast to the stored types) rewritten as one file."""
+    from gpurag.store import IndexWriter
+
+    def table(self, d, rel, frame):
+        stored = d.table(rel)
+        self.write_table(rel, pd.concat([stored, frame[list(stored.columns)].astype(
+            stored.dtypes.to_dict())], ignore_index=True))
+
+    def array(self, d, rel, values):
+        stored = d.array(rel, mmap=False)
+        self.write_array(rel, np.concatenate([stored, values]).astype(stored.dtype))
+
+    monkeypatch.setattr(IndexWriter, "append_table", table)
+    monkeypatch.setattr(IndexWriter, "append_array", array)
+
+
+def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(tmp_path, corpus, runtime,
+                                                                  monkeypatch):
+    """Files written per change: the appended tables' stored files keep their inodes (only
+    a new part of each is written), and the version reads exactly as the same insert written
+    as whole files; ``compact`` folds the parts into the full build's files."""
+    import shutil
+
+    from gpurag.store.parts import part_rel
+
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    base.close()
+    shutil.copytree(tmp_path / "inc", tmp_path / "whole")
+    before = _inodes(tmp_path / "inc")
+    grown = Index.open(tmp_path / "inc", runtime=runtime).insert(corpus["B1"],
+                                                                 show_progress=False)
+    after = _inodes(tmp_path / "inc")
+    written = {rel for rel, ino in after.items() if before.get(rel) != ino}
+    for rel in APPENDED:
+        assert after[rel] == before[rel], rel  # the stored file, not a copy
+        assert part_rel(rel, 1) in written
+    assert not {layout.CHUNKS, layout.MENTIONS, layout.RELATIONS} & written
+    grown = grown.insert(corpus["B2"], show_progress=False)  # part 1 absorbed into part 2
+    assert set(grown.manifest.files) >= {part_rel(layout.CHUNKS, 2)}
+    assert part_rel(layout.CHUNKS, 1) not in grown.manifest.files
+
+    with monkeypatch.context() as m:
+        _whole_writes(m)
+        whole = Index.open(tmp_path / "whole", runtime=runtime).insert(
+            corpus["B1"], show_progress=False).insert(corpus["B2"], show_progress=False)
+    assert not any(".part" in rel for rel in whole.manifest.files)
+    for rel in sorted(set(whole.manifest.files) - {layout.MANIFEST}):
+        if rel.endswith(".parquet"):
+            pd.testing.assert_frame_equal(grown.dir.table(rel), whole.dir.table(rel))
+        elif rel.endswith(".npy"):
+            a, b = grown.dir.array(rel), whole.dir.array(rel)
+            assert a.dtype == b.dtype and np.array_equal(a, b), rel
+    assert grown.manifest.counts == whole.manifest.counts
+    assert _retrieval(grown) == _retrieval(whole)
+    compacted = grown.compact(show_progress=False)
+    assert not any(".part" in rel for rel in compacted.manifest.files)
+    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    assert_equivalent(compacted, full)

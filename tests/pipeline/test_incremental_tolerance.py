@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from gpurag import Index
-from gpurag.eval.metrics import gold_ranks, recall_at
+from gpurag.metrics import gold_ranks, recall_at
 from gpurag.runtime import Runtime, Settings
 from tests.pipeline.test_incremental import _file_digests
 

@@ -10,8 +10,8 @@ import pytest
 
 import gpurag.pipeline.graph_stage as graph_stage
 from gpurag import Index
-from tests.foundation.test_build import BoomError
 from tests.pipeline.test_ahead import WAIT_S, like_reference  # noqa: F401 - fixture
+from tests.pipeline.test_build import BoomError
 from tests.pipeline.test_extract_ahead import (  # noqa: F401 - fixtures
     OPTS,
     corpus,

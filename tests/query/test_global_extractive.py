@@ -110,11 +110,7 @@ def test_no_server_is_never_assumed(graph_index):
         assert "--mode global answers extractively" in err
 
 
-def test_dense_index_has_no_communities(tmp_path):
-    from gpurag import Index
-    from tests.query.conftest import SAMPLE
-
-    index = Index.build(SAMPLE / "corpus.jsonl", tmp_path / "dense", graph=False,
-                        show_progress=False)
+def test_dense_index_has_no_communities(sample_index):
+    index = sample_index  # the session's dense sample index
     with pytest.raises(ConfigError, match="no knowledge graph"):
         index.query(THEMES, mode="global")

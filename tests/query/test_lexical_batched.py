@@ -124,3 +124,30 @@ def test_long_rows_keep_their_top_k_and_its_ties():
     want = np.take_along_axis(dense, order, axis=1)
     np.testing.assert_array_equal(scores, want)
     np.testing.assert_array_equal(rows, np.where(want > 0, order, -1))
+
+
+def test_entries_below_the_top_k_buckets_never_reach_the_sort():
+    """The prefilter before the sort: a row keeps the score buckets (exponent and three
+    mantissa bits) from its best down to the one holding its k-th entry, ties included, and
+    rows with fewer than k entries keep everything; the top-k is the full sort's."""
+    from gpurag.query.lexical import _top_buckets
+
+    rng = np.random.default_rng(5)
+    q, n, k = 12, 4000, 5
+    dense = np.where(rng.random((q, n)) < 0.2, rng.choice([0.1, 0.3, 0.9], (q, n)), 0)
+    dense = dense.astype(np.float32)
+    dense[0, [7, 9, 11, 13, 15, 17]] = [4.0, 2.0, 2.0, 2.0, 2.0, 2.0]  # a tie across the cut
+    dense[1, [5, 6]] = [8.0, 4.5]  # two in high buckets: the rest decides the top-5
+    dense[2, :] = 0
+    dense[3, :] = 0
+    dense[3, [1, 2]] = [1.0, 0.2]  # fewer than k entries
+    mat = sp.csr_array(dense)
+    kept = _top_buckets(mat, k)
+    assert kept.nnz < mat.nnz // 2  # most entries never reach the sort
+    assert kept[[0]].nnz == 6 and kept[[3]].nnz == 2
+    assert kept[[1]].nnz == 2 + int((dense[1] == 0.9).sum()) - 0  # 8.0, 4.5 and every 0.9
+    scores, rows = sparse_topk(mat, k)
+    order = np.lexsort((np.broadcast_to(np.arange(n), dense.shape), -dense), axis=1)[:, :k]
+    want = np.take_along_axis(dense, order, axis=1)
+    np.testing.assert_array_equal(scores, want)
+    np.testing.assert_array_equal(rows, np.where(want > 0, order, -1))

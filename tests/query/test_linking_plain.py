@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpurag.query import linking
+from gpurag.query import spans as linking
 from gpurag.query.linking import EntityLinker, plain_key
+from gpurag.query.spans import candidate_spans
 from gpurag.resolve.normalize import normalize_name
 
 QUESTIONS = [
@@ -28,9 +29,10 @@ ALIASES = ["Tom and Jerry", "Louis XIV", "World War 2", "Jrr Tolkien", "AT&T", "
 
 
 def _spans(question: str) -> tuple[list, list, list]:
-    spans, keys, slow = [], [], []
-    EntityLinker(pd.DataFrame({"name": ["x"], "entity_id": [0]}))._spans(
-        0, question, spans, keys, slow)
+    sp = candidate_spans([question])
+    spans = list(zip(sp.q.tolist(), sp.start.tolist(), sp.end.tolist(), strict=True))
+    keys = [sp.key(i) if sp.plain[i] else None for i in range(len(sp))]
+    slow = [question[s:e] for (_, s, e), k in zip(spans, keys, strict=True) if k is None]
     return spans, keys, slow
 
 
@@ -48,9 +50,9 @@ def test_every_plain_span_has_the_key_normalize_name_gives_it():
 
 
 def test_the_words_normalize_name_rewrites_are_never_read_off():
-    for word in linking._SUFFIXES:
+    for word in linking.SUFFIXES:
         assert normalize_name([f"Foo {word}"])[0] == "foo"
-    for article in linking._ARTICLES:
+    for article in linking.ARTICLES:
         assert normalize_name([f"{article} Foo Bar"])[0] == "foo bar"
     assert normalize_name(["Foo xi"])[0] == "foo 11"
 
@@ -60,7 +62,7 @@ def test_linking_finds_what_normalizing_every_span_finds():
     linker = EntityLinker(table)
     got = linker.link(QUESTIONS)
     # the reference: every span normalized, longest non-overlapping matches
-    entity_of = linker._entity_of
+    entity_of = dict(zip(linker.keys, linker.entities.tolist(), strict=True))
     for question, found in zip(QUESTIONS, got, strict=True):
         spans, _, _ = _spans(question)
         hits = sorted(((-(e - s), s, e, entity_of[k]) for (_, s, e), k in zip(

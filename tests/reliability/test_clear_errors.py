@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpurag import Index
 from gpurag.cli import main
-from gpurag.config import IndexConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
@@ -22,10 +20,9 @@ QUESTION = "Who founded Kestrel Dynamics?"
 
 
 @pytest.fixture(scope="module")
-def graph_index(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("clear-errors") / "index"
-    Index.build(SAMPLE, out, show_progress=False).close()
-    return out
+def graph_index(graph_index_path) -> Path:
+    """The session's graph index of the sample corpus (tests/conftest.py); tests copy it."""
+    return graph_index_path
 
 
 def _one_line(capsys, argv: list[str], *needles: str) -> str:
@@ -79,9 +76,9 @@ def test_export_onto_a_wrong_target(graph_index, tmp_path, capsys, fmt, kind):
     assert kind != "file" or out.read_text() == "not a folder"
 
 
-def test_export_of_a_dense_index_names_the_index_not_its_view(tmp_path, capsys):
-    out = tmp_path / "dense"
-    Index.build(SAMPLE, out, config=IndexConfig(graph=False), show_progress=False).close()
+def test_export_of_a_dense_index_names_the_index_not_its_view(sample_index_path, tmp_path,
+                                                              capsys):
+    out = sample_index_path  # the session's dense sample index
     _one_line(capsys, ["export", out, "-o", tmp_path / "g.graphml"], str(out), "knowledge graph")
 
 

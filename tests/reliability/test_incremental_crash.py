@@ -19,7 +19,7 @@ from gpurag.errors import IndexBusyError
 from gpurag.pipeline.chunk_embed import embed_text
 from gpurag.runtime import Runtime
 from gpurag.store import layout
-from tests.foundation.conftest import read_jsonl, write_jsonl
+from tests.conftest import read_jsonl, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
@@ -170,3 +170,37 @@ def test_killed_local_delete_keeps_the_old_version_and_a_rerun_completes(tmp_pat
     assert done.manifest.extra["incremental"]["mode"] == "local"
     assert len(done.chunks) == n - 4 and not set(gone) & set(done.chunks["doc_id"])
     assert done.query("Who founded Kestrel Dynamics?").passages and not tmp.exists()
+
+
+def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_path):
+    """kill -9 while a local insert writes its parts (its new version links the stored files
+    and absorbs the previous insert's part): the previous version verifies byte for byte
+    (sha256 of every file: nothing was written through a link), and a rerun commits a version
+    that verifies too (issue 34)."""
+    from gpurag.store.parts import part_rel
+
+    records = read_jsonl(SAMPLE)
+    index = tmp_path / "idx"
+    Index.build(write_jsonl(tmp_path / "a.jsonl", records[:30]), index,
+                show_progress=False).close()
+    Index.open(index).insert(write_jsonl(tmp_path / "b.jsonl", records[30:40]),
+                             show_progress=False).close()
+    with Index.open(index, verify=True) as first:
+        assert part_rel(layout.CHUNKS, 1) in first.manifest.files
+        n, checksum = len(first.chunks), first.manifest.checksum
+    source = write_jsonl(tmp_path / "c.jsonl", records[40:])
+    tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
+    proc = _start_insert(index, source)
+    _kill_when(lambda: (tmp / part_rel(layout.CHUNKS, 2)).exists(), proc,
+               "the new version's chunks part")
+    assert (tmp / layout.CHUNKS).stat().st_ino == (index / layout.CHUNKS).stat().st_ino
+    with Index.open(index, verify=True) as old:
+        assert old.manifest.checksum == checksum and len(old.chunks) == n
+        assert old.query("Who founded Kestrel Dynamics?").passages
+    grown = Index.open(index).insert(source, show_progress=False)
+    assert grown.manifest.extra["version"] == 3 and len(grown.chunks) == n + len(records) - 40
+    grown.close()
+    with Index.open(index, verify=True) as done:
+        assert part_rel(layout.CHUNKS, 2) in done.manifest.files
+        assert part_rel(layout.CHUNKS, 1) not in done.manifest.files
+    assert not tmp.exists()

@@ -19,7 +19,7 @@ import pytest
 from gpurag import Index
 from gpurag.errors import IndexBusyError
 from gpurag.store import WriteLock, layout
-from tests.foundation.conftest import read_jsonl, write_jsonl
+from tests.conftest import read_jsonl, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"

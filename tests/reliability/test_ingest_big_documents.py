@@ -19,7 +19,7 @@ from gpurag import Index, IndexConfig
 from gpurag.ingest.parts import cut_points, split_document
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.chunk_embed import chunk_documents
-from tests.foundation.test_build import BoomError, _build_embedder, _count_encodes
+from tests.pipeline.test_build import BoomError, _build_embedder, _count_encodes
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"

@@ -19,7 +19,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpurag import Index
 from gpurag.cli import main as gpurag_main
 from gpurag.extract.llm import LLMExtractionError, LLMExtractor
 from gpurag.llm.cache import ResponseCache
@@ -233,10 +232,8 @@ def test_garbage_answers_are_not_cached_and_a_rerun_asks_again(fake_llm, llm_env
 # -- item 5: LLM errors surface in every mode's result and exit code ---------------------------
 
 @pytest.fixture(scope="module")
-def plain_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("reliability-llm") / "idx"
-    Index.build(SAMPLE / "corpus.jsonl", out, show_progress=False)  # fast extractor, no LLM
-    return out
+def plain_index(graph_index_path: Path) -> Path:
+    return graph_index_path  # the session's (tests/conftest.py): fast extractor, no LLM
 
 
 def _query(index: Path, url: str, cache: Path, *options: str) -> tuple[int, list[dict]]:

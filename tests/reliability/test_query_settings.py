@@ -11,7 +11,7 @@ import pytest
 
 from gpurag import Index
 from gpurag.cli import main
-from gpurag.config import IndexConfig, load_config
+from gpurag.config import load_config
 from gpurag.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,10 +20,8 @@ QUESTION = "Who founded Kestrel Dynamics?"
 
 
 @pytest.fixture(scope="module")
-def dense_index(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("qsettings") / "index"
-    Index.build(SAMPLE, out, config=IndexConfig(graph=False), show_progress=False).close()
-    return out
+def dense_index(sample_index_path) -> Path:
+    return sample_index_path  # the session's dense sample index (tests/conftest.py)
 
 
 def _cli_count(capsys, *argv: str) -> list[int]:

@@ -28,11 +28,9 @@ EVERY_FILE = (*layout.REQUIRED_DENSE, *layout.REQUIRED_GRAPH, *layout.LEXICAL_FI
 
 
 @pytest.fixture(scope="module")
-def graph_index(tmp_path_factory) -> Path:
-    """The sample corpus with its knowledge graph, built once; tests work on copies."""
-    out = tmp_path_factory.mktemp("integrity") / "index"
-    Index.build(SAMPLE, out, show_progress=False).close()
-    return out
+def graph_index(graph_index_path) -> Path:
+    """The session's graph index of the sample corpus (tests/conftest.py); tests copy it."""
+    return graph_index_path
 
 
 @pytest.fixture

@@ -30,10 +30,9 @@ QUESTION = "Who founded Kestrel Dynamics?"
 
 
 @pytest.fixture(scope="module")
-def graph_index(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("untrusted") / "index"
-    Index.build(SAMPLE, out, show_progress=False).close()
-    return out
+def graph_index(graph_index_path) -> Path:
+    """The session's graph index of the sample corpus (tests/conftest.py); tests copy it."""
+    return graph_index_path
 
 
 @pytest.fixture

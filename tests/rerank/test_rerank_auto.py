@@ -16,15 +16,15 @@ pytest.importorskip("safetensors")
 from gpurag import Index
 from gpurag.rerank import DEFAULT_CHECKPOINT, auto
 from gpurag.rerank.model import load_checkpoint, save_checkpoint
+from tests.conftest import copy_index
 
 DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("auto") / "idx"
-    Index.build(DATA / "corpus.jsonl", out, show_progress=False).close()
-    return out
+def index_dir(rerank_index_path, tmp_path_factory) -> Path:
+    """A copy of the session's index of DATA / "corpus.jsonl" (the tests record into it)."""
+    return copy_index(rerank_index_path, tmp_path_factory.mktemp("auto") / "idx")
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +73,40 @@ def test_a_recorded_gat_decision_turns_the_reranker_on(index_dir):
     assert on == gat
 
 
-def test_the_decision_can_be_made_at_build_time(tmp_path):
+def test_the_decision_can_be_made_at_build_time(tmp_path, monkeypatch):
+    from gpurag import api
+
+    opened = []
+    real = api.open_index_dir
+    monkeypatch.setattr(api, "open_index_dir", lambda *a, **kw: opened.append(a) or real(*a, **kw))
     index = Index.build(DATA / "corpus.jsonl", tmp_path / "idx", show_progress=False,
                         rerank_decision=True)
+    assert len(opened) == 1  # the index decided on is the one returned, opened once
+    assert index.manifest.extra == Index.open(tmp_path / "idx").manifest.extra
     d = index.manifest.extra[auto.KEY]
     assert d["questions"] > 0 and d["wins"] + d["losses"] <= d["questions"]
     # the recorded choice is the decision rule applied to the recorded measurements
     pays = d["gain"] >= auto.PROFILE.margin and d["wins"] > d["losses"]
     assert d["rerank"] == ("gat" if pays else "none")
     assert auto.resolve(index) == d["rerank"]
+
+
+def test_the_decision_scores_each_question_by_r5_plus_all_gold():
+    ranked = [["a", "b", "a", "c", "d", "e", "f"], ["x"], ["g"]]
+    gold = [("a", "f"), ("y",), ()]
+    # q1: a at 1, f at 6 (the repeated a collapsed): R@5 1/2, all-gold@8 1; q2: 0 + 0;
+    # q3 without gold: 0 + 1
+    assert auto._per_question(ranked, gold, 8).tolist() == [1.5, 0.0, 1.0]
+    assert auto._per_question(ranked, gold, 5).tolist() == [0.5, 0.0, 1.0]
+
+
+def test_auto_in_a_plan_stands_for_the_decision_in_graph_mode_only(index_dir):
+    from gpurag.config import QueryConfig, query_plan
+
+    auto.record(index_dir, {"rerank": "gat", "reason": "test"})
+    index = Index.open(index_dir)
+    plan = query_plan(QueryConfig(), {"rerank": "auto"})[1]
+    assert auto.settle(index, plan, "graph").rerank == "gat"
+    assert auto.settle(index, plan, "dense").rerank == "none"
+    fixed = query_plan(QueryConfig(), {"rerank": "none"})[1]
+    assert auto.settle(index, fixed, "graph") is fixed

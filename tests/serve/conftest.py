@@ -33,18 +33,6 @@ def _quiet_env(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def graph_index_path(tmp_path_factory) -> Path:
-    """The sample corpus indexed once, with its knowledge graph."""
-    from gpurag import Index
-
-    with pytest.MonkeyPatch.context() as mp:
-        _clean_env(mp)
-        out = tmp_path_factory.mktemp("serve") / "index"
-        Index.build(SAMPLE_CORPUS, out, show_progress=False)
-    return out
-
-
-@pytest.fixture(scope="session")
 def holder(graph_index_path):
     """The served index (opened and warmed once, shared by servers that do not reload)."""
     from gpurag.serve.holder import IndexHolder

@@ -32,8 +32,8 @@ NEIGHBOURS = ("college", "senate", "house", "party")  # Fawell's other linked pa
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory) -> Index:
-    return Index.build(CORPUS, tmp_path_factory.mktemp("hop2") / "idx", show_progress=False)
+def index(second_hop_index_path) -> Index:
+    return Index.open(second_hop_index_path)  # CORPUS, built once (tests/conftest.py)
 
 
 def test_title_keys_drop_disambiguation_and_qualifier():

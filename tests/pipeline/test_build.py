@@ -12,8 +12,7 @@ from gpurag import Index, IndexConfig
 from gpurag.backends.embed import load_embedder
 from gpurag.device import resolve_device
 from gpurag.store import layout
-
-from .conftest import write_jsonl
+from tests.conftest import write_jsonl
 
 
 class BoomError(RuntimeError):

@@ -11,8 +11,7 @@ from gpurag import Index
 from gpurag.backends import parts_for
 from gpurag.backends.part import Part
 from gpurag.runtime import Runtime, Settings, read_settings
-
-from .conftest import SAMPLE
+from tests.conftest import SAMPLE
 
 CPU_GRAPH_COMPONENTS = {"device", "embed", "vectors", "extract", "knn", "leiden", "lexical"}
 

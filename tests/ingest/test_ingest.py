@@ -11,8 +11,7 @@ import pytest
 
 from gpurag.errors import InputError
 from gpurag.ingest import IngestReport, iter_documents, list_input_files
-
-from .conftest import write_jsonl
+from tests.conftest import write_jsonl
 
 
 def _read(source) -> tuple[list, IngestReport]:

@@ -21,19 +21,18 @@ from gpurag.training.synthetic import (
     prepare_synthetic,
 )
 
-DATA = Path(__file__).parent / "data"
-NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
+DATA = Path(__file__).parents[1] / "rerank" / "data"
+NOTES = Path(__file__).parents[1] / "data" / "notes_corpus.jsonl"
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory) -> Index:
-    return Index.build(DATA / "corpus.jsonl", tmp_path_factory.mktemp("syn") / "idx",
-                       show_progress=False)
+def index(rerank_index_path) -> Index:
+    return Index.open(rerank_index_path)  # DATA / "corpus.jsonl", built once (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
-def notes(tmp_path_factory) -> Index:
-    return Index.build(NOTES, tmp_path_factory.mktemp("notes") / "idx", show_progress=False)
+def notes(notes_index_path) -> Index:
+    return Index.open(notes_index_path)  # NOTES, built once (tests/conftest.py)
 
 
 def _names(text: str, name: str) -> bool:

@@ -19,17 +19,15 @@ from gpurag.cli import main
 from gpurag.eval.datasets import load_dataset
 from gpurag.rerank.train import TrainConfig, train
 from gpurag.training import crossval
-from tests.score.test_model import _toy_sets
+from tests.rerank.test_model import _toy_sets
 
-DATA = Path(__file__).parent / "data"
-NOTES = Path(__file__).parents[1] / "pipeline" / "data" / "notes_corpus.jsonl"
+DATA = Path(__file__).parents[1] / "rerank" / "data"
+NOTES = Path(__file__).parents[1] / "data" / "notes_corpus.jsonl"
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("syntrain") / "idx"
-    Index.build(DATA / "corpus.jsonl", out, show_progress=False).close()
-    return out
+def index_dir(rerank_index_path) -> Path:
+    return rerank_index_path  # DATA / "corpus.jsonl", built once (tests/conftest.py)
 
 
 def test_a_set_with_its_own_draw_stays_out_of_balancing():
@@ -63,10 +61,8 @@ def test_train_scorer_on_synthetic_questions_only(index_dir, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def notes_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("notes") / "idx"
-    Index.build(NOTES, out, show_progress=False).close()
-    return out
+def notes_dir(notes_index_path) -> Path:
+    return notes_index_path  # NOTES, built once (tests/conftest.py)
 
 
 def test_train_scorer_says_when_an_index_has_no_bridges(notes_dir, index_dir, tmp_path,

@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from gpurag.pipeline.progress import LogProgress, progress_bar
-
-from .conftest import REPO, write_jsonl
+from tests.conftest import REPO, write_jsonl
 
 
 def _run_to_log(tmp_path, *args: str, **env: str) -> tuple[int, str]:

@@ -1,4 +1,5 @@
-"""Retrieval metrics from the ranks of gold passages."""
+"""Retrieval metrics from the ranks of gold passages: the eval tables, the training score and
+the ``rerank="auto"`` decision read them. Imports nothing of gpurag's (every layer may)."""
 
 from __future__ import annotations
 
@@ -24,21 +25,30 @@ def _as_matrix(ranks: Sequence[Sequence[int | None]]) -> np.ndarray:
     return out
 
 
-def recall_at(ranks: Sequence[Sequence[int | None]], k: int) -> float:
-    """Mean over questions of the share of gold passages ranked in the top ``k``."""
+def recall_per_question(ranks: Sequence[Sequence[int | None]], k: int) -> np.ndarray:
+    """Per question, the share of its gold passages ranked in the top ``k`` (0 without gold)."""
     m = _as_matrix(ranks)
     valid = ~np.isnan(m)
     hit = (m <= k) & valid
-    per_q = hit.sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
-    return float(per_q.mean()) if len(m) else 0.0
+    return hit.sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+
+def all_gold_per_question(ranks: Sequence[Sequence[int | None]], k: int) -> np.ndarray:
+    """Per question, 1.0 when every gold passage is in the top ``k`` (so without gold), else
+    0.0."""
+    m = _as_matrix(ranks)
+    valid = ~np.isnan(m)
+    return np.where(valid, m <= k, True).all(axis=1).astype(np.float64)
+
+
+def recall_at(ranks: Sequence[Sequence[int | None]], k: int) -> float:
+    """Mean over questions of the share of gold passages ranked in the top ``k``."""
+    return float(recall_per_question(ranks, k).mean()) if len(ranks) else 0.0
 
 
 def all_gold_at(ranks: Sequence[Sequence[int | None]], k: int) -> float:
     """Share of questions with every gold passage in the top ``k``."""
-    m = _as_matrix(ranks)
-    valid = ~np.isnan(m)
-    ok = np.where(valid, m <= k, True).all(axis=1)
-    return float(ok.mean()) if len(m) else 0.0
+    return float(all_gold_per_question(ranks, k).mean()) if len(ranks) else 0.0
 
 
 def mrr(ranks: Sequence[Sequence[int | None]]) -> float:

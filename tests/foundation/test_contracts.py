@@ -12,8 +12,7 @@ import pytest
 
 from gpurag.contracts import check_embedder, check_extractor, check_reranker
 from gpurag.extract import EXTRACTORS, make_extractor
-
-from .conftest import SAMPLE
+from tests.conftest import SAMPLE
 
 RECORDS = [json.loads(line) for line in
            (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from gpurag.eval.metrics import all_gold_at, gold_ranks, mrr, recall_at, summarize
+from gpurag.metrics import (
+    all_gold_at,
+    all_gold_per_question,
+    gold_ranks,
+    mrr,
+    recall_at,
+    recall_per_question,
+    summarize,
+)
 
 
 def test_gold_ranks_collapse_duplicates_and_mark_missing():
@@ -28,3 +37,12 @@ def test_no_gold_found_gives_zero():
     assert mrr([[None, None]]) == 0.0
     assert recall_at([[None]], 5) == 0.0
     assert all_gold_at([[None, 1]], 8) == 0.0
+
+
+def test_per_question_metrics_are_the_rows_of_the_means():
+    ranks = [[1, 3], [2, None], [6, 7, 9], []]  # the last question has no gold
+    assert recall_per_question(ranks, 5).tolist() == [1.0, 0.5, 0.0, 0.0]
+    assert all_gold_per_question(ranks, 8).tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert recall_at(ranks, 5) == float(np.mean([1.0, 0.5, 0.0, 0.0]))
+    assert all_gold_at(ranks, 8) == 0.5
+    assert recall_at([], 5) == all_gold_at([], 8) == 0.0

@@ -12,8 +12,7 @@ import pytest
 from gpurag.ingest import IngestReport, iter_documents
 from gpurag.ingest.formats import ReadOptions
 from gpurag.ingest.formats.markup import preview_text, strip_markup
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data" / "formats"
 EXTRA_MODULES = ("pypdfium2", "trafilatura", "docx")
@@ -121,8 +120,7 @@ def test_folder_of_every_format_indexes_with_counts_in_the_summary(tmp_path):
 
     from gpurag import Index
     from gpurag.pipeline.chunk_embed import embed_text
-
-    from .test_cli import gpurag
+    from tests.foundation.test_cli import gpurag
 
     out = tmp_path / "idx"
     proc = gpurag("index", DATA, "-o", out, "--no-graph", "--text-column", "body")

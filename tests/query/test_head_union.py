@@ -17,14 +17,15 @@ from gpurag.query.graph import union_head
 from gpurag.vectors import search
 
 DATA = Path(__file__).parent / "data"
-NOTES = DATA / "notes_corpus.jsonl"  # chat messages grouped under "week1".."week3"
+# chat messages grouped under "week1".."week3"
+NOTES = Path(__file__).parents[1] / "data" / "notes_corpus.jsonl"
 PAGES = DATA / "second_hop_corpus.jsonl"  # encyclopedic pages that mention each other
 QUESTION = "Which appliance stopped dripping after the repair?"
 
 
 @pytest.fixture(scope="module")
-def notes(tmp_path_factory) -> Index:
-    return Index.build(NOTES, tmp_path_factory.mktemp("notes") / "idx", show_progress=False)
+def notes(notes_index_path) -> Index:
+    return Index.open(notes_index_path)  # NOTES, built once (tests/conftest.py)
 
 
 def test_union_head_keeps_each_sources_first_row_in_fused_order():
@@ -38,12 +39,12 @@ def test_union_head_keeps_each_sources_first_row_in_fused_order():
     assert head[1].tolist() == [5, -1]
 
 
-def test_auto_head_is_union_only_without_bridge_pages(notes, tmp_path):
+def test_auto_head_is_union_only_without_bridge_pages(notes, second_hop_index_path):
     cfg = QueryConfig().plan()
     assert notes.retriever.bridge_pages.reached_share(cfg.second_hop_max_pages) == 0.0
     resolved = notes.retriever.for_corpus(cfg)
     assert (resolved.head_mode, resolved.lexical_weight) == ("union", cfg.lexical_weight_unbridged)
-    pages = Index.build(PAGES, tmp_path / "pages", show_progress=False)
+    pages = Index.open(second_hop_index_path)  # PAGES, built once (tests/conftest.py)
     assert pages.retriever.bridge_pages.reached_share(cfg.second_hop_max_pages) > 0.02
     assert pages.retriever.for_corpus(cfg) == dataclasses.replace(cfg, head_mode="fused")
     # An explicit mode is kept as given.

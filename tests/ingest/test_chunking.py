@@ -149,8 +149,7 @@ def test_duplicate_chunks_dropped_within_batch(embedder):
 
 def test_duplicate_chunks_stored_once_in_index(tmp_path, sample_records):
     from gpurag import Index
-
-    from .conftest import write_jsonl
+    from tests.conftest import write_jsonl
 
     src = tmp_path / "src"
     base = sample_records[:3]

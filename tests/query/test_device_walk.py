@@ -1,0 +1,151 @@
+"""The walk segment on a torch device (gpurag/backends/query_device.py, chosen by the runtime's
+``query_walk``) against the NumPy stages: the same per-question top-k passages.
+
+Run on CPU tensors here (``DeviceWalk("cpu")``) and, with a GPU, on cuda. Tolerance: the
+passage ids and their order must be identical; the shown scores agree to 1e-5 relative (the
+PPR's float32 sums run in another order than SciPy's, so values differ in the last bits;
+exact ties are broken the same way, by the lower row). The host's ``ppr_method="auto"`` is
+power iteration on these small graphs (push only from 500k edges), as on the device.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpurag import Index  # noqa: E402
+from gpurag.backends.query_device import DeviceWalk, query_walk_part  # noqa: E402
+from gpurag.runtime import Runtime  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")])]
+# the default profile, each head mode, every head source, the dense blend without a second hop
+OPTIONS = [{}, {"head_mode": "union"},
+           {"head_mode": "fused", "head_fusion": "dense+bm25+title+ppr"},
+           {"dense_blend": 0.3, "second_hop_weight": 0.0, "second_hop_expansions": 0}]
+
+REPO = Path(__file__).resolve().parents[2]
+HOTPOT = next((d / "hotpotqa_train100" for d in (REPO / "shared" / "data",
+                                                 REPO.parent / "shared" / "data",
+                                                 REPO.parent.parent / "shared" / "data")
+               if (d / "hotpotqa_train100" / "corpus.jsonl").is_file()), None)
+
+
+def ranked(results) -> list[list[str]]:
+    return [[p.chunk_id for p in r.passages] for r in results]
+
+
+def scores(results) -> list[list[float]]:
+    return [[p.score for p in r.passages] for r in results]
+
+
+def assert_same(host, device, questions: list[str], k: int, **options) -> None:
+    for batch in (len(questions), 1):
+        want, got = [], []
+        for i in range(0, len(questions), batch):
+            want += host.query_batch(questions[i:i + batch], k=k, evidence=False, **options)
+            got += device.query_batch(questions[i:i + batch], k=k, evidence=False, **options)
+        assert ranked(got) == ranked(want), (batch, options)
+        for a, b in zip(scores(got), scores(want), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        assert [[s.entity_id for s in r.seeds] for r in got] == [
+            [s.entity_id for s in r.seeds] for r in want]
+
+
+@pytest.fixture(scope="module")
+def host_index(graph_index):
+    return Index.open(graph_index.path, runtime=Runtime(device="cpu"))
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def device_index(request, graph_index):
+    walk = DeviceWalk(request.param)
+    return Index.open(graph_index.path, runtime=Runtime(device="cpu", query_walk=walk)), walk
+
+
+def test_cpu_runtime_keeps_the_numpy_stages():
+    assert Runtime(device="cpu").query_walk is None
+    assert query_walk_part("cpu") is None
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["default", "union", "fused-all", "blend"])
+def test_device_walk_gives_the_host_ranks(host_index, device_index, questions, options):
+    index, walk = device_index
+    batches = walk.batches
+    assert_same(host_index, index, questions, 10, **options)
+    assert walk.batches > batches  # the device segment ran, not the host stages
+
+
+def test_index_arrays_uploaded_once_per_index(graph_index, questions, device_index):
+    index, walk = device_index
+    index.query_batch(questions[:3], k=5)
+    uploads, batches = walk.uploads, walk.batches
+    ix = walk.index_for(index.retriever)
+    for q in questions[:4]:
+        index.query(q, k=5)
+    assert walk.batches == batches + 4 and walk.uploads == uploads
+    assert walk.index_for(index.retriever) is ix  # the same tensors, not a new upload
+    other = Index.open(graph_index.path, runtime=index.runtime)  # another opened index
+    other.query(questions[0], k=5)
+    assert walk.uploads == uploads + 1
+
+
+def test_a_reranked_query_takes_the_host_stages(host_index, device_index, questions):
+    """A reranker reads the PPR around its candidates, which the device segment does not
+    return: the query runs the host stages (on cuda: the device PPR part) and ranks as the
+    host does."""
+    pytest.importorskip("torch_geometric")
+    index, walk = device_index
+    batches = walk.batches
+    got = index.query_batch(questions[:4], k=5, rerank="gat", evidence=False)
+    want = host_index.query_batch(questions[:4], k=5, rerank="gat", evidence=False)
+    assert walk.batches == batches
+    assert ranked(got) == ranked(want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_cuda_runtime_selects_the_device_walk():
+    part = Runtime(device="cuda").query_walk
+    assert isinstance(part, DeviceWalk) and part.device == "cuda"
+
+
+@pytest.fixture(scope="module")
+def hotpot_subset(tmp_path_factory):
+    """An index of the gold passages of hotpotqa_train100's first 24 questions and two
+    distractors each (about 100 passages), and those questions."""
+    if HOTPOT is None:
+        pytest.skip("shared data not present")
+    lines = lambda p: [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines()  # noqa: E731
+                       if x.strip()]
+    questions = lines(HOTPOT / "questions.jsonl")[:24]
+    corpus = lines(HOTPOT / "corpus.jsonl")
+    gold = {g for q in questions for g in q["gold_ids"]}
+    pos = {r["id"]: i for i, r in enumerate(corpus)}
+    picked = set(gold)
+    for g in sorted(gold):  # the passages beside each gold one
+        picked |= {corpus[j]["id"] for j in (pos[g] + 1, pos[g] + 2) if j < len(corpus)}
+    out = tmp_path_factory.mktemp("hotpot")
+    src = out / "corpus.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in corpus if r["id"] in picked),
+                   encoding="utf-8")
+    Index.build(src, out / "index", show_progress=False)
+    return out / "index", [q["question"] for q in questions]
+
+
+@pytest.mark.slow  # builds a 100-passage index: ~30 s idle, 2.5 min at a load of 14 on 2 cores
+@pytest.mark.parametrize("dev", DEVICES)
+def test_device_walk_on_a_shared_set(hotpot_subset, dev):
+    path, questions = hotpot_subset
+    host = Index.open(path, runtime=Runtime(device="cpu"))
+    walk = DeviceWalk(dev)
+    device = Index.open(path, runtime=Runtime(device="cpu", query_walk=walk))
+    for options in OPTIONS[:2]:
+        assert_same(host, device, questions, 10, **options)
+    assert walk.uploads == 1
