@@ -24,11 +24,17 @@ graph stage over the whole corpus) and once by the local path (the default), eac
 ``gpurag insert`` process (wall, peak RSS, cost by stage from the manifest), deletes those
 documents again from two copies of the exact insert's version (``delete --exact`` and the
 local delete, then ``compact`` of the local one: both must give the base's files back), and
-times ``--repeat`` local inserts of one document each in a row (does the cost grow?). The
-local insert's ``resolve_s`` includes ``resolve_embed_s`` (the new names embedded):
+times ``--repeat`` local inserts of one document each in a row (does the cost grow?; with
+``--repeat-s`` as many as fit in that many seconds). The local insert's ``resolve_s`` includes
+``resolve_embed_s`` (the new names embedded). Each update also reports the files it wrote
+(``written``: files of the new version that are new inodes, their count and bytes; files a
+local insert keeps are hard links to the stored ones). ``--host-only``: the base is built and
+every update runs with the stand-in embedder (``bench/standin.py``, the host stages only), so
+a 50k base builds in minutes on a small CPU; the numbers then exclude the real model's time:
 
     python bench/incremental.py --passages /work/shared/data/enwiki_passages/passages.jsonl.gz \
         --prefix 5000 --new 20 --work /tmp/incr --out bench/results/incremental_local_<date>.json
+    python bench/incremental.py --passages ... --prefix 50000 --host-only --repeat-s 600 ...
 """
 
 from __future__ import annotations
@@ -117,15 +123,65 @@ def _prefix(path: Path, n: int) -> list[dict]:
         return [json.loads(line) for line in itertools.islice(fh, n) if line.strip()]
 
 
+HOST_ONLY = False  # --host-only: children run the update with the stand-in embedder
+
+
+def _inodes(index_path: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(index_path).as_posix(): (p.stat().st_ino, p.stat().st_size)
+            for p in index_path.rglob("*") if p.is_file()}
+
+
+def _written(before: dict, after: dict) -> dict:
+    """The files of the new version that are not the stored ones (new inodes)."""
+    new = {rel: size for rel, (ino, size) in after.items() if before.get(rel, (None,))[0] != ino}
+    top = sorted(new.items(), key=lambda kv: -kv[1])[:8]
+    return {"files": len(new), "of_files": len(after), "mb": round(sum(new.values()) / 2**20, 2),
+            "index_mb": round(sum(size for _, size in after.values()) / 2**20, 2),
+            "largest_mb": {rel: round(size / 2**20, 2) for rel, size in top}}
+
+
+def _child_main(op: str, argv: list[str]) -> int:
+    """One update in this process with the stand-in embedder (``--host-only`` children)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from scale import host_only_runtime
+
+    from gpurag.pipeline import updates
+    from gpurag.pipeline.build import build
+    from gpurag.pipeline.incremental_local import compact_index
+
+    runtime = host_only_runtime("cpu")
+    exact = "--exact" in argv
+    argv = [a for a in argv if a != "--exact"]
+    if op == "index":
+        build(Path(argv[0]), Path(argv[2]), show_progress=False, runtime=runtime)
+        print("built")
+        return 0
+    if op == "insert":
+        r = updates.insert_documents(argv[0], [argv[1]], runtime=runtime, show_progress=False,
+                                     exact=exact)
+    elif op == "delete":
+        r = updates.delete_documents(argv[0], argv[2:], runtime=runtime, show_progress=False,
+                                     exact=exact)
+    else:
+        r = compact_index(argv[0], runtime=runtime, show_progress=False)
+    print(f"{op}: version {r.version}")
+    return 0
+
+
 def _run_rss(cmd: list[str]) -> dict:
-    """Run a ``gpurag`` command in a child process: its wall time, peak RSS and last line."""
+    """Run a ``gpurag`` command in a child process (``--host-only``: the same update through
+    the API with the stand-in embedder): its wall time, peak RSS, last line and, for an update
+    of an index, the files it wrote."""
     import subprocess
 
     env = {**os.environ, "GPURAG_PROGRESS": "0"}
+    argv = ([sys.executable, str(Path(__file__).resolve()), "--child", *cmd] if HOST_ONLY
+            else [sys.executable, "-m", "gpurag", "-q", *cmd])
+    target = Path(cmd[1]) if cmd[0] != "index" else None
+    before = _inodes(target) if target is not None else None
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "gpurag", "-q", *cmd], env=env,
-                                stdout=out, stderr=err)
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -134,8 +190,11 @@ def _run_rss(cmd: list[str]) -> dict:
         text, errors = out.read().decode(), err.read().decode()
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed: {errors[-2000:]}")
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "message": text.strip().splitlines()[-1:]}
+    row = {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+           "message": text.strip().splitlines()[-1:]}
+    if target is not None:
+        row["written"] = _written(before, _inodes(target))
+    return row
 
 
 def _stages(index_path: Path) -> dict:
@@ -157,6 +216,43 @@ def _digests(index_path: Path) -> dict:
     return {rel: meta["sha256"] for rel, meta in manifest["files"].items()}
 
 
+def repeated_inserts(target: Path, records: list[dict], work: Path, args) -> dict:
+    """Local inserts of one document each into ``target`` in a row, in this process (the
+    update alone: ``insert_documents``, not the reopen the API adds), up to ``args.repeat``
+    of them or ``args.repeat_s`` seconds: the wall, stages and files written of each."""
+    from gpurag.pipeline.updates import insert_documents
+    from gpurag.runtime import Runtime
+
+    if HOST_ONLY:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from scale import host_only_runtime
+
+        runtime = host_only_runtime("cpu")
+    else:
+        runtime = Runtime.create(device="cpu", progress=False)
+    rows = []
+    t_start = time.perf_counter()
+    for i, rec in enumerate(records[: args.repeat]):
+        if args.repeat_s and time.perf_counter() - t_start > args.repeat_s:
+            break
+        src = _write(work / "one" / f"{i}.jsonl", [rec])
+        before = _inodes(target)
+        t0 = time.perf_counter()
+        insert_documents(target, [src], runtime=runtime, show_progress=False)
+        wall = time.perf_counter() - t0
+        stages = json.loads((target / "manifest.json").read_text())["extra"]["timings_s"]
+        w = _written(before, _inodes(target))
+        rows.append({"wall_s": round(wall, 3), "written_mb": w["mb"], "files": w["files"],
+                     "of_files": w["of_files"],
+                     "stages_s": {k: round(v, 3) for k, v in stages.items()}})
+    walls = np.array([r["wall_s"] for r in rows])
+    tenth = max(1, len(rows) // 10)
+    return {"inserts": len(rows), "seconds": round(time.perf_counter() - t_start, 1),
+            "first_tenth_median_s": float(np.median(walls[:tenth])) if len(rows) else None,
+            "last_tenth_median_s": float(np.median(walls[-tenth:])) if len(rows) else None,
+            "rows": rows}
+
+
 def enwiki_main(args) -> int:
     """Exact against local insert into a prefix of a large corpus (issue 34)."""
     work = Path(args.work or tempfile.mkdtemp(prefix="gpurag-incr-"))
@@ -169,13 +265,15 @@ def enwiki_main(args) -> int:
     new_src = _write(work / "new" / "new.jsonl", new)
     base = work / f"base{args.prefix}.index"
     report: dict = {"bench": "incremental-local", "passages": str(args.passages),
-                    "prefix": args.prefix, "new": args.new,
+                    "prefix": args.prefix, "new": args.new, "host_only": args.host_only,
                     "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                 "load_avg_at_start": list(os.getloadavg()),
                                 "note": args.note}}
     if not (base / "manifest.json").exists():
         report["base_build"] = _run_rss(["index", str(base_src), "-o", str(base)])
+    elif args.base_build:  # the base's own build, measured when it was made
+        report["base_build"] = json.loads(args.base_build.read_text(encoding="utf-8"))
     report["base"] = _stages(base)
     rows = {}
     for mode in ("exact", "local"):
@@ -211,17 +309,8 @@ def enwiki_main(args) -> int:
         print(json.dumps({f"delete_{mode}": row}), file=sys.stderr)
     report["delete"] = deletes
     if args.repeat:
-        from gpurag import Index
-
-        target = work / "local.index"
-        walls = []
-        index = Index.open(target)
-        for i, rec in enumerate(records[args.prefix + args.new:][: args.repeat]):
-            src = _write(work / "one" / f"{i}.jsonl", [rec])
-            t0 = time.perf_counter()
-            index = index.insert(src, show_progress=False)
-            walls.append(round(time.perf_counter() - t0, 2))
-        report["repeated_single_inserts_s"] = walls
+        report["repeated"] = repeated_inserts(work / "local.index",
+                                              records[args.prefix + args.new:], work, args)
     ex, lo = rows["exact"], rows["local"]
     de, dl = deletes["exact"], deletes["local"]
     report["local_over_exact"] = {"insert_wall": round(lo["wall_s"] / ex["wall_s"], 3),
@@ -249,8 +338,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", type=int, default=5000, help="passages of the base index")
     ap.add_argument("--new", type=int, default=20, help="passages inserted")
     ap.add_argument("--repeat", type=int, default=5, help="single-document local inserts")
+    ap.add_argument("--repeat-s", type=float, default=0.0,
+                    help="stop the single-document inserts after this many seconds")
+    ap.add_argument("--host-only", action="store_true",
+                    help="base build and updates with the stand-in embedder (bench/standin.py)")
+    ap.add_argument("--base-build", type=Path,
+                    help="JSON of the existing base's own build (wall, peak RSS), reported")
     ap.add_argument("--note", default="shared 2-core machine, other jobs running")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return _child_main(argv[1], argv[2:])
     args = ap.parse_args(argv)
+    global HOST_ONLY
+    HOST_ONLY = args.host_only
     os.environ["GPURAG_PROGRESS"] = "0"
     if args.passages:
         return enwiki_main(args)

@@ -298,14 +298,5 @@ def recounted_entities(entities: pd.DataFrame, names: pd.DataFrame,
     (``entity``, ``chunk``: stored numbering), display name, alias and occurrence counts
     recomputed from ``names`` (blanked names count for nothing; an entity with none left gets
     an empty name)."""
-    n_ent = len(entities)
-    pairs = removed_mentions.groupby(["entity", "chunk"], sort=False).size().reset_index()
-    lost_p = np.bincount(pairs["entity"].to_numpy(np.int64), minlength=n_ent)
-    lost_m = np.bincount(removed_mentions["entity"].to_numpy(np.int64), minlength=n_ent)
-    out = local.update_entities(entities, names, removed_mentions.iloc[:0].assign(
-        entity=np.zeros(0, np.int64)), n_ent, [])
-    out["n_passages"] = np.maximum(entities["n_passages"].to_numpy(np.int64) - lost_p, 0
-                                   ).astype(entities["n_passages"].dtype)
-    out["n_mentions"] = np.maximum(entities["n_mentions"].to_numpy(np.int64) - lost_m, 0
-                                   ).astype(entities["n_mentions"].dtype)
-    return out
+    lost_p, lost_m = local.mention_counts(removed_mentions, len(entities))
+    return local.update_entities(entities, names, len(entities), [], -lost_p, -lost_m)

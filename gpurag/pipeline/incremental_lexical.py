@@ -4,10 +4,15 @@ bm25s stores, for each (term, passage) pair, the Lucene BM25 weight ``idf(df, N)
 k1 * (1 - b + b * dl / avgdl))``. The term frequencies ``tf`` and passage lengths ``dl`` are not
 stored, but they follow from the weights: within a passage ``K = k1 * (1 - b + b * dl /
 avgdl)`` is one number, each weight gives ``K / tf``, and the largest of those is ``K`` itself
-(a passage has a term seen once); then ``tf = K / (K / tf)`` rounded, ``dl`` their sum. The
-recovery checks itself (the lengths must give back every ``K`` and every stored weight); when
-it does not hold (a passage whose terms all occur twice or more, another scoring variant) the
-model is rebuilt from all chunks as before.
+(when the passage has a term seen once); then ``tf = K / (K / tf)`` rounded, ``dl`` their sum.
+A passage whose terms all occur ``m >= 2`` times (one in 50k enwiki passages: enough to send
+every update of a large index to a rebuild) gives ``K / m`` instead; ``K``'s formula fixes its
+``m`` (:func:`_least_tf`). The recovery checks itself (every tf must be a whole number and the
+lengths must give back every ``K``: then every stored weight is the formula's, without
+computing them twice); when it does not hold (another scoring variant) the model is rebuilt
+from all chunks as before. The formula and the passage text are
+:mod:`gpurag.query.lexical`'s (:func:`~gpurag.query.lexical.lucene_weights`,
+:func:`~gpurag.query.lexical.passage_texts`).
 
 An update then tokenizes only the new chunks (terms new to the vocabulary get ids after the
 stored ones), drops the removed passages' pairs, and recomputes every weight with the new
@@ -23,24 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpurag.query.lexical import lucene_idf, lucene_weights, passage_texts
+
 RTOL = 1e-4
-
-
-def _idf(df: np.ndarray, n_docs: int) -> np.ndarray:
-    """bm25s' Lucene idf, stored as float32 (0 where no passage holds the term)."""
-    df = df.astype(np.float64)
-    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-    return np.where(df > 0, idf, 0).astype(np.float32)
-
-
-def _weights(tf: np.ndarray, term: np.ndarray, doc: np.ndarray, dl: np.ndarray,
-             n_terms: int, k1: float, b: float) -> np.ndarray:
-    """The float32 weights of the (term, doc, tf) pairs over passages of lengths ``dl``."""
-    n_docs = len(dl)
-    idf = _idf(np.bincount(term, minlength=n_terms), n_docs)
-    avg = dl.mean() if n_docs else 0.0
-    norm = k1 * ((1 - b) + b * dl[doc] / avg)
-    return (idf[term] * (tf / (norm + tf))).astype(np.float32)
 
 
 def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -55,7 +45,7 @@ def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     indptr = np.asarray(s["indptr"], np.int64)
     n_docs, n_terms = int(s["num_docs"]), len(indptr) - 1
     term = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(indptr))
-    idf = _idf(np.diff(indptr), n_docs).astype(np.float64)
+    idf = lucene_idf(np.diff(indptr), n_docs).astype(np.float64)
     if not len(data) or (idf[term] <= 0).any() or (data <= 0).any():
         return None
     tfc = data / idf[term]
@@ -64,18 +54,51 @@ def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     ratio = (1 - tfc) / tfc  # K / tf
     k = np.zeros(n_docs)
     most = pd.Series(ratio).groupby(doc).max()
-    k[most.index.to_numpy(np.int64)] = most.to_numpy()
-    tf = np.maximum(np.rint(k[doc] / ratio), 1)
-    dl = np.bincount(doc, weights=tf, minlength=n_docs)
-    k1, b = float(model.k1), float(model.b)
-    norm = k1 * ((1 - b) + b * dl / dl.mean())
+    k[most.index.to_numpy(np.int64)] = most.to_numpy()  # K / (the passage's least tf)
     held = np.bincount(doc, minlength=n_docs) > 0
-    if not np.allclose(norm[held], k[held], rtol=RTOL):
+    rel = k[doc] / ratio  # tf / the passage's least tf
+    k1, b = float(model.k1), float(model.b)
+    m = _least_tf(k, np.bincount(doc, weights=rel, minlength=n_docs), held, k1, b)
+    if m is None:
         return None
-    again = _weights(tf, term, doc, dl, n_terms, k1, b)
-    if not np.allclose(again, np.asarray(s["data"], np.float32), rtol=RTOL, atol=0):
+    raw = m[doc] * rel
+    tf = np.maximum(np.rint(raw), 1)
+    if not np.allclose(raw, tf, rtol=RTOL, atol=0):  # a K / tf that is no whole tf
         return None
+    dl = np.bincount(doc, weights=tf, minlength=n_docs)
+    norm = k1 * ((1 - b) + b * dl / dl.mean())
+    if not np.allclose(norm[held], (m * k)[held], rtol=RTOL):
+        return None
+    # each stored weight is idf * tf / (K + tf) with this tf and K: the formula's own
     return tf, term, doc, dl
+
+
+def _least_tf(k: np.ndarray, rel_len: np.ndarray, held: np.ndarray, k1: float, b: float
+              ) -> np.ndarray | None:
+    """Each passage's least term frequency ``m`` (1 for almost all). A passage whose terms
+    all occur ``m >= 2`` times gives ``k = K / m`` and a length ``rel_len = dl / m``. Where
+    ``m = 1``, ``K = k1 * (1 - b + b * dl / avgdl)`` gives ``avgdl`` back, the same from every
+    such passage: the median over all passages is it. Then ``m = k1 (1 - b) / (k - k1 b rel_len
+    / avgdl)``, rounded; None when that is no whole number >= 1 or the lengths do not average
+    to ``avgdl``."""
+    if not held.any():
+        return np.ones(len(k))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        implied = k1 * b * rel_len[held] / (k[held] - k1 * (1 - b))
+    finite = implied[np.isfinite(implied) & (implied > 0)]
+    if not len(finite):
+        return None
+    avgdl = float(np.sort(finite)[(len(finite) - 1) // 2])
+    den = k - k1 * b * rel_len / avgdl
+    if (den[held] <= 0).any():
+        return None
+    raw = np.where(held, k1 * (1 - b) / np.where(held, den, 1), 1)
+    m = np.maximum(np.rint(raw), 1)
+    if not np.allclose(raw, m, rtol=RTOL, atol=0):
+        return None
+    if not np.isclose(float((m * rel_len).mean()), avgdl, rtol=RTOL):
+        return None
+    return m
 
 
 def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> object | None:
@@ -111,7 +134,7 @@ def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> objec
         doc = np.concatenate([doc, np.asarray(docs, np.int64)])
         dl = np.concatenate([dl, np.asarray(lengths, np.float64)])
     n_terms = max(len(vocab), int(term.max()) + 1 if len(term) else 0)
-    weights = _weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
+    weights = lucene_weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
     order = np.lexsort((doc, term))
     model.scores = {
         "data": weights[order],
@@ -138,8 +161,7 @@ def write_lexical_delta(stored_folder: Path, out_folder: Path, n_stored: int, ke
         return False
     if int(model.scores.get("num_docs", -1)) != n_stored:
         return False
-    texts = (new_chunks["title"].fillna("").astype(str) + "\n"
-             + new_chunks["text"].astype(str)).tolist() if len(new_chunks) else []
+    texts = passage_texts(new_chunks)
     updated = updated_model(model, keep, texts, bm25s)
     if updated is None:
         return False

@@ -210,7 +210,8 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     rel["head_entity"] = name_to_entity.reindex(rel["head"].astype(str)).to_numpy(np.int64)
     rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
     rel = rel[rel["head_entity"] != rel["tail_entity"]]
-    entities = update_entities(entities, names, mentions, res.n_stored, res.new_labels)
+    grow_p, grow_m = mention_counts(mentions, res.n_stored + len(res.new_labels))
+    entities = update_entities(entities, names, res.n_stored, res.new_labels, grow_p, grow_m)
     timings["resolve_s"] = time.perf_counter() - t0
     return GraphDelta(
         entities=entities, names=names, new_aliases=new_alias[list(aliases.columns)],
@@ -226,11 +227,20 @@ def stored_name_rows(names: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
     return np.where(at >= 0, live[np.maximum(at, 0)], -1)
 
 
-def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: pd.DataFrame,
-                    n_stored: int, new_labels: list[str]) -> pd.DataFrame:
+def mention_counts(mentions: pd.DataFrame, n_ent: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per entity (of ``n_ent``): passages it is mentioned in and mentions, in ``mentions``."""
+    pairs = mentions.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
+    return (np.bincount(pairs["entity"].to_numpy(np.int64), minlength=n_ent),
+            np.bincount(mentions["entity"].to_numpy(np.int64), minlength=n_ent))
+
+
+def update_entities(entities: pd.DataFrame, names: pd.DataFrame, n_stored: int,
+                    new_labels: list[str], passages: np.ndarray, mentions: np.ndarray
+                    ) -> pd.DataFrame:
     """The entity table over the updated ``names``: display name (most frequent surface form,
     ties to the longest, then the first stored), alias and occurrence counts recomputed, passage
-    and mention counts grown by the new mentions; stored labels kept, new entities labelled."""
+    and mention counts changed by the signed per-entity ``passages`` and ``mentions`` (an insert
+    adds, a delete subtracts; never below 0); stored labels kept, new entities labelled."""
     n_ent = n_stored + len(new_labels)
     ent = names["entity"].to_numpy(np.int64)
     cnt = names["count"].to_numpy(np.float64)
@@ -239,9 +249,6 @@ def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: p
     first = order[np.r_[True, ent[order][1:] != ent[order][:-1]]]
     display = np.empty(n_ent, dtype=object)
     display[ent[first]] = names["name"].to_numpy(dtype=object)[first]
-    pairs = new_mentions.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
-    grow_p = np.bincount(pairs["entity"].to_numpy(np.int64), minlength=n_ent)
-    grow_m = np.bincount(new_mentions["entity"].to_numpy(np.int64), minlength=n_ent)
     old_p = np.zeros(n_ent, np.int64)
     old_m = np.zeros(n_ent, np.int64)
     old_p[:n_stored] = entities["n_passages"].to_numpy(np.int64)
@@ -253,8 +260,8 @@ def update_entities(entities: pd.DataFrame, names: pd.DataFrame, new_mentions: p
         "count": np.bincount(ent, weights=cnt, minlength=n_ent),
         "label": np.concatenate([entities["label"].to_numpy(dtype=object),
                                  np.asarray(new_labels, dtype=object)]),
-        "n_passages": (old_p + grow_p).astype(np.int32),
-        "n_mentions": (old_m + grow_m).astype(np.int32),
+        "n_passages": np.maximum(old_p + passages, 0).astype(np.int32),
+        "n_mentions": np.maximum(old_m + mentions, 0).astype(np.int32),
     })
     extra = [c for c in entities.columns if c not in out.columns]
     if extra:  # columns this code does not derive: stored values, empty for new entities

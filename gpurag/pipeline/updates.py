@@ -28,10 +28,9 @@ if TYPE_CHECKING:  # the runtime is built at the edge and passed down
 log = logging.getLogger(__name__)
 
 
-def _local_reason(out: Path) -> tuple[object, str | None]:
-    """The committed version of ``out`` opened, and why it cannot be updated locally."""
-    d = open_index_dir(out)
-    return d, incremental_local.why_not_local(d, incremental_local.stored_config(d))
+def _why_not_local(d) -> str | None:
+    """Why the opened version ``d`` cannot be updated locally (None: it can)."""
+    return incremental_local.why_not_local(d, incremental_local.stored_config(d))
 
 
 def insert_documents(index: str | Path, sources: Sequence[str | Path],
@@ -50,17 +49,17 @@ def insert_documents(index: str | Path, sources: Sequence[str | Path],
         if not s.exists():
             raise InputError(f"insert source {s}: no such file or folder")
     with naming(out), WriteLock(out) as lock:
-        if not exact:
-            d, why = _local_reason(out)
-            try:
-                if why is None:
-                    return incremental_local.insert_local(out, lock, d, paths, runtime,
-                                                          embedder, show)
-                log.info("exact insert: %s", why)
-            finally:
-                d.close()
-        return inc.insert_locked(out, lock, inc.read_stored(out), paths, runtime, embedder,
-                                 show)
+        d = open_index_dir(out)  # once: the local path reads it, the exact one loads it
+        try:
+            why = "asked for" if exact else _why_not_local(d)
+            if why is None:
+                return incremental_local.insert_local(out, lock, d, paths, runtime, embedder,
+                                                      show)
+            log.info("exact insert: %s", why)
+            stored = inc.load_stored(d)
+        finally:
+            d.close()
+        return inc.insert_locked(out, lock, stored, paths, runtime, embedder, show)
 
 
 def delete_documents(index: str | Path, doc_ids: Sequence[str], *, runtime: Runtime,
@@ -76,13 +75,13 @@ def delete_documents(index: str | Path, doc_ids: Sequence[str], *, runtime: Runt
     if not wanted:
         raise InputError("delete: no document ids given")
     with naming(out), WriteLock(out) as lock:
-        if not exact:
-            d, why = _local_reason(out)
-            try:
-                if why is None:
-                    return incremental_delete.delete_local(out, lock, d, wanted, runtime, show)
-                log.info("exact delete: %s", why)
-            finally:
-                d.close()
-        return inc.delete_locked(out, lock, inc.read_stored(out), wanted, runtime, embedder,
-                                 show)
+        d = open_index_dir(out)
+        try:
+            why = "asked for" if exact else _why_not_local(d)
+            if why is None:
+                return incremental_delete.delete_local(out, lock, d, wanted, runtime, show)
+            log.info("exact delete: %s", why)
+            stored = inc.load_stored(d)
+        finally:
+            d.close()
+        return inc.delete_locked(out, lock, stored, wanted, runtime, embedder, show)

@@ -81,8 +81,7 @@ class BM25Index:
             return
         if chunks is None:
             raise ValueError("BM25Index needs chunks or a loaded model")
-        corpus = (chunks["title"].fillna("").astype(str) + "\n"
-                  + chunks["text"].astype(str)).tolist()
+        corpus = passage_texts(chunks)
         tokens = self._bm25s.tokenize(corpus, stopwords="en", show_progress=False)
         self.model = self._bm25s.BM25()
         self.model.index(tokens, show_progress=False)
@@ -219,6 +218,32 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     out_s[qr, pos] = value
     out_r[qr, pos] = col
     return out_s, out_r
+
+
+def passage_texts(chunks: pd.DataFrame) -> list[str]:
+    """The text BM25 indexes for each chunk: its title, a newline, its text."""
+    if not len(chunks):
+        return []
+    return (chunks["title"].fillna("").astype(str) + "\n" + chunks["text"].astype(str)).tolist()
+
+
+def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """bm25s' Lucene idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` as it stores it (float32; 0
+    where no passage holds the term)."""
+    df = np.asarray(df, np.float64)
+    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return np.where(df > 0, idf, 0).astype(np.float32)
+
+
+def lucene_weights(tf: np.ndarray, term: np.ndarray, doc: np.ndarray, dl: np.ndarray,
+                   n_terms: int, k1: float, b: float) -> np.ndarray:
+    """The float32 weights bm25s stores for (``term``, ``doc``) pairs of term frequency ``tf``
+    over passages of lengths ``dl``: ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))``."""
+    n_docs = len(dl)
+    idf = lucene_idf(np.bincount(term, minlength=n_terms), n_docs)
+    avg = dl.mean() if n_docs else 0.0
+    norm = k1 * ((1 - b) + b * dl[doc] / avg)
+    return (idf[term] * (tf / (norm + tf))).astype(np.float32)
 
 
 def _top_buckets(scores: sp.csr_array, k: int) -> sp.csr_array:

@@ -1,12 +1,35 @@
 """Host kNN indexes for the build (alias candidates): an exact FAISS ``IndexFlatIP``, or
 above a row count a :class:`ReducedHNSW` (HNSW over PCA-reduced vectors). The device kNN
-lives in :mod:`gpurag.backends.knn`."""
+lives in :mod:`gpurag.backends.knn`.
+
+Their results do not depend on the FAISS thread count (``GPURAG_THREADS``): the steps that go
+through BLAS (the PCA's covariance and eigenvectors, its projection of the vectors, the exact
+index's scores) run on one OpenMP thread, because OpenBLAS splits a matrix product among its
+threads and the split changes the last bits of the sums (on 34k name keys two threads gave
+another PCA than one, so other candidate pairs and another index). HNSW construction and
+search compute each distance on its own and keep their threads: their output is the same at
+every thread count.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
+
+@contextlib.contextmanager
+def one_thread(faiss: Any) -> Iterator[None]:
+    """This thread's FAISS calls on one OpenMP thread, then back at the process's count."""
+    from gpurag.vectors.faiss_setup import process_threads, use_threads
+
+    use_threads(faiss, 1)
+    try:
+        yield
+    finally:
+        use_threads(faiss, process_threads())
 
 
 class ReducedHNSW:
@@ -19,7 +42,7 @@ class ReducedHNSW:
                  ef_search: int = 32) -> None:
         from gpurag.vectors.faiss_index import _faiss
 
-        faiss = _faiss()  # this thread at the process's thread count (HNSW adds depend on it)
+        faiss = self._faiss = _faiss()  # this thread at the process's thread count
 
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         n, dim = x.shape
@@ -27,7 +50,8 @@ class ReducedHNSW:
         if search_dim and search_dim < dim:
             self.pca = faiss.PCAMatrix(dim, search_dim)
             sample = np.random.default_rng(0).choice(n, size=min(n, 50_000), replace=False)
-            self.pca.train(x[np.sort(sample)])
+            with one_thread(faiss):  # BLAS: the same PCA at every thread count
+                self.pca.train(x[np.sort(sample)])
         reduced = self._reduce(x)
         self.index = faiss.IndexHNSWFlat(reduced.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
         self.index.hnsw.efConstruction = 40
@@ -41,7 +65,8 @@ class ReducedHNSW:
     def _reduce(self, x: np.ndarray) -> np.ndarray:
         if self.pca is None:
             return x
-        out = self.pca.apply(np.ascontiguousarray(x, dtype=np.float32))
+        with one_thread(self._faiss):  # BLAS: the same projection at every thread count
+            out = self.pca.apply(np.ascontiguousarray(x, dtype=np.float32))
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
@@ -50,16 +75,32 @@ class ReducedHNSW:
         return self.index.search(self._reduce(queries), k)
 
 
+class ExactIP:
+    """FAISS ``IndexFlatIP`` searched on one thread (its scores are BLAS products), so the
+    neighbours of near ties do not change with the thread count. Up to the exact limit
+    (5,000 keys) that is at most a (5k x 5k x 384) product, a fraction of a second."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        from gpurag.vectors.faiss_index import _faiss
+
+        self._faiss = _faiss()
+        self.index = self._faiss.IndexFlatIP(vectors.shape[1])
+        self.index.add(vectors)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        with one_thread(self._faiss):
+            return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+
 def build_host_knn(vectors: np.ndarray, *, approximate_above: int | None = None,
                      search_dim: int | None = 128, hnsw_m: int = 16) -> Any:
-    """Exact ``IndexFlatIP``; above ``approximate_above`` rows a :class:`ReducedHNSW`."""
-    from gpurag.vectors.faiss_index import _faiss
-
-    faiss = _faiss()
-
+    """Exact inner product (:class:`ExactIP`); above ``approximate_above`` rows a
+    :class:`ReducedHNSW`. Either gives the same neighbours at every FAISS thread count."""
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     if approximate_above is not None and len(x) > approximate_above:
         return ReducedHNSW(x, search_dim=search_dim, hnsw_m=hnsw_m)
-    index = faiss.IndexFlatIP(x.shape[1])
-    index.add(x)
-    return index
+    return ExactIP(x)

@@ -26,7 +26,7 @@ from gpurag.errors import IndexBusyError, InputError
 from gpurag.metrics import gold_ranks, recall_at
 from gpurag.pipeline import graph_stage, incremental
 from gpurag.runtime import Runtime
-from gpurag.store import WriteLock, layout
+from gpurag.store import WriteLock, layout, open_index_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample"
@@ -271,3 +271,25 @@ def test_insert_into_a_triples_index_equals_build_of_the_union(tmp_path, corpus,
     grown = base.insert(corpus["B"], show_progress=False, exact=True)
     assert grown.last_update.reextracted_chunks == 57 - (SPLIT // BATCH) * BATCH
     assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", **opts))
+
+
+def test_an_exact_update_opens_the_index_once(tmp_path, corpus, runtime, monkeypatch):
+    """The exact fallback loads the version it opened to decide (updates.py opened and
+    checked every file of the index a second time)."""
+    from gpurag.pipeline import updates
+
+    base = Index.build(corpus["A"], tmp_path / "dense", runtime=runtime, show_progress=False,
+                       graph=False)
+    opened: list[str] = []
+
+    def counting(path, *a, **k):
+        opened.append(str(path))
+        return open_index_dir(path, *a, **k)
+
+    monkeypatch.setattr(updates, "open_index_dir", counting)
+    monkeypatch.setattr(incremental, "open_index_dir", counting)
+    grown = base.insert(corpus["B"], show_progress=False)  # dense-only: the exact path
+    assert len(opened) == 1 and len(grown.chunks) == 57
+    opened.clear()
+    assert len(grown.delete(corpus["b_ids"][:3], show_progress=False).chunks) < 57
+    assert len(opened) == 1

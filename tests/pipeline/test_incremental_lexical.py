@@ -44,13 +44,51 @@ def test_updated_model_scores_as_a_rebuild(tmp_path):
     assert np.array_equal(a[[vocab_a[w] for w in common]], b[[vocab_b[w] for w in common]])
 
 
-def test_counts_that_cannot_be_recovered_mean_a_rebuild(tmp_path):
-    # the second passage has every term twice: its length is not recoverable from its weights
-    chunks = pd.DataFrame({"chunk_id": ["a", "b"], "title": ["", ""],
-                           "text": ["alpha beta gamma", "delta delta omega omega"]})
+def test_a_passage_whose_terms_all_repeat_is_recovered(tmp_path):
+    """The second passage has every term twice (its weights alone give only K / 2): its
+    counts are recovered all the same and the updated model scores as a rebuild (at 50k
+    enwiki passages one such passage sent every update to a full BM25 rebuild)."""
+    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c"], "title": ["", "", ""],
+                           "text": ["alpha beta gamma", "delta delta omega omega omega",
+                                    "beta beta delta kappa"]})
     BM25Index(chunks).save(tmp_path / "old")
     model = _bm25s().BM25.load(str(tmp_path / "old"), mmap=False, show_progress=False)
+    tf, _, doc, dl = recover_counts(model)
+    assert dl.tolist() == [3, 5, 4] and sorted(tf[doc == 1].tolist()) == [2, 3]
+    new = pd.DataFrame({"chunk_id": ["d"], "title": [""], "text": ["omega alpha alpha"]})
+    assert write_lexical_delta(tmp_path / "old", tmp_path / "new", 3, np.ones(3, bool), new)
+    got = BM25Index.load(tmp_path / "new", 4)
+    want = BM25Index(pd.concat([chunks, new], ignore_index=True))
+    (sa, ia), (sb, ib) = got.search(["omega delta", "alpha beta kappa"], 4), \
+        want.search(["omega delta", "alpha beta kappa"], 4)
+    assert np.array_equal(ia, ib) and np.array_equal(sa, sb)
+
+
+def test_another_scoring_variant_means_a_rebuild(tmp_path):
+    chunks = _chunks().iloc[:5]
+    bm25s = _bm25s()
+    model = bm25s.BM25(method="bm25+")
+    model.index(bm25s.tokenize(chunks["text"].tolist(), stopwords="en", show_progress=False),
+                show_progress=False)
+    model.save(str(tmp_path / "old"), show_progress=False)
     assert recover_counts(model) is None
-    assert not write_lexical_delta(tmp_path / "old", tmp_path / "new", 2, np.ones(2, bool),
+    assert not write_lexical_delta(tmp_path / "old", tmp_path / "new", 5, np.ones(5, bool),
                                    chunks.iloc[:0])
     assert not (tmp_path / "new").exists()
+
+
+def test_recovered_counts_give_back_every_stored_weight_by_the_shared_formula(tmp_path):
+    """lucene_weights (gpurag.query.lexical) of the recovered counts is bm25s' stored data,
+    and weights that are no formula's (one nudged) are refused without a second pass."""
+    from gpurag.query.lexical import lucene_weights
+
+    BM25Index(_chunks()).save(tmp_path / "m")
+    model = _bm25s().BM25.load(str(tmp_path / "m"), mmap=False, show_progress=False)
+    tf, term, doc, dl = recover_counts(model)
+    n_terms = len(model.scores["indptr"]) - 1
+    got = lucene_weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
+    assert np.allclose(got, model.scores["data"], rtol=1e-6, atol=0)
+    data = np.array(model.scores["data"], np.float32)
+    data[np.argmax(data)] *= 0.97  # no whole tf gives this weight
+    model.scores = {**model.scores, "data": data}
+    assert recover_counts(model) is None
