@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.device import resolve_device
-from gpurag.settings import Settings, current, read
+from gpurag.settings import Settings
+from gpurag.settings import read as read_settings  # environ, else the process's (cached)
 
 if TYPE_CHECKING:
     from gpurag.embed.base import Embedder
     from gpurag.llm.config import LLMConfig
-
-
-def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read :class:`~gpurag.settings.Settings` from ``environ`` (default: the process's)."""
-    return current() if environ is None else read(environ)
 
 
 CACHE_OFF = ("off", "0", "none", "false", "no")

@@ -27,7 +27,7 @@ class ReducedHNSW:
     """
 
     def __init__(self, vectors: np.ndarray, search_dim: int | None = 128, hnsw_m: int = 16,
-                 ef_search: int = 32) -> None:
+                 ef_search: int = 32, ef_construction: int = 40) -> None:
         from gpurag.vectors.faiss_index import _faiss
 
         faiss = self._faiss = _faiss()  # this thread at the process's thread count
@@ -42,7 +42,7 @@ class ReducedHNSW:
             on_one_thread(self.pca.train, x[np.sort(sample)])
         reduced = self._reduce(x)
         self.index = faiss.IndexHNSWFlat(reduced.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        self.index.hnsw.efConstruction = 40
+        self.index.hnsw.efConstruction = ef_construction
         self.index.hnsw.efSearch = ef_search
         self.index.add(reduced)
 
@@ -85,10 +85,12 @@ class ExactIP:
 
 
 def build_host_knn(vectors: np.ndarray, *, approximate_above: int | None = None,
-                     search_dim: int | None = 128, hnsw_m: int = 16) -> Any:
+                     search_dim: int | None = 128, hnsw_m: int = 16,
+                     hnsw_ef_construction: int = 40, hnsw_ef_search: int = 32) -> Any:
     """Exact inner product (:class:`ExactIP`); above ``approximate_above`` rows a
     :class:`ReducedHNSW`. Either gives the same neighbours at every FAISS thread count."""
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     if approximate_above is not None and len(x) > approximate_above:
-        return ReducedHNSW(x, search_dim=search_dim, hnsw_m=hnsw_m)
+        return ReducedHNSW(x, search_dim=search_dim, hnsw_m=hnsw_m, ef_search=hnsw_ef_search,
+                           ef_construction=hnsw_ef_construction)
     return ExactIP(x)
