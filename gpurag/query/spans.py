@@ -138,9 +138,9 @@ class WordHasher:
         rows = [r for r, k in enumerate(keys) if _PLAIN_KEY.fullmatch(k)]
         kept = [keys[r] for r in rows]
         flat = " ".join(kept).split(" ") if kept else []
-        vocab, ids = np.unique(np.array(flat, dtype=object), return_inverse=True)
-        self.word_id = {w: i + 1 for i, w in enumerate(vocab.tolist())}  # 0: no key's word
-        ids = ids.astype(np.uint64) + np.uint64(1)
+        self.word_id: dict[str, int] = {}  # 1, 2, ... as first met; 0: no key's word
+        ids = np.fromiter((self.word_id.setdefault(w, len(self.word_id) + 1) for w in flat),
+                          np.uint64, len(flat))
         lengths = np.array([k.count(" ") + 1 for k in kept], np.int64)
         ends = np.cumsum(lengths)
         for _ in range(8):  # a base under which no two kept keys share a hash
