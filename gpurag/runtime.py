@@ -95,6 +95,9 @@ class Runtime:
         which win over the settings; ``parts``: the user's own parts (field names)."""
         s = read_settings() if settings is None else settings
         dev = resolve_device(device or s.device or "auto")
+        from gpurag.vectors.faiss_setup import configure
+
+        configure(s.cpu_threads())  # FAISS's thread count, once per process (FAISS not loaded)
         return cls(device=dev, progress=s.progress if progress is None else progress,
                    embed_cache=s.embed_cache, gat_checkpoint=s.gat_checkpoint,
                    llm_config=llm, **parts)

@@ -16,14 +16,13 @@ import numpy as np
 from gpurag.errors import IndexFormatError
 from gpurag.profile import BuildProfile, hnsw_options
 from gpurag.vectors.codec import VectorCodec
+from gpurag.vectors.faiss_setup import SINGLE_THREAD_WORK, on_one_thread
 from gpurag.vectors.faiss_setup import configured_faiss as _faiss
-from gpurag.vectors.faiss_setup import process_threads, use_threads
 
 # (M, efConstruction, efSearch) of the build profile "default" (gpurag/profile.py): M = 16: on
 # 65k MiniLM name vectors (int8) recall@10 0.988 against exact (M = 32: 0.990), 0.23 ms a
 # query instead of 0.36, and 528 bytes a vector instead of 656. A build passes its profile's.
 DEFAULT_HNSW = hnsw_options(BuildProfile())
-SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
 
 
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
@@ -86,11 +85,9 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if index.ntotal == 0:
         empty = np.full((len(queries), k), -1, dtype=np.int64)
         return np.zeros((len(queries), k), dtype=np.float32), empty
-    import faiss
-
-    # Small searches run on one thread: OpenMP start-up and barriers cost more than the scan.
-    small = len(queries) * index.ntotal < SINGLE_THREAD_WORK
-    use_threads(faiss, 1 if small else process_threads())
+    _faiss()  # configured once per process (and this thread once): no count is set per call
+    if len(queries) * index.ntotal < SINGLE_THREAD_WORK:  # OpenMP start-up would cost more
+        return on_one_thread(index.search, queries, k)
     return index.search(queries, k)
 
 

@@ -13,23 +13,11 @@ every thread count.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-
-@contextlib.contextmanager
-def one_thread(faiss: Any) -> Iterator[None]:
-    """This thread's FAISS calls on one OpenMP thread, then back at the process's count."""
-    from gpurag.vectors.faiss_setup import process_threads, use_threads
-
-    use_threads(faiss, 1)
-    try:
-        yield
-    finally:
-        use_threads(faiss, process_threads())
+from gpurag.vectors.faiss_setup import on_one_thread
 
 
 class ReducedHNSW:
@@ -50,8 +38,8 @@ class ReducedHNSW:
         if search_dim and search_dim < dim:
             self.pca = faiss.PCAMatrix(dim, search_dim)
             sample = np.random.default_rng(0).choice(n, size=min(n, 50_000), replace=False)
-            with one_thread(faiss):  # BLAS: the same PCA at every thread count
-                self.pca.train(x[np.sort(sample)])
+            # BLAS: the same PCA at every thread count
+            on_one_thread(self.pca.train, x[np.sort(sample)])
         reduced = self._reduce(x)
         self.index = faiss.IndexHNSWFlat(reduced.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
         self.index.hnsw.efConstruction = ef_construction
@@ -65,8 +53,8 @@ class ReducedHNSW:
     def _reduce(self, x: np.ndarray) -> np.ndarray:
         if self.pca is None:
             return x
-        with one_thread(self._faiss):  # BLAS: the same projection at every thread count
-            out = self.pca.apply(np.ascontiguousarray(x, dtype=np.float32))
+        # BLAS: the same projection at every thread count
+        out = on_one_thread(self.pca.apply, np.ascontiguousarray(x, dtype=np.float32))
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
@@ -92,8 +80,8 @@ class ExactIP:
         return int(self.index.ntotal)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        with one_thread(self._faiss):
-            return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return on_one_thread(self.index.search, np.ascontiguousarray(queries, dtype=np.float32),
+                             k)
 
 
 def build_host_knn(vectors: np.ndarray, *, approximate_above: int | None = None,
