@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.device import resolve_device
-from gpurag.settings import Settings, current, read
+from gpurag.settings import Settings
+from gpurag.settings import read as read_settings  # environ, else the process's (cached)
 
 if TYPE_CHECKING:
     from gpurag.embed.base import Embedder
     from gpurag.llm.config import LLMConfig
-
-
-def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read :class:`~gpurag.settings.Settings` from ``environ`` (default: the process's)."""
-    return current() if environ is None else read(environ)
 
 
 CACHE_OFF = ("off", "0", "none", "false", "no")
@@ -99,6 +95,9 @@ class Runtime:
         which win over the settings; ``parts``: the user's own parts (field names)."""
         s = read_settings() if settings is None else settings
         dev = resolve_device(device or s.device or "auto")
+        from gpurag.vectors.faiss_setup import configure
+
+        configure(s.cpu_threads())  # FAISS's thread count, once per process (FAISS not loaded)
         return cls(device=dev, progress=s.progress if progress is None else progress,
                    embed_cache=s.embed_cache, gat_checkpoint=s.gat_checkpoint,
                    llm_config=llm, **parts)
