@@ -13,23 +13,11 @@ every thread count.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-
-@contextlib.contextmanager
-def one_thread(faiss: Any) -> Iterator[None]:
-    """This thread's FAISS calls on one OpenMP thread, then back at the process's count."""
-    from gpurag.vectors.faiss_setup import process_threads, use_threads
-
-    use_threads(faiss, 1)
-    try:
-        yield
-    finally:
-        use_threads(faiss, process_threads())
+from gpurag.vectors.faiss_setup import on_one_thread
 
 
 class ReducedHNSW:
@@ -39,7 +27,7 @@ class ReducedHNSW:
     """
 
     def __init__(self, vectors: np.ndarray, search_dim: int | None = 128, hnsw_m: int = 16,
-                 ef_search: int = 32) -> None:
+                 ef_search: int = 32, ef_construction: int = 40) -> None:
         from gpurag.vectors.faiss_index import _faiss
 
         faiss = self._faiss = _faiss()  # this thread at the process's thread count
@@ -50,11 +38,11 @@ class ReducedHNSW:
         if search_dim and search_dim < dim:
             self.pca = faiss.PCAMatrix(dim, search_dim)
             sample = np.random.default_rng(0).choice(n, size=min(n, 50_000), replace=False)
-            with one_thread(faiss):  # BLAS: the same PCA at every thread count
-                self.pca.train(x[np.sort(sample)])
+            # BLAS: the same PCA at every thread count
+            on_one_thread(self.pca.train, x[np.sort(sample)])
         reduced = self._reduce(x)
         self.index = faiss.IndexHNSWFlat(reduced.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        self.index.hnsw.efConstruction = 40
+        self.index.hnsw.efConstruction = ef_construction
         self.index.hnsw.efSearch = ef_search
         self.index.add(reduced)
 
@@ -65,8 +53,8 @@ class ReducedHNSW:
     def _reduce(self, x: np.ndarray) -> np.ndarray:
         if self.pca is None:
             return x
-        with one_thread(self._faiss):  # BLAS: the same projection at every thread count
-            out = self.pca.apply(np.ascontiguousarray(x, dtype=np.float32))
+        # BLAS: the same projection at every thread count
+        out = on_one_thread(self.pca.apply, np.ascontiguousarray(x, dtype=np.float32))
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
@@ -92,15 +80,17 @@ class ExactIP:
         return int(self.index.ntotal)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        with one_thread(self._faiss):
-            return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return on_one_thread(self.index.search, np.ascontiguousarray(queries, dtype=np.float32),
+                             k)
 
 
 def build_host_knn(vectors: np.ndarray, *, approximate_above: int | None = None,
-                     search_dim: int | None = 128, hnsw_m: int = 16) -> Any:
+                     search_dim: int | None = 128, hnsw_m: int = 16,
+                     hnsw_ef_construction: int = 40, hnsw_ef_search: int = 32) -> Any:
     """Exact inner product (:class:`ExactIP`); above ``approximate_above`` rows a
     :class:`ReducedHNSW`. Either gives the same neighbours at every FAISS thread count."""
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     if approximate_above is not None and len(x) > approximate_above:
-        return ReducedHNSW(x, search_dim=search_dim, hnsw_m=hnsw_m)
+        return ReducedHNSW(x, search_dim=search_dim, hnsw_m=hnsw_m, ef_search=hnsw_ef_search,
+                           ef_construction=hnsw_ef_construction)
     return ExactIP(x)

@@ -35,11 +35,11 @@ def at_threads(monkeypatch):
 
     def set_count(n: int):
         monkeypatch.setattr(faiss_setup, "_THREADS", n)
-        faiss_setup.use_threads(faiss, n)
+        faiss.omp_set_num_threads(n)  # this thread, as if configured at n
         return faiss
 
     yield set_count
-    faiss_setup.use_threads(faiss, faiss_setup.process_threads())
+    faiss.omp_set_num_threads(faiss_setup.process_threads())
 
 
 def _pca_state(index: ReducedHNSW, faiss) -> list[bytes]:
