@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import time
@@ -14,7 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.config import IndexConfig, apply_overrides, load_config, query_plan
+from gpurag.config import (
+    IndexConfig,
+    build_plan,
+    load_config,
+    query_plan,
+    stored_plan,
+)
 from gpurag.embed import DEFAULT_EMBEDDER
 from gpurag.errors import ConfigError, InputError
 from gpurag.query.results import Passage, QueryResult
@@ -54,10 +59,7 @@ class Index:
         self.dir = open_index_dir(path, verify=verify)
         self.path = self.dir.root
         self.manifest = self.dir.manifest
-        self.config = IndexConfig(**{
-            k: v for k, v in self.manifest.config.items()
-            if k in {f.name for f in dataclasses.fields(IndexConfig)}
-        })
+        self.config = stored_plan(self.manifest.config)  # IndexConfig + its build profile
         self.runtime = runtime or Runtime.create()
         self.device = self.runtime.device
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
@@ -87,7 +89,7 @@ class Index:
         from gpurag.pipeline.build import build
 
         runtime = runtime or Runtime.create()
-        cfg = apply_overrides(config or IndexConfig(), overrides, "Index.build")
+        cfg = build_plan(config or IndexConfig(), overrides, "Index.build")
         if is_texts(source):
             paths, texts = split_sources(source)
             if paths:

@@ -5,6 +5,10 @@ is checked where it enters -- an environment variable, a TOML file, a keyword ar
 command-line flag -- and a bad one raises :class:`ConfigError` naming the setting, the value and
 where it came from. ``IndexConfig(...)`` and ``QueryConfig(...)`` check every field again on
 construction, so Python API users get the same errors.
+
+The constants chosen by evaluation runs are not settings: they live in the named, versioned
+profiles of :mod:`gpurag.profile` (a :class:`~gpurag.profile.RankingProfile` for queries, a
+:class:`~gpurag.profile.BuildProfile` for builds), which a config chooses by name only.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from gpurag import registry as _registry
 from gpurag import settings as _settings
@@ -23,7 +27,12 @@ from gpurag.errors import ConfigError
 from gpurag.profile import DEFAULT as DEFAULT_PROFILE
 from gpurag.profile import (  # noqa: F401  (HEAD_FUSIONS re-exported)
     HEAD_FUSIONS,
+    BuildProfile,
+    Profile,
     RankingProfile,
+    build_profile_fields,
+    build_profile_names,
+    get_build_profile,
     get_profile,
     profile_fields,
     profile_names,
@@ -57,8 +66,12 @@ UNIT = {"lo": 0, "hi": 1}
 
 @dataclass
 class IndexConfig:
-    """How an index is built. Stored in the manifest so queries use matching settings."""
+    """How an index is built: what a user decides. Stored in the manifest so queries use
+    matching settings. The evaluated constants of the build live in the
+    :class:`~gpurag.profile.BuildProfile` that ``profile`` names (a build runs on the
+    :data:`BuildPlan` of both, :func:`build_plan`)."""
 
+    PROFILE: ClassVar[type[Profile]] = BuildProfile
     embedder: str = setting("minilm", str)
     chunk_tokens: int = setting(256, int, **POS_INT)
     chunk_overlap: int = setting(32, int, **NONNEG_INT)  # and less than chunk_tokens
@@ -86,20 +99,23 @@ class IndexConfig:
     # recall@10 0.995 against float32), fp16 (recall@10 >= 0.9995) or fp32.
     vector_precision: str = setting("int8", str, choices=("int8", "fp16", "fp32"))
     graph: bool = setting(True, bool)
-    merge_threshold: float = setting(0.9, float, **UNIT)
-    synonym_threshold: float = setting(0.8, float, **UNIT)
     max_community_size: int = setting(64, int, **POS_INT)
     graph_dates: bool = setting(False, bool)
-    # Weight of the edge between an entity and a passage whose title names it (other mention
-    # edges weigh 1): the walk from an entity then prefers the entity's own page.
-    title_edge_weight: float = setting(10.0, float, lo=0, open_lo=True)
     seed: int = setting(42, int, lo=0, hi=2**32 - 1)
     # Decide after the build whether the GAT reranker pays on this corpus (synthetic questions
     # from its own graph, gpurag/rerank/auto.py) and record it for queries with rerank="auto".
     rerank_decision: bool = setting(False, bool)
+    # The build profile (gpurag/profile.py): alias thresholds, title edges, HNSW graphs;
+    # chosen by name, never changed field by field from the environment or a config file.
+    profile: str = setting(DEFAULT_PROFILE, str, choices=(DEFAULT_PROFILE,),
+                           more_choices=build_profile_names)
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def build_profile(self) -> BuildProfile:
+        """The :class:`~gpurag.profile.BuildProfile` this config names."""
+        return get_build_profile(self.profile)
 
 
 @dataclass
@@ -107,6 +123,7 @@ class QueryConfig:
     """How questions are answered: what a user decides. The evaluated constants of the
     ranking live in the :class:`~gpurag.profile.RankingProfile` that ``profile`` names."""
 
+    PROFILE: ClassVar[type[Profile]] = RankingProfile
     mode: str = setting("graph", str, choices=("dense", "graph", "global", "bm25"))
     k: int = setting(5, int, **POS_INT)
     # The ranking profile (gpurag/profile.py): chosen by name, never changed field by field
@@ -161,6 +178,63 @@ def query_plan(cfg: QueryConfig, values: Mapping[str, Any] | None = None,
     return cfg, plan
 
 
+def _stored_profile(plan: Any) -> BuildProfile:
+    """The build profile a :data:`BuildPlan` holds (its name, version and constants)."""
+    return BuildProfile(name=plan.profile, version=plan.profile_version,
+                        **{name: getattr(plan, name) for name in build_profile_fields()})
+
+
+# Every field of IndexConfig and of the build profile's constants, flat: what a build reads
+# and what the manifest's "config" records (profile name and version included). A BuildPlan
+# is an IndexConfig, so every stage typed for one takes it.
+BuildPlan = dataclasses.make_dataclass(
+    "BuildPlan",
+    [("profile", str, field(default=DEFAULT_PROFILE, metadata={"rule": Rule(str)})),
+     ("profile_version", int, field(default=1, metadata={"rule": Rule(int, lo=0)}))]
+    + [(f.name, f.type, field(default=f.default, metadata=f.metadata))
+       for f in dataclasses.fields(BuildProfile) if "rule" in f.metadata],
+    bases=(IndexConfig,), namespace={"build_profile": _stored_profile})
+BuildPlan.__module__ = __name__
+BuildPlan.__doc__ = ("One build's settings: an IndexConfig with the constants of its "
+                     "BuildProfile (``profile``/``profile_version`` name it, "
+                     "``<name>+custom`` when a caller set some of its constants).")
+
+
+def build_plan(cfg: IndexConfig, values: Mapping[str, Any] | None = None,
+               source: str = "Index.build") -> Any:
+    """The :data:`BuildPlan` of ``cfg`` (an IndexConfig, or a plan: its own constants) with
+    ``values`` set explicitly (keywords of :meth:`Index.build`). A value for a build profile
+    constant runs on a copy named ``<name>+custom``; ``profile`` may be a name or a
+    :class:`~gpurag.profile.BuildProfile` object; an unknown key raises :class:`ConfigError`."""
+    values = dict(values or {})
+    chosen = values.pop("profile") if isinstance(values.get("profile"), BuildProfile) else None
+    constants = build_profile_fields()
+    mine = {k: v for k, v in values.items() if k not in constants}
+    if "profile" in mine and isinstance(cfg, BuildPlan):  # a name: checked as a user's is
+        cfg = IndexConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(IndexConfig)
+                             if f.name != "profile"})
+    cfg = apply_overrides(cfg, mine, source) if mine else cfg
+    profile = (chosen or cfg.build_profile()).with_values(
+        {k: v for k, v in values.items() if k in constants}, source)
+    user = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(IndexConfig)}
+    return BuildPlan(**{**user, "profile": profile.name}, profile_version=profile.version,
+                     **profile.constants())
+
+
+def stored_plan(config: Mapping[str, Any]) -> Any:
+    """The :data:`BuildPlan` an index was built with, from its manifest's ``config`` (keys this
+    gpurag does not know dropped). An index from before the build profile recorded only some
+    constants (the others were code) and no profile: ``default`` version 1, renamed
+    ``<name>+custom`` when a recorded constant differs from that profile's."""
+    known = {f.name for f in dataclasses.fields(BuildPlan)}
+    plan = BuildPlan(**{k: v for k, v in config.items() if k in known})
+    named = get_build_profile(plan.profile) if plan.profile in build_profile_names() else None
+    if (named is not None and named.version == plan.profile_version
+            and named.constants() != plan.build_profile().constants()):
+        plan = dataclasses.replace(plan, profile=f"{plan.profile}+custom")
+    return plan
+
+
 def rules(cls_or_obj: Any) -> dict[str, Rule]:
     """The :class:`Rule` of every field of a settings dataclass."""
     return {f.name: f.metadata["rule"] for f in dataclasses.fields(cls_or_obj)}
@@ -171,18 +245,15 @@ def _invalid(source: str, label: str, name: str, value: Any, rule: Rule) -> Conf
                        f"{name} must be {rule.describe()}")
 
 
-def _is_query(cls_or_obj: Any) -> bool:
-    return cls_or_obj is QueryConfig or isinstance(cls_or_obj, QueryConfig)
-
-
 def check_value(cls_or_obj: Any, name: str, value: Any, source: str,
                 label: str | None = None) -> Any:
     """``value`` for setting ``name``, converted and range-checked; a bad one raises
     :class:`ConfigError` naming ``label`` (how the user wrote the setting) and ``source``."""
     spec = rules(cls_or_obj).get(name)
-    if spec is None and name in profile_fields() and _is_query(cls_or_obj):
+    profile = getattr(cls_or_obj, "PROFILE", None)  # the profile kind a settings class names
+    if spec is None and profile is not None and name in profile.rules():
         raise ConfigError(f"{source}: {label or name}={value!r}: {name} is a constant of the "
-                          "ranking profile, "
+                          f"{profile.KIND} (gpurag/profile.py {profile.__name__}), "
                           "which cannot be changed field by field here: choose a profile by "
                           f"name (profile), or pass {name}= explicitly in Python")
     if spec is None:
@@ -239,15 +310,10 @@ def env_name(prefix: str, name: str) -> str:
     return f"{prefix}{name.upper()}"
 
 
-def environment(environ: Mapping[str, str] | None = None) -> _settings.Settings:
-    """The settings of ``environ`` (default: the process's, :func:`gpurag.settings.current`)."""
-    return _settings.current() if environ is None else _settings.read(environ)
-
-
 def from_env(obj: Any, prefix: str, environ: Mapping[str, str] | None = None) -> Any:
     """Apply ``{prefix}{FIELD}`` environment variables, e.g. ``GPURAG_INDEX_CHUNK_TOKENS``;
     a variable of the family that names no field is an error naming it."""
-    values = dict(environment(environ).family(prefix))
+    values = dict(_settings.read(environ).family(prefix))
     names = {f.name for f in dataclasses.fields(obj)}
     unknown = sorted(set(values) - names)
     for key in unknown:  # raises: a profile constant's message, else "unknown setting"
@@ -260,7 +326,7 @@ def from_env(obj: Any, prefix: str, environ: Mapping[str, str] | None = None) ->
 def threads_from_env(environ: Mapping[str, str] | None = None) -> int:
     """``GPURAG_THREADS``: CPU threads for FAISS and ONNX Runtime (0 = their default), at
     most the machine's cores."""
-    return environment(environ).cpu_threads()
+    return _settings.read(environ).cpu_threads()
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:
@@ -277,7 +343,7 @@ def load_config(path: str | os.PathLike | None = None,
                 environ: Mapping[str, str] | None = None) -> tuple[IndexConfig, QueryConfig]:
     """Defaults, then a TOML file (``[index]`` and ``[query]`` tables; ``path``, else
     ``$GPURAG_CONFIG``), then the environment (``GPURAG_INDEX_*``, ``GPURAG_QUERY_*``)."""
-    env = environment(environ)
+    env = _settings.read(environ)
     index_cfg, query_cfg = IndexConfig(), QueryConfig()
     path = path or env.config_file
     if path:

@@ -56,6 +56,9 @@ def manifest_info(m: Any, path: Any) -> dict[str, Any]:
         "created": m.created,
         "counts": m.counts,
         "built_with": m.components,
+        # name@version (an index from before the build profile: default@1, its constants)
+        "build_profile": (f"{m.config.get('profile', 'default')}@"
+                          f"{m.config.get('profile_version', 1)}"),
         "ingest": m.extra.get("ingest", {}),
         "timings_s": m.extra.get("timings_s", {}),
         "bytes": sum(f["bytes"] for f in m.files.values()),

@@ -1,4 +1,8 @@
-"""Ranking profiles: the query constants that evaluation runs chose, named and versioned.
+"""Profiles: the constants that evaluation runs chose, named and versioned.
+
+Two kinds, one shape: a :class:`RankingProfile` for the query, a :class:`BuildProfile` for the
+build (alias resolution, title edges, the HNSW graphs; chosen by ``IndexConfig.profile``,
+``[index] profile``, ``GPURAG_INDEX_PROFILE``, and recorded in the manifest with its version).
 
 A :class:`RankingProfile` is frozen and holds every constant of the ranking that was picked by
 an evaluation rather than by a user: the walk's damping, the seeds' counts, weights and
@@ -19,6 +23,16 @@ Profile ``default`` version 1, and the runs it came from (each field's note says
   (15 of 25 folds picked 0.3).
 - ``docs/results.md``: the scores of these constants, ``scripts/make_results.py`` on
   2026-12-01 (CPU, bundled MiniLM int8 embedder).
+
+Build profile ``default`` version 1 (the values the code and ``IndexConfig`` held before):
+
+- ``docs/RECALL.md`` "How it was tuned": ``title_edge_weight`` (10, cross-validated with the
+  seeds and linking);
+- the alias thresholds and rules: ``tests/resolve/`` (the cases each guard is held to) and
+  ``bench/resolve.py`` (115k enwiki passages: pairs, merges and time at scale);
+- the HNSW graphs: ``gpurag/vectors/faiss_index.py`` (65k MiniLM int8 name vectors, recall@10
+  0.988 against exact at M = 16) and ``gpurag/resolve/knn.py`` (>99% of the exact top-k pairs
+  above 0.8 kept at 128 PCA dimensions).
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from gpurag.errors import ConfigError
 from gpurag.rules import Rule
@@ -37,6 +51,11 @@ HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+tit
 DEFAULT = "default"
 EVALUATED_BY = ("docs/RECALL.md (5-fold x 5 seeds over musique_train100, hotpotqa_train100, "
                 "lihua_world); scores in docs/results.md (scripts/make_results.py, 2026-12-01)")
+BUILD_EVALUATED_BY = ("docs/RECALL.md (title_edge_weight, cross-validated with the seeds); "
+                      "tests/resolve/ and bench/resolve.py (alias thresholds and rules); "
+                      "gpurag/vectors/faiss_index.py and gpurag/resolve/knn.py (HNSW recall "
+                      "against exact search)")
+P = TypeVar("P", bound="Profile")
 
 
 def constant(default: Any, kind: type, **rule: Any) -> Any:
@@ -48,11 +67,71 @@ POS_INT, NONNEG_INT, NONNEG, UNIT = {"lo": 1}, {"lo": 0}, {"lo": 0}, {"lo": 0, "
 
 
 @dataclass(frozen=True)
-class RankingProfile:
-    """The evaluated constants of the ranking (see the module docstring for their runs)."""
+class Profile:
+    """What both kinds share: a name, a version, the runs the constants came from, and the
+    constants (fields with a :class:`Rule`), each checked on construction."""
 
+    KIND: ClassVar[str] = "profile"
     name: str = field(default=DEFAULT, metadata={"meta": True})
     version: int = field(default=1, metadata={"meta": True})
+    evaluated_by: str = field(default="", metadata={"meta": True})
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            rule = f.metadata.get("rule")
+            if rule is None:
+                continue
+            value = getattr(self, f.name)
+            try:
+                object.__setattr__(self, f.name, rule.coerce(value))
+            except (ValueError, TypeError):
+                raise ConfigError(f"{self.KIND} {self.name!r}: {f.name}={value!r} is not "
+                                  f"valid: {f.name} must be {rule.describe()}") from None
+
+    @classmethod
+    def rules(cls) -> MappingProxyType[str, Rule]:
+        """Every evaluated constant of this kind and its rule (read-only, made once)."""
+        return _constant_rules(cls)
+
+    @property
+    def label(self) -> str:
+        """``name@version``, e.g. ``default@1`` (what a result or a log line names)."""
+        return f"{self.name}@{self.version}"
+
+    def constants(self) -> dict[str, Any]:
+        """The evaluated constants by name (no name, version or provenance)."""
+        return {name: getattr(self, name) for name in self.rules()}
+
+    def with_values(self: P, values: dict[str, Any], source: str) -> P:
+        """A copy with ``values`` (explicit, from Python or a request) set, each checked by its
+        rule and named ``<name>+custom``; an unknown name raises :class:`ConfigError`."""
+        if not values:
+            return self
+        known = self.rules()
+        for key, value in values.items():
+            if key not in known:
+                raise ConfigError(f"{source}: {key!r} is not a {self.KIND} constant "
+                                  f"(known: {', '.join(sorted(known))})")
+            try:
+                known[key].coerce(value)
+            except (ValueError, TypeError):
+                raise ConfigError(f"{source}: {key}={value!r} is not valid: {key} must be "
+                                  f"{known[key].describe()}") from None
+        name = self.name if self.name.endswith("+custom") else f"{self.name}+custom"
+        return dataclasses.replace(self, name=name, **values)
+
+
+@functools.cache
+def _constant_rules(cls: type) -> MappingProxyType[str, Rule]:
+    return MappingProxyType({f.name: f.metadata["rule"] for f in dataclasses.fields(cls)
+                             if "rule" in f.metadata})
+
+
+@dataclass(frozen=True)
+class RankingProfile(Profile):
+    """The evaluated constants of the ranking (see the module docstring for their runs)."""
+
+    KIND: ClassVar[str] = "ranking profile"
     evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
     # Personalized PageRank: probability of following an edge.
     damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
@@ -114,55 +193,88 @@ class RankingProfile:
     # (0: off; not part of the runs above, so off).
     chain_rounds: int = constant(0, int, **NONNEG_INT)
 
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            rule = f.metadata.get("rule")
-            if rule is None:
-                continue
-            value = getattr(self, f.name)
-            try:
-                object.__setattr__(self, f.name, rule.coerce(value))
-            except (ValueError, TypeError):
-                raise ConfigError(f"ranking profile {self.name!r}: {f.name}={value!r} is not "
-                                  f"valid: {f.name} must be {rule.describe()}") from None
 
-    @property
-    def label(self) -> str:
-        """``name@version``, e.g. ``default@1`` (what a result or a log line names)."""
-        return f"{self.name}@{self.version}"
+@dataclass(frozen=True)
+class BuildProfile(Profile):
+    """The evaluated constants of the build (see the module docstring for their runs). A
+    change here changes the index files: the manifest records the profile's name, version and
+    constants, and updates of the index use the recorded ones."""
 
-    def constants(self) -> dict[str, Any]:
-        """The evaluated constants by name (no name, version or provenance)."""
-        return {name: getattr(self, name) for name in profile_fields()}
+    KIND: ClassVar[str] = "build profile"
+    evaluated_by: str = field(default=BUILD_EVALUATED_BY, metadata={"meta": True})
+    # Alias resolution (gpurag/resolve/aliases.py): two names merge at a name-vector cosine of
+    # `merge_threshold` (with the number, type and token guards), a name contained in a longer
+    # one of several words at `nested_threshold`; pairs from `synonym_threshold` that do not
+    # merge become synonym edges. Two differing words are one spelling at a character
+    # similarity of `token_similarity`. The acronym rule ("NBA" -> "National Basketball
+    # Association", cosine at least `acronym_similarity`) and the surname rule ("Tolkien" ->
+    # "J. R. R. Tolkien") run when on.
+    merge_threshold: float = constant(0.9, float, **UNIT)
+    synonym_threshold: float = constant(0.8, float, **UNIT)
+    nested_threshold: float = constant(0.95, float, **UNIT)
+    token_similarity: float = constant(0.85, float, **UNIT)
+    acronym_merges: bool = constant(True, bool)
+    acronym_similarity: float = constant(0.5, float, lo=-1, hi=1)
+    surname_merges: bool = constant(True, bool)
+    # Candidate pairs (gpurag/resolve/knn.py): each name's `alias_neighbours` nearest names,
+    # exact up to `alias_exact_limit` names, beyond an HNSW graph (M `alias_hnsw_m`, efConstruction
+    # / efSearch below) over the vectors PCA-reduced to `alias_search_dim` dimensions (0: none).
+    alias_neighbours: int = constant(10, int, **NONNEG_INT)
+    alias_exact_limit: int = constant(5_000, int, **NONNEG_INT)
+    alias_search_dim: int = constant(128, int, **NONNEG_INT)
+    alias_hnsw_m: int = constant(16, int, lo=2)
+    alias_hnsw_ef_construction: int = constant(40, int, **POS_INT)
+    alias_hnsw_ef_search: int = constant(32, int, **POS_INT)
+    # The edge between an entity and a passage whose title names it weighs this much (other
+    # mention edges weigh 1): the walk from an entity prefers the entity's own page.
+    title_edge_weight: float = constant(10.0, float, lo=0, open_lo=True)
+    # The HNSW graphs of the entity and fact seeds (IndexConfig.hnsw_threshold rows and more):
+    # M, efConstruction, and the efSearch stored in the FAISS file (queries search with it).
+    hnsw_m: int = constant(16, int, lo=2)
+    hnsw_ef_construction: int = constant(80, int, **POS_INT)
+    hnsw_ef_search: int = constant(96, int, **POS_INT)
 
-    def with_values(self, values: dict[str, Any], source: str) -> RankingProfile:
-        """A copy with ``values`` (explicit, from Python or a request) set, each checked by its
-        rule and named ``<name>+custom``; an unknown name raises :class:`ConfigError`."""
-        if not values:
-            return self
-        known = profile_fields()
-        for key, value in values.items():
-            if key not in known:
-                raise ConfigError(f"{source}: {key!r} is not a ranking profile constant "
-                                  f"(known: {', '.join(sorted(known))})")
-            try:
-                known[key].coerce(value)
-            except (ValueError, TypeError):
-                raise ConfigError(f"{source}: {key}={value!r} is not valid: {key} must be "
-                                  f"{known[key].describe()}") from None
-        name = self.name if self.name.endswith("+custom") else f"{self.name}+custom"
-        return dataclasses.replace(self, name=name, **values)
+
+# The build profile's constants that are keywords of resolve_aliases, by that keyword.
+ALIAS_KEYWORDS = {"merge_threshold": "merge_threshold", "synonym_threshold": "synonym_threshold",
+                  "nested_threshold": "nested_threshold", "token_similarity": "token_similarity",
+                  "acronym_merges": "acronyms", "acronym_similarity": "acronym_similarity",
+                  "surname_merges": "surnames", "alias_neighbours": "k",
+                  "alias_exact_limit": "exact_limit", "alias_search_dim": "search_dim",
+                  "alias_hnsw_m": "hnsw_m", "alias_hnsw_ef_construction": "hnsw_ef_construction",
+                  "alias_hnsw_ef_search": "hnsw_ef_search"}
 
 
-@functools.cache
+def alias_options(profile: BuildProfile) -> dict[str, Any]:
+    """The keywords of :func:`~gpurag.resolve.resolve_aliases` from ``profile``."""
+    return {kw: getattr(profile, name) for name, kw in ALIAS_KEYWORDS.items()}
+
+
+def hnsw_options(profile: BuildProfile) -> tuple[int, int, int]:
+    """``(M, efConstruction, efSearch)`` of the vector indexes' HNSW graphs."""
+    return profile.hnsw_m, profile.hnsw_ef_construction, profile.hnsw_ef_search
+
+
 def profile_fields() -> MappingProxyType[str, Rule]:
     """Every evaluated constant of :class:`RankingProfile` and its rule (read-only, made
     once: every query's plan reads it)."""
-    return MappingProxyType({f.name: f.metadata["rule"] for f in
-                             dataclasses.fields(RankingProfile) if "rule" in f.metadata})
+    return RankingProfile.rules()
+
+
+def build_profile_fields() -> MappingProxyType[str, Rule]:
+    """Every evaluated constant of :class:`BuildProfile` and its rule."""
+    return BuildProfile.rules()
 
 
 PROFILES: dict[str, RankingProfile] = {DEFAULT: RankingProfile()}
+BUILD_PROFILES: dict[str, BuildProfile] = {DEFAULT: BuildProfile()}
+
+
+def _get(registry: dict[str, P], kind: str, name: str) -> P:
+    try:
+        return registry[name]
+    except KeyError:
+        raise ConfigError(f"unknown {kind} {name!r} (known: {', '.join(registry)})") from None
 
 
 def profile_names() -> tuple[str, ...]:
@@ -172,12 +284,20 @@ def profile_names() -> tuple[str, ...]:
 
 def get_profile(name: str) -> RankingProfile:
     """The profile named ``name``; an unknown name raises :class:`ConfigError` naming it."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise ConfigError(f"unknown ranking profile {name!r} (known: "
-                          f"{', '.join(PROFILES)})") from None
+    return _get(PROFILES, RankingProfile.KIND, name)
 
 
-__all__ = ["DEFAULT", "HEAD_FUSIONS", "PROFILES", "RankingProfile", "get_profile",
+def build_profile_names() -> tuple[str, ...]:
+    """The build profile names a user may choose (``IndexConfig.profile``)."""
+    return tuple(BUILD_PROFILES)
+
+
+def get_build_profile(name: str) -> BuildProfile:
+    """The build profile named ``name``; an unknown name raises :class:`ConfigError`."""
+    return _get(BUILD_PROFILES, BuildProfile.KIND, name)
+
+
+__all__ = ["ALIAS_KEYWORDS", "BUILD_PROFILES", "DEFAULT", "HEAD_FUSIONS", "PROFILES",
+           "BuildProfile", "Profile", "RankingProfile", "alias_options", "build_profile_fields",
+           "build_profile_names", "get_build_profile", "get_profile", "hnsw_options",
            "profile_fields", "profile_names"]

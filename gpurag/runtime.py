@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.device import resolve_device
-from gpurag.settings import Settings, current, read
+from gpurag.settings import Settings
+from gpurag.settings import read as read_settings  # environ, else the process's (cached)
 
 if TYPE_CHECKING:
     from gpurag.embed.base import Embedder
     from gpurag.llm.config import LLMConfig
-
-
-def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read :class:`~gpurag.settings.Settings` from ``environ`` (default: the process's)."""
-    return current() if environ is None else read(environ)
 
 
 CACHE_OFF = ("off", "0", "none", "false", "no")
@@ -57,8 +53,11 @@ class Runtime:
       that asks for one (None: ``rerankers(name, retriever, checkpoint)`` loads it);
     * ``tables``: the table engine; ``llm_client``: one LLM client (None: made from
       ``llm_config``, ``GPURAG_LLM_*`` by default);
-    * ``query_walk``: the walk segment of graph queries on the device (reset, PPR, fusion,
-      top-k; :mod:`gpurag.backends.query_device`), None on the CPU (the NumPy stages).
+    * ``query_walk``: the walk segment of graph queries on the device (PPR, fusion, top-k;
+      :mod:`gpurag.backends.query_device`), None on the CPU (the NumPy stages). It replaces
+      ``ppr`` in unreranked graph queries, so it is resolved only when ``ppr`` is not the
+      user's own (``Runtime.create(ppr=mine)`` walks with ``mine``); ``query_walk=False``
+      turns it off (stored as None).
     """
 
     device: str = "cpu"
@@ -84,6 +83,10 @@ class Runtime:
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)  # a device that is not there: DeviceError
         missing = [name for name in PARTS if getattr(self, name) is None]
+        if self.query_walk is False:  # off: the host stages, with the runtime's ppr
+            self.query_walk = None
+        if "query_walk" in missing and "ppr" not in missing:  # the user's own ppr walks
+            missing.remove("query_walk")
         if missing:
             from gpurag.backends import parts_for
 
@@ -99,6 +102,9 @@ class Runtime:
         which win over the settings; ``parts``: the user's own parts (field names)."""
         s = read_settings() if settings is None else settings
         dev = resolve_device(device or s.device or "auto")
+        from gpurag.vectors.faiss_setup import configure
+
+        configure(s.cpu_threads())  # FAISS's thread count, once per process (FAISS not loaded)
         return cls(device=dev, progress=s.progress if progress is None else progress,
                    embed_cache=s.embed_cache, gat_checkpoint=s.gat_checkpoint,
                    llm_config=llm, **parts)

@@ -130,9 +130,15 @@ def check_names(environ: Mapping[str, str]) -> None:
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
-    """:class:`Settings` from ``environ`` (default: the process environment), every variable
-    checked: a bad value or an unknown ``GPURAG_*`` name raises :class:`ConfigError`."""
-    env = os.environ if environ is None else environ
+    """:class:`Settings` from ``environ``, every variable checked: a bad value or an unknown
+    ``GPURAG_*`` name raises :class:`ConfigError`. ``None``: the process's, :func:`current`
+    (parsed once; every reader of "this environ, else the process's" calls this)."""
+    if environ is None:
+        return current()
+    return _parse(environ)
+
+
+def _parse(env: Mapping[str, str]) -> Settings:
     check_names(env)
     values: dict[str, Any] = {}
     for var in VARIABLES:
@@ -165,7 +171,7 @@ def current() -> Settings:
     cached = _CURRENT
     if cached is not None and cached[0] == snap:
         return cached[1]
-    settings = read(dict(snap))
+    settings = _parse(dict(snap))
     with _LOCK:
         _CURRENT = (snap, settings)
     return settings

@@ -120,7 +120,7 @@ class LLMConfig:
         turns the cache off), ``EXTRA_BODY`` (a JSON object), ``MAX_FAILURE_RATE``.
         """
         prefix = settings.LLM_PREFIX
-        env = settings.current() if environ is None else settings.read(environ)
+        env = settings.read(environ)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(env.llm) - names)
         if unknown:

@@ -144,6 +144,21 @@ class Postings:
             dest0 = dest0 + size
         return np.repeat(np.arange(len(keys)), total_of), rows, vals
 
+    def values_at(self, key: int, rows: np.ndarray) -> np.ndarray:
+        """The value of each of the sorted ``rows`` in ``key``'s list (0 where absent), by a
+        search of that list alone (a long list is not copied)."""
+        self._flush()
+        rows = np.asarray(rows, np.int64)
+        out = np.zeros(len(rows), np.float32)
+        for _, rr, rv, ptr in self._runs:
+            if key >= len(ptr) - 1 or ptr[key] == ptr[key + 1]:
+                continue
+            seg = rr[ptr[key]:ptr[key + 1]]
+            at = np.minimum(np.searchsorted(seg, rows), len(seg) - 1)
+            hit = seg[at] == rows
+            out[hit] = rv[ptr[key]:ptr[key + 1]][at[hit]]
+        return out
+
     def count(self, keys: np.ndarray) -> np.ndarray:
         """Entries per key."""
         self._flush()

@@ -42,6 +42,7 @@ PUSH_EPS = 1e-5  # push residual threshold per unit of degree
 REL_BUDGET = 2000  # traces scored first for the relational top-k (see relational_top)
 SYNC_CHUNK = 65_536  # traces indexed per step of a sync (bounds its transient memory)
 TEMPORAL_MAX_ROWS = 200_000  # rows of anchor sessions scored at most (else windows)
+COMMON_DF = 20_000  # traces holding a term from which BM25 tries the bounded path first
 TEMPORAL_WINDOW = 14.0  # x tau: turns beyond it score below exp(-14), under MASS_FLOOR
 
 
@@ -78,6 +79,7 @@ class ScaleIndex:
         self.terms = Postings()
         self.doc_len = Grow(np.float32)
         self.term_ids: dict[str, int] = {}
+        self.common_df = COMMON_DF
         self._stop = _stopwords()
         self._nlist, self.nprobe = nlist, nprobe
         self.dense = None
@@ -221,7 +223,10 @@ class ScaleIndex:
         return [row[row >= 0].astype(np.int64) for row in ids]
 
     def lexical(self, questions: list[str], k: int) -> list[dict[int, float]]:
-        """BM25 top-``k`` per question with the whole memory's statistics."""
+        """BM25 top-``k`` per question with the whole memory's statistics. A question with
+        terms in more than ``common_df`` traces and terms in fewer is first scored on the
+        traces holding the rarer ones only (:meth:`_lexical_bounded`), which gives the same
+        top-``k`` whenever a trace holding only the common terms cannot reach it."""
         n = self.n
         avg = float(self.doc_len.view().mean()) if n else 1.0
         out = []
@@ -231,18 +236,56 @@ class ScaleIndex:
                 out.append({})
                 continue
             terms = np.asarray(ids, np.int64)
-            owner, rows, tf = self.terms.get(terms)
-            df = np.bincount(owner, minlength=len(terms)).astype(np.float64)
-            idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
-            dl = self.doc_len.view()[rows]
-            s = idf[owner] * (tf / (np.float32(K1) * ((1 - B) + B * dl / np.float32(avg)) + tf))
-            docs, inv = unique(rows, return_inverse=True)
-            score = np.zeros(len(docs), np.float32)
-            np.add.at(score, inv, s.astype(np.float32))
-            top = np.lexsort((docs, -score))[:k]
-            out.append({int(d): float(v) for d, v in zip(docs[top], score[top], strict=True)
-                        if v > 0})
+            df = self.terms.count(terms)
+            common = df > self.common_df
+            got = (self._lexical_bounded(terms, common, df, avg, k)
+                   if common.any() and not common.all() else None)
+            out.append(got if got is not None else self._lexical_all(terms, avg, k))
         return out
+
+    def _bm25(self, idf: np.ndarray, tf: np.ndarray, dl: np.ndarray, avg: float
+              ) -> np.ndarray:
+        return idf * (tf / (np.float32(K1) * ((1 - B) + B * dl / np.float32(avg)) + tf))
+
+    def _lexical_all(self, terms: np.ndarray, avg: float, k: int) -> dict[int, float]:
+        """BM25 top-``k`` over every trace holding a term of ``terms``."""
+        n = self.n
+        owner, rows, tf = self.terms.get(terms)
+        df = np.bincount(owner, minlength=len(terms)).astype(np.float64)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        s = self._bm25(idf[owner], tf, self.doc_len.view()[rows], avg)
+        docs, inv = unique(rows, return_inverse=True)
+        score = np.zeros(len(docs), np.float32)
+        np.add.at(score, inv, s.astype(np.float32))  # in term order per trace
+        top = np.lexsort((docs, -score))[:k]
+        return {int(d): float(v) for d, v in zip(docs[top], score[top], strict=True) if v > 0}
+
+    def _lexical_bounded(self, terms: np.ndarray, common: np.ndarray, df: np.ndarray,
+                         avg: float, k: int) -> dict[int, float] | None:
+        """:meth:`_lexical_all`'s answer scored on the traces holding a rare term only, or
+        None when that cannot be certified. A trace holding only common terms scores below
+        the sum of their idfs (each BM25 term is idf x tf / (tf + a positive norm) < idf);
+        when the k-th best score found is above that bound, no such trace is in the top-k.
+        Each trace's score adds its terms in the same order, in float32, as the full path."""
+        n = self.n
+        idf = np.log1p((n - df.astype(np.float64) + 0.5)
+                       / (df.astype(np.float64) + 0.5)).astype(np.float32)
+        _, rows, _ = self.terms.get(terms[~common])
+        docs = unique(rows)
+        if len(docs) < k:
+            return None
+        dl = self.doc_len.view()[docs]
+        score = np.zeros(len(docs), np.float32)
+        for j, t in enumerate(terms.tolist()):
+            tf = self.terms.values_at(t, docs)
+            has = tf > 0
+            score[has] += self._bm25(idf[j], tf[has], dl[has], avg).astype(np.float32)
+        bound = float(idf[common].astype(np.float64).sum()) * (1 + 1e-5)
+        kth = float(np.partition(score, len(score) - k)[len(score) - k])
+        if not kth > bound:
+            return None
+        top = np.lexsort((docs, -score))[:k]
+        return {int(d): float(v) for d, v in zip(docs[top], score[top], strict=True) if v > 0}
 
     def postings(self, entities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         owner, rows, _ = self.ent.get(entities)

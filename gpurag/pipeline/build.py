@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpurag.backends.part import BuildRecord, implementation_name
-from gpurag.config import IndexConfig
+from gpurag.config import IndexConfig, build_plan
 from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
@@ -89,7 +89,7 @@ def build(source: str | Path, out: str | Path, cfg: IndexConfig | None = None,
     chunk + embed and extraction as tasks on that cluster (:mod:`gpurag.pipeline.distributed`):
     the same index, byte for byte.
     """
-    cfg = pin_llm(cfg or IndexConfig(), runtime)
+    cfg = build_plan(pin_llm(cfg or IndexConfig(), runtime), source="build")
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
         raise IndexFormatError(f"cannot write the index to {out}: it is a file")

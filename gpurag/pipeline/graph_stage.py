@@ -33,6 +33,7 @@ from gpurag.graph.csr import CSRGraph
 from gpurag.pipeline.facts import sentence_facts, triple_facts
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
+from gpurag.profile import alias_options, hnsw_options
 from gpurag.store import layout
 from gpurag.store.writer import IndexWriter
 from gpurag.vectors import build_index, save_index
@@ -270,8 +271,7 @@ def resolve_entities(ex: Extraction, embedder: Embedder, cfg: IndexConfig,
     name_vecs = codec_for(cfg.vector_precision, embedder.dim).round_trip(
         embedder.encode(list(unique), batch_size=cfg.embed_batch_size), in_place=True)
     resolution = resolve_aliases(
-        list(unique), embedder, merge_threshold=cfg.merge_threshold,
-        synonym_threshold=cfg.synonym_threshold, embeddings=name_vecs,
+        list(unique), embedder, **alias_options(cfg.build_profile()), embeddings=name_vecs,
         counts=counts.to_numpy(),
         labels=labels.reindex(unique).fillna("").astype(str).tolist(), knn=knn,
     )
@@ -386,7 +386,8 @@ def write_names(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities) -
         raise ValueError("the name vectors were already written and dropped")
     codec = codec_for(cfg.vector_precision, ents.name_vectors.shape[1])
     save_index(build_index(ents.name_vectors, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
-                           codec=codec), writer.path(layout.NAMES_FAISS))
+                           codec=codec, hnsw=hnsw_options(cfg.build_profile())),
+               writer.path(layout.NAMES_FAISS))
     writer.write_table(layout.NAMES, pd.DataFrame({
         "name": ents.name_to_entity.index.to_numpy(dtype=object).astype(str),
         "entity": ents.name_to_entity.to_numpy(np.int64),
@@ -430,7 +431,8 @@ def write_graph(writer: IndexWriter, cfg: IndexConfig, ents: ResolvedEntities, f
     csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
     codec = codec_for(cfg.vector_precision, fact_vecs.shape[1])
     save_index(build_index(fact_vecs, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold,
-                           codec=codec), writer.path(layout.FACTS_FAISS))
+                           codec=codec, hnsw=hnsw_options(cfg.build_profile())),
+               writer.path(layout.FACTS_FAISS))
     writer.write_table(layout.ENTITIES, ents.entities)
     writer.write_table(layout.ALIASES, alias_table(ents.aliases, ents.alias_keys))
     writer.write_table(layout.MENTIONS,
@@ -518,7 +520,7 @@ def run_graph_stage(chunks: pd.DataFrame, embedder: Embedder, cfg: IndexConfig,
     steps.set_postfix_str(f"facts and CSR ({len(ents.entities):,} entities)")
     t0 = time.perf_counter()
     facts = build_facts(chunks, ents)
-    kg = build_graph(ents, len(chunks), cfg.title_edge_weight)
+    kg = build_graph(ents, len(chunks), cfg.build_profile().title_edge_weight)
     timings["graph_s"] = time.perf_counter() - t0
     steps.update(1)
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from gpurag.backends.part import BuildRecord, implementation_name
-from gpurag.config import IndexConfig
+from gpurag.config import IndexConfig, stored_plan
 from gpurag.embed.base import Embedder
 from gpurag.errors import IndexFormatError, InputError
 from gpurag.extract.base import Extraction, Extractor
@@ -138,8 +138,7 @@ class Stored:
 
 def load_stored(d: IndexDir) -> Stored:
     """Read the current version (tables into memory, arrays copied out of the pinned files)."""
-    names = {f.name for f in dataclasses.fields(IndexConfig)}
-    cfg = IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
+    cfg = stored_plan(d.manifest.config)  # with the build profile the index was built with
     chunks = d.table(layout.CHUNKS)
     vectors = decode_all(d.faiss(layout.PASSAGES_FAISS))
     ex = None

@@ -44,6 +44,7 @@ from gpurag.graph.csr import CSRGraph
 from gpurag.pipeline import incremental as inc
 from gpurag.pipeline import incremental_local as local
 from gpurag.pipeline.graph_stage import drop_date_entities
+from gpurag.profile import hnsw_options
 from gpurag.store import IndexWriter, WriteLock, layout
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
@@ -85,7 +86,8 @@ def shrunk_index(index, drop_rows: np.ndarray, rel: str, cfg: IndexConfig, hnsw:
         return index
     rebuilt.append(rel)
     return build_index(kept, cfg.ivf_threshold, cfg.seed, hnsw_threshold,
-                       codec=codec_for(cfg.vector_precision, kept.shape[1]))
+                       codec=codec_for(cfg.vector_precision, kept.shape[1]),
+                       hnsw=hnsw_options(cfg.build_profile()))
 
 
 def blank_vectors(index, rows: np.ndarray) -> None:

@@ -42,7 +42,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.backends.part import BuildRecord, implementation_name
-from gpurag.config import IndexConfig
+from gpurag.config import IndexConfig, stored_plan
 from gpurag.errors import InputError
 from gpurag.extract.base import Extraction
 from gpurag.graph import csr as csr_mod
@@ -57,6 +57,7 @@ from gpurag.pipeline.graph_stage import (
     mention_weights,
     name_labels,
 )
+from gpurag.profile import alias_options, hnsw_options
 from gpurag.resolve.incremental import resolve_new_names
 from gpurag.resolve.normalize import alias_keys, normalize_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
@@ -84,9 +85,9 @@ TOLERANCE = ("answers within a tolerance of a full build (tests: Recall@5 within
 
 # -- what a local update reads --------------------------------------------------------------
 def stored_config(d: IndexDir) -> IndexConfig:
-    """The config the index at ``d`` was built with (keys this gpurag does not know dropped)."""
-    names = {f.name for f in dataclasses.fields(IndexConfig)}
-    return IndexConfig(**{k: v for k, v in d.manifest.config.items() if k in names})
+    """The config the index at ``d`` was built with, its build profile's constants included
+    (a :data:`~gpurag.config.BuildPlan`; keys this gpurag does not know dropped)."""
+    return stored_plan(d.manifest.config)
 
 
 def why_not_local(d: IndexDir, cfg: IndexConfig) -> str | None:
@@ -131,8 +132,8 @@ def grown_index(index, rel: str, new: np.ndarray, cfg: IndexConfig, hnsw: bool,
     rebuilt.append(rel)
     old = decode_all(index)
     return build_index(np.concatenate([old, new.astype(np.float32)]), cfg.ivf_threshold,
-                       cfg.seed, hnsw_threshold, codec=codec_for(cfg.vector_precision,
-                                                                  old.shape[1]))
+                       cfg.seed, hnsw_threshold, hnsw=hnsw_options(cfg.build_profile()),
+                       codec=codec_for(cfg.vector_precision, old.shape[1]))
 
 
 # -- the graph delta ------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
         entity_counts=entities["count"].to_numpy(np.float64),
         entity_labels=entities["label"].astype(str).to_numpy(dtype=object),
         search=search_names, decode=lambda rows: decode_all(name_index, rows),
-        merge_threshold=cfg.merge_threshold, synonym_threshold=cfg.synonym_threshold)
+        **alias_options(cfg.build_profile()))
     entity_of_uniq = np.empty(len(uniq), np.int64)
     entity_of_uniq[seen] = names["entity"].to_numpy(np.int64)[row[seen]]
     entity_of_uniq[~seen] = res.entity
@@ -410,7 +411,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     fact_end = int(d.array(d.parts(layout.FACT_ENTITY_INDPTR)[-1])[-1])
     kg = merged_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True),
                       len(delta.entities) - delta.n_new_entities, delta, len(chunks),
-                      cfg.title_edge_weight)
+                      cfg.build_profile().title_edge_weight)
     timings["graph_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -109,6 +109,8 @@ def longest_first(q: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarr
     order = np.lexsort((start, start - end, q))
     q, s, e = q[order], start[order], end[order]
     n = len(q)
+    if n < 2 or bool(np.all(q[1:] != q[:-1])):  # no question with two matches
+        return order
     lo = np.searchsorted(q, q, side="left")  # first span of the question, in this order
     before = np.arange(n) - lo
     b = np.repeat(np.arange(n), before)  # pairs (a, b): a ahead of b, same question

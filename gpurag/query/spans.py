@@ -88,9 +88,10 @@ def candidate_spans(questions: list[str], max_words: int = MAX_NGRAM) -> Spans:
     qstart = np.cumsum([0] + [len(s) + 1 for s in questions], dtype=np.int64)[:-1]
     words = np.array([m.span() for m in _WORD.finditer(text)], np.int64).reshape(-1, 2)
     ws, we = words[:, 0], words[:, 1]
-    first = np.array([text[s] for s in ws.tolist()], dtype="<U1")
-    capital = np.flatnonzero(np.char.isupper(first) | np.char.isdigit(first))
     n = len(ws)
+    capital = np.flatnonzero(np.fromiter(
+        (c.isupper() or c.isdigit() for c in map(text.__getitem__, ws.tolist())), bool, n))
+    wq = np.searchsorted(qstart, ws, side="right") - 1  # each word's question
 
     lower = text.translate(_ASCII_LOWER)  # same length as text (str.lower may not be)
     found = [(m.start(), m.group()) for m in _PIECE.finditer(lower)]
@@ -98,8 +99,9 @@ def candidate_spans(questions: list[str], max_words: int = MAX_NGRAM) -> Spans:
     pieces = [p for _, p in found]
     # Every piece lies inside one word (a word swallows every letter or digit after its first).
     pw = np.searchsorted(ws, ps, side="right") - 1
-    wlo = np.searchsorted(pw, np.arange(n), side="left")  # the word's pieces: wlo..whi
-    whi = np.searchsorted(pw, np.arange(n), side="right")
+    every = np.arange(n)
+    wlo = np.searchsorted(pw, every, side="left")  # the word's pieces: wlo..whi
+    whi = np.searchsorted(pw, every, side="right")
     has = whi > wlo
     kinds = np.fromiter(map(_KINDS.__getitem__, pieces), np.int8, len(pieces))
     single = (kinds & SINGLE) > 0
@@ -112,10 +114,7 @@ def candidate_spans(questions: list[str], max_words: int = MAX_NGRAM) -> Spans:
 
     i = np.repeat(capital, max_words)
     j = (capital[:, None] + np.arange(max_words)).ravel()
-    ok = j < n
-    i, j = i[ok], j[ok]
-    ok = np.searchsorted(qstart, we[j], side="right") == np.searchsorted(qstart, ws[i],
-                                                                          side="right")
+    ok = (j < n) & (wq[np.minimum(j, n - 1)] == wq[i])  # within the question
     i, j = i[ok], j[ok]
     start, end = ws[i], we[j]
     lo, hi = wlo[i], whi[j]
@@ -123,7 +122,7 @@ def candidate_spans(questions: list[str], max_words: int = MAX_NGRAM) -> Spans:
     if len(ps):
         plain &= (~led[at_first[i]] & ~ended[at_last[j]] & (ordinals[hi] == ordinals[lo])
                   & (initials[np.maximum(hi - 1, lo)] == initials[lo]))
-    q = np.searchsorted(qstart, start, side="right") - 1
+    q = wq[i]
     return Spans(q, start - qstart[q], end - qstart[q], plain, lo, hi, pieces)
 
 
@@ -139,9 +138,9 @@ class WordHasher:
         rows = [r for r, k in enumerate(keys) if _PLAIN_KEY.fullmatch(k)]
         kept = [keys[r] for r in rows]
         flat = " ".join(kept).split(" ") if kept else []
-        vocab, ids = np.unique(np.array(flat, dtype=object), return_inverse=True)
-        self.word_id = {w: i + 1 for i, w in enumerate(vocab.tolist())}  # 0: no key's word
-        ids = ids.astype(np.uint64) + np.uint64(1)
+        self.word_id: dict[str, int] = {}  # 1, 2, ... as first met; 0: no key's word
+        ids = np.fromiter((self.word_id.setdefault(w, len(self.word_id) + 1) for w in flat),
+                          np.uint64, len(flat))
         lengths = np.array([k.count(" ") + 1 for k in kept], np.int64)
         ends = np.cumsum(lengths)
         for _ in range(8):  # a base under which no two kept keys share a hash

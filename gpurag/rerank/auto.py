@@ -56,6 +56,7 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
     with the synthetic questions' scores. An index without a graph, without synthetic
     questions, or without the reranker's packages gets ``"none"`` and says why."""
     from gpurag.errors import ConfigError
+    from gpurag.profile import get_profile
     from gpurag.query.synthetic import generate
 
     if index.retriever is None:
@@ -86,7 +87,9 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
                        f"({wins} won, {losses} lost; margin {profile.margin})"),
             "questions": len(texts), "gain": gain, "wins": wins, "losses": losses,
             "graph": float(a.mean()), reranker: float(b.mean()),
-            "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()}}
+            "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()},
+            # the ranking profile the two rankings ran on (the decision holds for it)
+            "query_profile": get_profile(index.query_config.profile).label}
 
 
 def record(path: str | os.PathLike, decision: dict[str, Any]) -> Manifest:

@@ -317,6 +317,10 @@ def resolve_aliases(
     acronym_similarity: float = 0.5,
     surnames: bool = True,
     knn: Callable[..., Any] | None = None,
+    search_dim: int | None = 128,
+    hnsw_m: int = 16,
+    hnsw_ef_construction: int = 40,
+    hnsw_ef_search: int = 32,
 ) -> AliasResolution:
     """Group unique surface ``names`` into entities (see the module docstring).
 
@@ -331,7 +335,9 @@ def resolve_aliases(
     ``synonym_threshold`` for synonym pairs, ``acronym_similarity`` as the floor for acronym
     merges; ``token_similarity`` is the character (Indel) similarity that makes two differing
     words spelling variants; ``k`` neighbours per key; ``exact_limit`` keys switch the host
-    search from exact to HNSW.
+    search from exact to HNSW (``hnsw_*`` over ``search_dim`` PCA dimensions). The build
+    passes every one from its :class:`~gpurag.profile.BuildProfile`
+    (:func:`~gpurag.profile.alias_options`); the defaults here are profile ``default``'s.
     """
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -356,7 +362,10 @@ def resolve_aliases(
     t = time.perf_counter()
     low = min(merge_threshold, synonym_threshold)
     if vectors is not None:
-        pi, pj, ps = knn_pairs(vectors, k, low, exact_limit=exact_limit, knn=knn)
+        pi, pj, ps = knn_pairs(vectors, k, low, exact_limit=exact_limit, knn=knn,
+                               search_dim=search_dim, hnsw_m=hnsw_m,
+                               hnsw_ef_construction=hnsw_ef_construction,
+                               hnsw_ef_search=hnsw_ef_search)
     else:
         pi = pj = np.zeros(0, np.int64)
         ps = np.zeros(0, np.float32)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,13 +54,14 @@ def resolve_new_names(unseen: Sequence[str], unseen_vectors: np.ndarray,
                       stored_names: pd.DataFrame, stored_keys: Sequence[str],
                       entity_counts: np.ndarray, entity_labels: np.ndarray,
                       search, decode, merge_threshold: float, synonym_threshold: float,
-                      k: int = 10) -> LocalResolution:
+                      k: int = 10, **options: Any) -> LocalResolution:
     """Resolve ``unseen`` names (with their stored-precision vectors, counts and labels) against
     the stored names (``stored_names``: ``name``, ``entity``, ``count`` rows; ``stored_keys``:
     their normalized keys; ``entity_counts``/``entity_labels`` per stored entity).
 
     ``search(vectors, k) -> (scores, ids)`` searches the stored name index, ``decode(rows)``
-    returns the stored vectors of those rows.
+    returns the stored vectors of those rows. ``options``: the other keywords of
+    :func:`resolve_aliases` (the build profile's, :func:`~gpurag.profile.alias_options`).
     """
     n_stored = len(entity_counts)
     unseen = [str(u) for u in unseen]
@@ -89,7 +91,7 @@ def resolve_new_names(unseen: Sequence[str], unseen_vectors: np.ndarray,
     labels = [str(x) for x in entity_labels[sub_entity]] + [str(x) for x in unseen_labels]
     res = resolve_aliases(sub_names + unseen, merge_threshold=merge_threshold,
                           synonym_threshold=synonym_threshold, k=k, counts=counts,
-                          labels=labels, embeddings=vectors)
+                          labels=labels, embeddings=vectors, **options)
     comp = res.entity_of_name.astype(np.int64)
     n_comp = int(comp.max()) + 1
     # each group with stored names joins its largest stored entity (ties: the lowest id)

@@ -19,6 +19,8 @@ def knn_pairs(
     search_dim: int | None = 128,
     *,
     knn: Callable[..., Any] | None = None,
+    hnsw_ef_construction: int = 40,
+    hnsw_ef_search: int = 32,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs ``(i, j, score)`` with ``i < j``, ``j`` among the ``k`` nearest neighbours of ``i``
     (or vice versa) by inner product and ``score >= threshold``; each pair once.
@@ -26,7 +28,8 @@ def knn_pairs(
     ``knn`` is the kNN component of the runtime's backends (``knn(vectors,
     approximate_above=exact_limit)`` -> an index with ``search``); without one, the host
     FAISS index: exact (``IndexFlatIP``) up to ``exact_limit`` vectors, beyond an HNSW graph
-    (``M = hnsw_m``) over the vectors PCA-reduced to ``search_dim`` dimensions. Scores are
+    (``M = hnsw_m``, ``hnsw_ef_construction``, ``hnsw_ef_search``) over the vectors
+    PCA-reduced to ``search_dim`` dimensions. Scores are
     always recomputed exactly at full dimension. On MiniLM name vectors the HNSW search keeps
     >99% of the exact top-k pairs above 0.8, where an exact search over 300k names would be
     ~7e13 flops. Queries go in batches of ``batch_size``: the exact re-scoring gathers two
@@ -41,7 +44,8 @@ def knn_pairs(
         from gpurag.vectors.hnsw import build_host_knn
 
         index = build_host_knn(x, approximate_above=exact_limit, search_dim=search_dim,
-                                 hnsw_m=hnsw_m)
+                               hnsw_m=hnsw_m, hnsw_ef_construction=hnsw_ef_construction,
+                               hnsw_ef_search=hnsw_ef_search)
     else:
         index = knn(x, approximate_above=exact_limit)
     rows, cols, vals = [], [], []

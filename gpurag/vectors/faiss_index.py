@@ -14,37 +14,41 @@ from pathlib import Path
 import numpy as np
 
 from gpurag.errors import IndexFormatError
+from gpurag.profile import BuildProfile, hnsw_options
 from gpurag.vectors.codec import VectorCodec
+from gpurag.vectors.faiss_setup import SINGLE_THREAD_WORK, on_one_thread
 from gpurag.vectors.faiss_setup import configured_faiss as _faiss
-from gpurag.vectors.faiss_setup import process_threads, use_threads
 
-# M = 16: on 65k MiniLM name vectors (int8) recall@10 0.988 against exact (M = 32: 0.990),
-# 0.23 ms a query instead of 0.36, and 528 bytes a vector instead of 656.
-HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 16, 80, 96
-SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
+# (M, efConstruction, efSearch) of the build profile "default" (gpurag/profile.py): M = 16: on
+# 65k MiniLM name vectors (int8) recall@10 0.988 against exact (M = 32: 0.990), 0.23 ms a
+# query instead of 0.36, and 528 bytes a vector instead of 656. A build passes its profile's.
+DEFAULT_HNSW = hnsw_options(BuildProfile())
 
 
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
-                hnsw_threshold: int | None = None, codec: VectorCodec | None = None):
+                hnsw_threshold: int | None = None, codec: VectorCodec | None = None,
+                hnsw: tuple[int, int, int] = DEFAULT_HNSW):
     """A FAISS index over ``vectors`` (n, d): exact inner product for small collections; at or
     above ``hnsw_threshold`` rows an HNSW graph (for the entity and fact seeds, searched once per
     question: sub-millisecond instead of a full scan), else IVF at or above ``ivf_threshold``.
     ``codec`` (default float32) gives the storage precision: int8 or float16 codes through a
-    FAISS scalar quantizer with fixed, untrained parameters."""
+    FAISS scalar quantizer with fixed, untrained parameters. ``hnsw``: the graph's ``(M,
+    efConstruction, efSearch)``; the file keeps efSearch, which its searches use."""
     faiss = _faiss()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = vectors.shape
     qt = codec.quantizer_type() if codec is not None else None
     ip = faiss.METRIC_INNER_PRODUCT
     if hnsw_threshold is not None and n >= hnsw_threshold:
+        m, ef_construction, ef_search = hnsw
         if qt is None:
-            index = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
+            index = faiss.IndexHNSWFlat(dim, m, ip)
         else:
-            index = faiss.IndexHNSWSQ(dim, qt, HNSW_M, ip)
+            index = faiss.IndexHNSWSQ(dim, qt, m, ip)
             _fix_quantizer(faiss.downcast_index(index.storage), codec)
             index.is_trained = True
-        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        index.hnsw.efSearch = HNSW_EF_SEARCH
+        index.hnsw.efConstruction = ef_construction
+        index.hnsw.efSearch = ef_search
     elif n < ivf_threshold:
         if qt is None:
             index = faiss.IndexFlatIP(dim)
@@ -81,11 +85,9 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if index.ntotal == 0:
         empty = np.full((len(queries), k), -1, dtype=np.int64)
         return np.zeros((len(queries), k), dtype=np.float32), empty
-    import faiss
-
-    # Small searches run on one thread: OpenMP start-up and barriers cost more than the scan.
-    small = len(queries) * index.ntotal < SINGLE_THREAD_WORK
-    use_threads(faiss, 1 if small else process_threads())
+    _faiss()  # configured once per process (and this thread once): no count is set per call
+    if len(queries) * index.ntotal < SINGLE_THREAD_WORK:  # OpenMP start-up would cost more
+        return on_one_thread(index.search, queries, k)
     return index.search(queries, k)
 
 
@@ -168,9 +170,7 @@ def load_index(path: Path, shown: Path | None = None):
             raise IndexFormatError(f"corrupt FAISS index file {name}: {detail}") from exc
     if hasattr(index, "nprobe"):
         index.nprobe = max(8, index.nlist // 32)
-    if hasattr(index, "hnsw"):
-        index.hnsw.efSearch = HNSW_EF_SEARCH
-    return index
+    return index  # an HNSW graph searches with the efSearch its build stored
 
 
 def faiss_implementation() -> str:

@@ -1,42 +1,112 @@
 """FAISS configured once per process: small query batches use BLAS (its default threshold of 20
-sends 1-19 queries down a slow scalar path), and one thread count, from ``GPURAG_THREADS`` or
-else OpenMP's default. OpenMP keeps the thread count per calling thread (``nthreads-var`` is a
-per-task setting), so each thread is put at it here, written only when it changes, and a
-setting made by one thread never changes the searches of another."""
+sends 1-19 queries down a slow scalar path), and one thread count for every FAISS call of the
+process: the runtime's ``threads`` setting (``GPURAG_THREADS``), else OpenMP's default.
+
+The count is fixed once, when the runtime is created (:func:`configure`) or else on the first
+FAISS call, and never changes after. OpenMP keeps it per thread (``nthreads-var`` is a per-task
+setting, and a new thread starts at the library's default, not at what another thread set), so
+each thread is put at the process's count the first time it calls FAISS, and never again: no
+search sets a thread count, so the service's worker threads, searching at once, all run at the
+one count and none can change another's.
+
+A small search (fewer than ``SINGLE_THREAD_WORK`` query rows x indexed vectors) runs on one
+OpenMP thread, where start-up and barriers would cost more than the scan: on a worker thread
+of :func:`small_search_pool`, each put at one OpenMP thread once, when it starts. The results
+are those of one thread, as before (BLAS splits a batch of 8 or more rows differently on two
+threads, which changes the last bits of the scores).
+"""
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from gpurag.config import threads_from_env
 
-_CONFIGURED = False
-_THREADS = 0  # the process's FAISS thread count, resolved once by configured_faiss()
-_LOCAL = threading.local()  # the count last set in this thread
+T = TypeVar("T")
+_LOCK = threading.Lock()
+_REQUESTED: int | None = None  # the runtime's setting, recorded by configure()
+_THREADS = 0  # the process's FAISS thread count, fixed on the first FAISS call
+_FAISS = None  # the faiss module, once configured
+_LOCAL = threading.local()  # whether this thread was put at the process's count
+SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
+_SMALL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool) of the small searches
+
+
+def configure(threads: int | None = None) -> None:
+    """Record the process's FAISS thread count (``threads``; 0 or None: ``GPURAG_THREADS``,
+    else OpenMP's default) without loading FAISS: the runtime calls this when it is created.
+    The first call wins; once FAISS ran, the count is fixed and later calls change nothing."""
+    global _REQUESTED
+    with _LOCK:
+        if _REQUESTED is None and _FAISS is None:
+            _REQUESTED = int(threads or 0)
 
 
 def configured_faiss():
     """The faiss module, configured, with this thread at the process's thread count."""
-    global _CONFIGURED, _THREADS
-    import faiss
-
-    if not _CONFIGURED:
-        faiss.cvar.distance_compute_blas_threshold = 1
-        _THREADS = threads_from_env() or int(faiss.omp_get_max_threads())
-        _CONFIGURED = True
-    use_threads(faiss, _THREADS)
+    faiss = _FAISS if _FAISS is not None else _configure_process()
+    if not getattr(_LOCAL, "ready", False):  # once per thread: OpenMP's count is per thread
+        faiss.omp_set_num_threads(_THREADS)
+        _LOCAL.ready = True
     return faiss
 
 
+def _configure_process():
+    global _FAISS, _THREADS
+    with _LOCK:
+        if _FAISS is None:
+            import faiss
+
+            faiss.cvar.distance_compute_blas_threshold = 1
+            _THREADS = _REQUESTED or threads_from_env() or int(faiss.omp_get_max_threads())
+            _FAISS = faiss
+    return _FAISS
+
+
 def process_threads() -> int:
-    """The process's FAISS thread count (resolving it on first use)."""
-    if not _CONFIGURED:
-        configured_faiss()
+    """The process's FAISS thread count (fixing it on first use)."""
+    if _FAISS is None:
+        _configure_process()
     return _THREADS
 
 
-def use_threads(faiss, n: int) -> None:
-    """Run this thread's FAISS calls on ``n`` OpenMP threads (written only when it changes)."""
-    if getattr(_LOCAL, "threads", None) != n:
-        faiss.omp_set_num_threads(n)
-        _LOCAL.threads = n
+def small_search_pool() -> ThreadPoolExecutor | None:
+    """The worker threads of small searches, each at one OpenMP thread (set once, when it
+    starts), as many as the process's FAISS threads; None when that is one thread (a caller's
+    thread is then at one thread already). Made again in a forked child."""
+    global _SMALL
+    if process_threads() <= 1:
+        return None
+    pool = _SMALL
+    if pool is None or pool[0] != os.getpid():
+        with _LOCK:
+            if _SMALL is None or _SMALL[0] != os.getpid():
+                _SMALL = (os.getpid(), ThreadPoolExecutor(
+                    max_workers=_THREADS, thread_name_prefix="gpurag-faiss-small",
+                    initializer=_one_thread))
+            pool = _SMALL
+    return pool[1]
+
+
+def on_one_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` on one OpenMP thread: on a worker of :func:`small_search_pool`
+    (at one thread since it started), or here when the process runs FAISS on one thread. For
+    FAISS calls whose result must not depend on the thread count (BLAS splits a product among
+    threads, which changes the last bits of the sums) or that are too small to share."""
+    if getattr(_LOCAL, "one", False):  # already on a worker (never wait for another)
+        return fn(*args, **kwargs)
+    pool = small_search_pool()
+    if pool is None:
+        configured_faiss()
+        return fn(*args, **kwargs)
+    return pool.submit(fn, *args, **kwargs).result()
+
+
+def _one_thread() -> None:
+    _FAISS.omp_set_num_threads(1)
+    _LOCAL.ready = True  # this worker stays at one thread: configured_faiss() leaves it
+    _LOCAL.one = True

@@ -27,7 +27,7 @@ def test_toml_overrides(tmp_path):
 chunk_tokens = 128
 chunk_overlap = 8
 graph = true
-merge_threshold = 0.75
+max_community_size = 32
 
 [query]
 k = 7
@@ -35,10 +35,10 @@ mode = "dense"
 """)
     icfg, qcfg = load_config(p)
     assert (icfg.chunk_tokens, icfg.chunk_overlap, icfg.graph) == (128, 8, True)
-    assert icfg.merge_threshold == 0.75
+    assert icfg.max_community_size == 32
     assert (qcfg.k, qcfg.mode) == (7, "dense")
     untouched = {f.name for f in dataclasses.fields(IndexConfig)} - {
-        "chunk_tokens", "chunk_overlap", "graph", "merge_threshold"}
+        "chunk_tokens", "chunk_overlap", "graph", "max_community_size"}
     for name in untouched:
         assert getattr(icfg, name) == getattr(IndexConfig(), name)
 
@@ -53,13 +53,13 @@ def test_environment_beats_file_and_is_typed(tmp_path, monkeypatch):
     p = _toml(tmp_path, "[index]\nchunk_tokens = 128\ngraph = true\n[query]\nk = 7\n")
     monkeypatch.setenv("GPURAG_INDEX_CHUNK_TOKENS", "64")
     monkeypatch.setenv("GPURAG_INDEX_GRAPH", "0")
-    monkeypatch.setenv("GPURAG_INDEX_MERGE_THRESHOLD", "0.5")
+    monkeypatch.setenv("GPURAG_INDEX_MAX_COMMUNITY_SIZE", "16")
     monkeypatch.setenv("GPURAG_INDEX_EMBEDDER", "onnx:/x/model.onnx")
     monkeypatch.setenv("GPURAG_QUERY_K", "3")
     icfg, qcfg = load_config(p)
     assert icfg.chunk_tokens == 64 and isinstance(icfg.chunk_tokens, int)
     assert icfg.graph is False
-    assert icfg.merge_threshold == 0.5
+    assert icfg.max_community_size == 16
     assert icfg.embedder == "onnx:/x/model.onnx"
     assert qcfg.k == 3
 

@@ -100,6 +100,23 @@ def test_current_is_parsed_once_and_again_after_a_change(monkeypatch):
     assert settings.current().threads == 2
 
 
+def test_one_reader_of_an_environ_else_the_process(monkeypatch):
+    """``read(environ)``, and with None the process's parsed once: no module writes its own
+    ``current() if environ is None else read(environ)``."""
+    from gpurag.llm.config import LLMConfig
+    from gpurag.runtime import read_settings
+
+    monkeypatch.setenv("GPURAG_THREADS", "1")
+    monkeypatch.setenv("GPURAG_LLM_MODEL", "m")
+    assert read_settings is settings.read and settings.read() is settings.current()
+    assert settings.read({"GPURAG_THREADS": "2"}).threads == 2
+    assert LLMConfig.from_env().model == "m" and LLMConfig.from_env({}).model != "m"
+    assert load_config(environ={"GPURAG_INDEX_SEED": "7"})[0].seed == 7
+    copies = [str(f.relative_to(PACKAGE.parent)) for f in PACKAGE.rglob("*.py")
+              if "current() if" in f.read_text(encoding="utf-8")]
+    assert copies == []
+
+
 def test_one_cache_root_for_llm_answers_and_model_weights(monkeypatch, tmp_path):
     from gpurag.embed.onnx_weights import default_cache_root
     from gpurag.llm.config import default_cache_dir

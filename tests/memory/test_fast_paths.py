@@ -179,3 +179,34 @@ def test_sort_unique_equals_numpy_unique():
         got, ginv = unique(a, return_inverse=True)
         assert got.dtype == want.dtype and np.array_equal(got, want)
         assert np.array_equal(ginv, inv) and np.array_equal(unique(a), want)
+
+
+def test_bm25_bounded_by_the_common_terms_equals_the_full_scoring(index):
+    mem, idx = index
+    rng = np.random.default_rng(5)
+    texts = [mem.texts[i] for i in rng.integers(0, 400, 30)]
+    qs = [t.replace(" at ", " met plan at ") for t in texts]  # rare names + common words
+    qs += ["Porto3 met the budget plan", "plan met", "met Lone2 plan plan", "Ann1 plan"]
+    old = idx.common_df
+    idx.common_df = 60  # "met", "plan" and the topic words are common here
+    try:
+        used = []
+        real = idx._lexical_bounded
+
+        def spy(*a):
+            got = real(*a)
+            used.append(got is not None)
+            return got
+
+        idx._lexical_bounded = spy
+        for k in (1, 5, 20):
+            got = idx.lexical(qs, k)
+            for q, g in zip(qs, got, strict=True):
+                terms = np.asarray([idx.term_ids[w] for w in idx.tokens(q)
+                                    if w in idx.term_ids])
+                avg = float(idx.doc_len.view().mean())
+                assert g == idx._lexical_all(terms, avg, k), q  # same docs, same floats
+        assert any(used) and not all(used)  # bounded answers, and fallbacks
+    finally:
+        idx.common_df = old
+        del idx._lexical_bounded

@@ -1,6 +1,7 @@
 """FAISS threads are configured once per process: ``GPURAG_THREADS`` holds in every thread
-(OpenMP keeps the count per calling thread), and a small search in one thread never changes the
-thread count another thread searches with."""
+(OpenMP keeps the count per calling thread), no search sets a thread count (a thread keeps the
+count it has, whatever it searches), and small searches still run on one OpenMP thread (on
+workers put at one thread when they start), with the results of one thread."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from gpurag.vectors.faiss_index import SINGLE_THREAD_WORK, build_index, search
 from gpurag.vectors.faiss_setup import configured_faiss as _faiss
-from gpurag.vectors.faiss_setup import process_threads
+from gpurag.vectors.faiss_setup import on_one_thread, process_threads
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,17 +41,88 @@ def test_configured_thread_count_holds_in_every_thread():
     assert out == ["1", "1"]  # the main thread and a later worker thread
 
 
-def test_concurrent_small_and_large_searches_keep_their_own_threads():
+def _vectors(n: int, d: int, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _in_thread(fn):
+    """``fn()`` run in a new thread (its OpenMP count starts at the library's default)."""
+    out: list = []
+    errors: list = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # re-raised in the calling thread
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+def test_a_search_never_sets_the_thread_count_of_its_thread():
+    """The count is set once per thread (on its first FAISS call), never per search: after a
+    thread's count was set to something else, small and large searches leave it as it is."""
     faiss = _faiss()
-    configured = process_threads()
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((2048, 32)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x = _vectors(2048, 32)
     index = build_index(x)
     small_q = x[:2]
     large_q = np.repeat(x, SINGLE_THREAD_WORK // len(x) // len(x) + 1, axis=0)
     assert len(small_q) * len(x) < SINGLE_THREAD_WORK <= len(large_q) * len(x)
-    want_small, want_large = index.search(small_q, 5), index.search(large_q[:64], 5)
+
+    def probe() -> list[int]:
+        search(index, small_q, 5)  # this thread's first FAISS call: put at the process count
+        first = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(3)  # as another library in this thread might
+        seen = [first]
+        for q in (small_q, large_q, small_q):
+            search(index, q, 5)
+            seen.append(faiss.omp_get_max_threads())
+        return seen
+
+    assert _in_thread(probe) == [process_threads(), 3, 3, 3]
+
+
+def test_small_searches_give_the_results_of_one_thread():
+    """A small search runs on one OpenMP thread, as it did when each search set its thread's
+    count: 8 query rows over a flat index, compared bit for bit with one thread's search."""
+    faiss = _faiss()
+    x = _vectors(20_000, 96, seed=1)
+    index = build_index(x)
+    q = _vectors(8, 96, seed=2)
+    assert len(q) * len(x) < SINGLE_THREAD_WORK
+
+    def one_thread():
+        faiss.omp_set_num_threads(1)
+        return index.search(q, 10)
+
+    want = _in_thread(one_thread)
+    got = _in_thread(lambda: search(index, q, 10))
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_on_one_thread_runs_at_one_openmp_thread_and_leaves_the_caller_as_it_was():
+    faiss = _faiss()
+    assert on_one_thread(faiss.omp_get_max_threads) == 1
+    assert on_one_thread(lambda: on_one_thread(faiss.omp_get_max_threads)) == 1  # nested
+    assert faiss.omp_get_max_threads() == process_threads()
+
+
+def test_concurrent_small_and_large_searches_keep_their_threads_and_results():
+    faiss = _faiss()
+    configured = process_threads()
+    x = _vectors(2048, 32)
+    index = build_index(x)
+    small_q = x[:2]
+    large_q = np.repeat(x, SINGLE_THREAD_WORK // len(x) // len(x) + 1, axis=0)
+    assert len(small_q) * len(x) < SINGLE_THREAD_WORK <= len(large_q) * len(x)
+    want_small, want_large = search(index, small_q, 5), search(index, large_q[:64], 5)
     counts: dict[str, list[int]] = {"small": [], "large": []}
     results: dict[str, list] = {"small": [], "large": []}
     start = threading.Barrier(2)
@@ -67,8 +139,7 @@ def test_concurrent_small_and_large_searches_keep_their_own_threads():
         t.start()
     for t in threads:
         t.join()
-    assert set(counts["small"]) == {1}
-    assert set(counts["large"]) == {configured}
+    assert set(counts["small"]) == set(counts["large"]) == {configured}
     assert faiss.omp_get_max_threads() == configured  # this thread untouched by either
     for scores, ids in results["small"]:
         np.testing.assert_array_equal(ids, want_small[1])
@@ -77,10 +148,22 @@ def test_concurrent_small_and_large_searches_keep_their_own_threads():
         np.testing.assert_array_equal(ids[:64], want_large[1])
 
 
-def test_heavy_calls_after_a_small_search_run_on_the_configured_threads():
-    faiss = _faiss()
-    x = np.eye(4, dtype=np.float32)
-    search(build_index(x), x[:1], 1)
-    assert faiss.omp_get_max_threads() == 1  # a small search: one thread, left set
-    _faiss()  # what build_index, load_index and the graph kNN call first
-    assert faiss.omp_get_max_threads() == process_threads()
+def test_a_runtime_fixes_the_thread_count_before_faiss_loads():
+    """``Runtime.create`` records the settings' thread count; FAISS, loaded later, uses it in
+    every thread (GPURAG_THREADS unset in the environment)."""
+    code = (
+        "import sys, threading\n"
+        "from gpurag.runtime import Runtime\n"
+        "from gpurag.settings import Settings\n"
+        "Runtime.create(Settings(threads=1))\n"
+        "assert 'faiss' not in sys.modules\n"
+        "from gpurag.vectors.faiss_setup import configured_faiss as f, process_threads\n"
+        "seen = []\n"
+        "t = threading.Thread(target=lambda: seen.append(f().omp_get_max_threads()))\n"
+        "t.start(); t.join()\n"
+        "print(process_threads(), f().omp_get_max_threads(), seen[0])\n")
+    env = {k: v for k, v in os.environ.items() if k != "GPURAG_THREADS"}
+    env.update(OMP_NUM_THREADS="2", PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, timeout=120).stdout.split()
+    assert out == ["1", "1", "1"]
