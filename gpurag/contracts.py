@@ -244,3 +244,61 @@ def check_leiden(leiden: Callable[..., Any], *, n: int = 80, max_cluster_size: i
     pd.testing.assert_frame_equal(out.reset_index(drop=True), again.reset_index(drop=True))
     membership = top.sort_values("node")["community"].to_numpy()
     assert modularity(g, membership) > 0.3
+
+
+def check_query_walk(walk: Any, index_path: Any, questions: list[str], *, k: int = 10,
+                     options: tuple[dict, ...] = ({},)) -> None:
+    """The walk segment part (the runtime's ``query_walk``, e.g.
+    :class:`gpurag.backends.query_device.DeviceWalk`) over a graph index: each call returns
+    host arrays (``cand`` ``(q, c)`` passage rows, -1 where padded or repeated, no row twice;
+    ``score`` and ``relevance`` float, ``-inf`` exactly at -1; ``head`` None or ``(q, h)``
+    rows; ``best`` ``(rows, scores)`` best first, each row among the candidates), and the
+    queries it serves rank as the host stages do (``query_walk=False``): identical passage
+    ids and seeds, scores to 1e-5 relative, in a batch and one by one, deterministic."""
+    from gpurag.api import Index
+    from gpurag.runtime import Runtime
+
+    calls: list[tuple[Any, Any]] = []
+
+    def recorded(retriever: Any, *args: Any, **kwargs: Any) -> Any:
+        out = walk(retriever, *args, **kwargs)
+        calls.append((retriever, out))
+        return out
+
+    host = Index.open(index_path, runtime=Runtime(device="cpu", query_walk=False))
+    on_walk = Index.open(index_path, runtime=Runtime(device="cpu", query_walk=recorded))
+    assert host.runtime.query_walk is None
+    ids = lambda res: [[p.chunk_id for p in r.passages] for r in res]  # noqa: E731
+    for opts in options:
+        for batch in (len(questions), 1):
+            want, got = [], []
+            for i in range(0, len(questions), batch):
+                part = questions[i:i + batch]
+                n_calls = len(calls)
+                want += host.query_batch(part, k=k, evidence=False, **opts)
+                got += on_walk.query_batch(part, k=k, evidence=False, **opts)
+                assert len(calls) > n_calls, "the query did not call the walk part"
+            assert ids(got) == ids(want), (opts, batch)
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_allclose([p.score for p in a.passages],
+                                           [p.score for p in b.passages], rtol=1e-5, atol=1e-7)
+                assert [s.entity_id for s in a.seeds] == [s.entity_id for s in b.seeds]
+        again = on_walk.query_batch(questions, k=k, evidence=False, **opts)
+        assert ids(again) == ids(on_walk.query_batch(questions, k=k, evidence=False, **opts))
+    for retriever, out in calls:
+        cand, score, relevance = out.cand, out.score, out.relevance
+        assert isinstance(cand, np.ndarray) and np.issubdtype(cand.dtype, np.integer)
+        assert cand.ndim == 2 and score.shape == relevance.shape == cand.shape
+        assert ((cand >= -1) & (cand < retriever.n_psg)).all()
+        assert (np.isneginf(relevance) == (cand < 0)).all()
+        assert (np.isneginf(score) == (cand < 0)).all()
+        for row in cand:
+            valid = row[row >= 0]
+            assert len(np.unique(valid)) == len(valid), "a passage is a candidate twice"
+        if out.head is not None:
+            assert out.head.ndim == 2 and len(out.head) == len(cand)
+        rows, best = out.best
+        assert rows.shape == best.shape and len(rows) == len(cand)
+        assert (np.diff(np.where(np.isfinite(best), best, -np.inf), axis=1) <= 0).all()
+        for r_best, r_cand in zip(rows, cand, strict=True):
+            assert np.isin(r_best[r_best >= 0], r_cand).all()

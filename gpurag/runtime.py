@@ -53,8 +53,11 @@ class Runtime:
       that asks for one (None: ``rerankers(name, retriever, checkpoint)`` loads it);
     * ``tables``: the table engine; ``llm_client``: one LLM client (None: made from
       ``llm_config``, ``GPURAG_LLM_*`` by default);
-    * ``query_walk``: the walk segment of graph queries on the device (reset, PPR, fusion,
-      top-k; :mod:`gpurag.backends.query_device`), None on the CPU (the NumPy stages).
+    * ``query_walk``: the walk segment of graph queries on the device (PPR, fusion, top-k;
+      :mod:`gpurag.backends.query_device`), None on the CPU (the NumPy stages). It replaces
+      ``ppr`` in unreranked graph queries, so it is resolved only when ``ppr`` is not the
+      user's own (``Runtime.create(ppr=mine)`` walks with ``mine``); ``query_walk=False``
+      turns it off (stored as None).
     """
 
     device: str = "cpu"
@@ -80,6 +83,10 @@ class Runtime:
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)  # a device that is not there: DeviceError
         missing = [name for name in PARTS if getattr(self, name) is None]
+        if self.query_walk is False:  # off: the host stages, with the runtime's ppr
+            self.query_walk = None
+        if "query_walk" in missing and "ppr" not in missing:  # the user's own ppr walks
+            missing.remove("query_walk")
         if missing:
             from gpurag.backends import parts_for
 

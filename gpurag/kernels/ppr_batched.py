@@ -227,12 +227,17 @@ def _power_chunk(
             x, y = y, x
             stalled = (err > stall_ratio * prev) & (err < noise_floor)
             done = (err < tol) | stalled
-            err_max = max(frozen_err, float(err.max())) if a else frozen_err
-            if bool(done.all()):
+            # the check's one host sync: the largest change, the largest among the converged
+            # columns (err >= 0) and how many converged
+            top, top_done, n_done = torch.stack([
+                err.max(), torch.where(done, err, 0.0).max(), done.sum().to(err.dtype)
+            ]).tolist()
+            err_max = max(frozen_err, top)
+            if n_done == a:
                 break
             prev = err
-            if bool(done.any()):
-                frozen_err = max(frozen_err, float(err[done].max()))
+            if n_done:
+                frozen_err = max(frozen_err, top_done)
                 if frozen is None:
                     frozen = torch.empty((n, q), dtype=dt, device=dev)
                 frozen[:, cols[done]] = x[:, done]
@@ -243,7 +248,7 @@ def _power_chunk(
                 del y  # scratch: its data is not needed
                 x = x[:, keep].contiguous()
                 y = torch.empty_like(x)
-                cols, prev, a = cols[keep], prev[keep], int(keep.sum())
+                cols, prev, a = cols[keep], prev[keep], a - int(n_done)
                 flat = node * a + qi
         else:
             x, y = y, x

@@ -107,7 +107,7 @@ class GraphRetriever:
         self.searcher = parts.searcher
         self.reranker_for = parts.reranker_for  # name, retriever, checkpoint -> reranker
         # the walk segment on the device (gpurag.query.device_walk); None: the NumPy stages
-        self.query_walk = getattr(parts, "query_walk", None)
+        self.query_walk = getattr(parts, "query_walk", None) or None  # False: off
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
         self.chunks = chunks  # the index's chunk table (read by the stages)

@@ -242,3 +242,32 @@ def test_a_question_gets_the_same_result_alone_and_in_any_batch(device):
     np.testing.assert_allclose(np.delete(together, 3, axis=0), without, atol=1e-7)
     ref = ppr_reference(g.indptr, g.indices, g.weights, batch, 0.85)
     assert (l1_rows(together, ref) < 1e-3).all()
+
+
+def test_one_host_sync_per_convergence_check(monkeypatch):
+    """Each check reads its flags and errors back in one transfer (``tolist``), not one per
+    flag (``float``/``bool``): on a GPU each is a device sync. Counted on CPU tensors through
+    the Tensor methods that copy to the host; the iterations and results are unchanged."""
+    from gpurag.kernels import ppr_batched as pb
+
+    rng = np.random.default_rng(3)
+    g = random_graph(rng, n=200, m=900, symmetric=False)
+    r = random_reset(rng, g.n_nodes, q=6)
+    op = build_operator(g.indptr, g.indices, g.weights, "cpu")
+    qi, node, val, q = pb._reset_triples(r, op.n_nodes, op.device, op.dtype)
+    want, want_it, want_err = pb._power_chunk(op, qi, node, val, q, 0.85, 1e-8, 300, 2)
+    syncs = []
+    for name in ("__bool__", "__float__", "__int__", "__index__", "item", "tolist"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _real=real, _name=name):
+            syncs.append(_name)
+            return _real(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    x, it, err = pb._power_chunk(op, qi, node, val, q, 0.85, 1e-8, 300, 2)
+    monkeypatch.undo()
+    checks = it // 2 + (it % 2 != 0)
+    assert len(syncs) == checks, syncs
+    assert (it, err) == (want_it, want_err)
+    torch.testing.assert_close(x, want, rtol=0, atol=0)

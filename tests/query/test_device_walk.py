@@ -149,3 +149,47 @@ def test_device_walk_on_a_shared_set(hotpot_subset, dev):
     for options in OPTIONS[:2]:
         assert_same(host, device, questions, 10, **options)
     assert walk.uploads == 1
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_query_walk_contract(graph_index, questions, dev):
+    from gpurag.contracts import check_query_walk
+
+    check_query_walk(DeviceWalk(dev), graph_index.path, questions[:6],
+                     options=({}, {"head_mode": "union"}))
+
+
+class _OwnPPR:
+    """A user's PPR part: the host one, counting its calls."""
+
+    implementation = "test ppr"
+
+    def __init__(self) -> None:
+        from gpurag.graph.ppr_top import host_ppr_topk
+
+        self.calls, self._ppr = 0, host_ppr_topk
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self._ppr(*args, **kwargs)
+
+
+def test_a_users_ppr_is_not_replaced_by_the_walk(graph_index, questions, monkeypatch):
+    """Where the device walk would be resolved (patched in for cuda's), a user's own ``ppr``
+    keeps it unresolved and is what the queries walk with; ``query_walk=False`` is off."""
+    import gpurag.backends as backends
+
+    resolved = dict(backends.parts_for("cpu"), query_walk=DeviceWalk("cpu"))
+    monkeypatch.setattr(backends, "parts_for", lambda device, gat=None: dict(resolved))
+    assert isinstance(Runtime(device="cpu").query_walk, DeviceWalk)  # resolved when not given
+    mine = _OwnPPR()
+    rt = Runtime.create(device="cpu", ppr=mine)
+    assert rt.query_walk is None and rt.ppr is mine
+    Index.open(graph_index.path, runtime=rt).query_batch(questions[:3], k=5, evidence=False)
+    assert mine.calls > 0
+    off = Runtime(device="cpu", query_walk=False)
+    assert off.query_walk is None and off.describe()["walk"].startswith("host stages")
+    host = Index.open(graph_index.path, runtime=off)
+    assert ranked(host.query_batch(questions[:3], k=5, evidence=False)) == ranked(
+        Index.open(graph_index.path, runtime=Runtime(device="cpu", ppr=_OwnPPR())
+                   ).query_batch(questions[:3], k=5, evidence=False))
