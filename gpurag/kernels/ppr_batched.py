@@ -9,7 +9,8 @@ Per iteration: one ``torch.addmm`` (cuSPARSE SpMM on CUDA, the ``d *`` scaling f
 ``alpha``) reads ``P^T`` once for all ``q`` queries; the dangling mass is a gather of the
 dangling rows only; the reset is a scatter of its few nonzeros (the ``(n, q)`` reset is never
 materialized). The per-column L1 change is computed only every ``check_every`` iterations
-(in place, ``X_old -= X_new`` then a norm, no temporary), which is also the only host sync, so
+(in place, ``X_old -= X_new`` then its absolute values summed in float64, as are the
+dangling sums; no temporary), which is also the only host sync, so
 the GPU runs ``check_every`` iterations back to back. Columns that have converged at a check
 are frozen and the rest iterate alone, as in :mod:`gpurag.graph.ppr`, so a query's result does
 not depend on the other queries of its batch. Float32 by default (float64 accepted).
@@ -208,7 +209,7 @@ def _power_chunk(
     # Exact arithmetic: the L1 change shrinks by at least d per step, d**check_every per check
     # (and often by exactly that). Stalled = shrinking clearly slower, i.e. rounding noise.
     stall_ratio = 0.5 * (1.0 + d**check_every)
-    prev = torch.full((q,), math.inf, dtype=dt, device=dev)
+    prev = torch.full((q,), math.inf, dtype=torch.float64, device=dev)
     cols = torch.arange(q, device=dev)
     frozen: torch.Tensor | None = None  # (n, q), made when the first columns freeze early
     frozen_err = 0.0
@@ -216,14 +217,17 @@ def _power_chunk(
     err_max, it = math.inf, 0
     for it in range(1, max_iter + 1):
         if has_dangling:
-            coef = x.index_select(0, op.dangling).sum(dim=0).mul_(d).add_(1.0 - d)
+            # the dangling mass summed in float64, as the host does (float32 sums over long
+            # columns drift by ~1e-5)
+            coef = (x.index_select(0, op.dangling).sum(dim=0, dtype=torch.float64)
+                    .mul_(d).add_(1.0 - d).to(dt))
         else:
             coef = torch.full((a,), 1.0 - d, dtype=dt, device=dev)
         torch.addmm(y, op.pt, x, beta=0.0, alpha=d, out=y)  # y = d P^T x (y's old data unused)
         y.view(-1).index_add_(0, flat, val * coef[qi])
         if it % check_every == 0 or it == max_iter:
             x.sub_(y)  # x := x_old - x_new (x_old is not needed any more)
-            err = torch.linalg.vector_norm(x, ord=1, dim=0)
+            err = x.abs_().sum(dim=0, dtype=torch.float64)  # L1 change, summed in float64
             x, y = y, x
             stalled = (err > stall_ratio * prev) & (err < noise_floor)
             done = (err < tol) | stalled

@@ -193,3 +193,35 @@ def test_a_users_ppr_is_not_replaced_by_the_walk(graph_index, questions, monkeyp
     assert ranked(host.query_batch(questions[:3], k=5, evidence=False)) == ranked(
         Index.open(graph_index.path, runtime=Runtime(device="cpu", ppr=_OwnPPR())
                    ).query_batch(questions[:3], k=5, evidence=False))
+
+
+def test_the_walk_runs_from_the_hosts_reset_matrix(device_index, questions, monkeypatch):
+    """The device walks from the host's reset (query/seeds.py), row-normalized as the host PPR
+    does it: the triples it hands the power iteration are the host's, bit for bit (no reset
+    arithmetic and no atomic sums on the device)."""
+    import gpurag.kernels.ppr_batched as pb
+    import gpurag.query.graph as graph_mod
+    from gpurag.graph.ppr import normalized_reset
+
+    index, _ = device_index
+    resets, triples = [], []
+    real_reset, real_chunks = graph_mod.seed_reset, pb.power_chunks
+
+    def seed_reset(*args, **kwargs):
+        out = real_reset(*args, **kwargs)
+        resets.append(out[0])
+        return out
+
+    def power_chunks(op, qi, node, val, q, **kwargs):
+        triples.append((qi.cpu().numpy(), node.cpu().numpy(), val.cpu().numpy()))
+        return real_chunks(op, qi, node, val, q, **kwargs)
+
+    monkeypatch.setattr(graph_mod, "seed_reset", seed_reset)
+    monkeypatch.setattr(pb, "power_chunks", power_chunks)
+    index.query_batch(questions[:6], k=5, evidence=False)
+    assert len(resets) == len(triples) == 1
+    host = normalized_reset(resets[0], index.retriever.n_ent + index.retriever.n_psg).tocoo()
+    qi, node, val = triples[0]
+    np.testing.assert_array_equal(qi, host.row)
+    np.testing.assert_array_equal(node, host.col)
+    np.testing.assert_array_equal(val, host.data.astype(np.float32))
