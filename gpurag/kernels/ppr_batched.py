@@ -170,14 +170,23 @@ def normalized_triples(
     return qi, node, (val / sums[qi]).to(dtype), q
 
 
-def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
-    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
-    result) in ~80% of the free device memory (the allocator's unused cache counts as free)."""
+def auto_columns(n: int, q: int, device: str | torch.device, bytes_per_entry: int,
+                 share: float = 0.8) -> int:
+    """Columns (queries) per chunk so that ``bytes_per_entry`` bytes per node and column fit
+    in ``share`` of the device's free memory, the allocator's reserved-but-unused cache
+    counted as free; ``max(q, 1)`` off cuda or for an empty graph."""
+    device = torch.device(device)
     if device.type != "cuda" or n == 0:
         return max(q, 1)
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return int(max(1, min(q, (0.8 * free) // (3 * n * itemsize))))
+    return int(max(1, min(q, (share * free) // (bytes_per_entry * n))))
+
+
+def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
+    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
+    result) in ~80% of the free device memory."""
+    return auto_columns(n, q, device, 3 * itemsize)
 
 
 def _power_chunk(
