@@ -65,6 +65,9 @@ class DeviceWalk:
     batches walked."""
 
     def __init__(self, device: str = "cuda", check_every: int = 1) -> None:
+        from gpurag.kernels.ppr_batched import check_settings
+
+        check_settings(0.5, 1, check_every)  # a bad check_every fails here, not mid-query
         self.device = str(device)
         self.check_every = check_every
         self.implementation = (f"gpurag.backends.query_device (torch "
