@@ -65,6 +65,9 @@ class DeviceWalk:
     batches walked."""
 
     def __init__(self, device: str = "cuda", check_every: int = 1) -> None:
+        from gpurag.kernels.ppr_batched import check_settings
+
+        check_settings(0.5, 1, check_every)  # a bad check_every fails here, not mid-query
         self.device = str(device)
         self.check_every = check_every
         self.implementation = (f"gpurag.backends.query_device (torch "
@@ -136,14 +139,13 @@ class DeviceWalk:
                          None if head is None else host(head), (host(rows), host(scores)))
 
     def _columns(self, n: int, q: int) -> int | None:
-        """Questions per walk chunk: what fits in about 60% of the free device memory (None on
-        the CPU: one chunk)."""
-        import torch
+        """Questions per walk chunk: what fits in about 60% of the free device memory, the
+        allocator's reserved-but-unused cache included (None on the CPU: one chunk)."""
+        from gpurag.kernels.ppr_batched import auto_columns
 
         if not self.device.startswith("cuda") or n == 0:
             return None
-        free, _ = torch.cuda.mem_get_info(torch.device(self.device))
-        return int(max(1, min(q, 0.6 * free // (_BYTES_PER_ENTRY * n))))
+        return auto_columns(n, q, self.device, _BYTES_PER_ENTRY, share=0.6)
 
 
 def _up(a: np.ndarray, device: str, dtype: Any = None) -> Any:

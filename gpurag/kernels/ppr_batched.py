@@ -170,14 +170,23 @@ def normalized_triples(
     return qi, node, (val / sums[qi]).to(dtype), q
 
 
-def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
-    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
-    result) in ~80% of the free device memory (the allocator's unused cache counts as free)."""
+def auto_columns(n: int, q: int, device: str | torch.device, bytes_per_entry: int,
+                 share: float = 0.8) -> int:
+    """Columns (queries) per chunk so that ``bytes_per_entry`` bytes per node and column fit
+    in ``share`` of the device's free memory, the allocator's reserved-but-unused cache
+    counted as free; ``max(q, 1)`` off cuda or for an empty graph."""
+    device = torch.device(device)
     if device.type != "cuda" or n == 0:
         return max(q, 1)
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return int(max(1, min(q, (0.8 * free) // (3 * n * itemsize))))
+    return int(max(1, min(q, (share * free) // (bytes_per_entry * n))))
+
+
+def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
+    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
+    result) in ~80% of the free device memory."""
+    return auto_columns(n, q, device, 3 * itemsize)
 
 
 def _power_chunk(
@@ -297,10 +306,7 @@ def ppr_batched(
     filled with ``iterations`` and ``max_l1_change`` (one entry per column chunk) and
     ``batch_size``.
     """
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must lie in [0, 1), got {damping}")
-    if max_iter < 1 or check_every < 1:
-        raise ValueError("max_iter and check_every must be positive")
+    check_settings(damping, max_iter, check_every)
     if isinstance(graph, TransitionOperator):
         op = graph
     else:
@@ -341,9 +347,26 @@ def power_chunks(
     """Power iteration over the reset's nonzeros (:func:`normalized_triples`), in column chunks
     that fit device memory (``batch_size``, default from the free memory): yields ``(c0, c1,
     X)`` with ``X`` the ``(n, c1 - c0)`` scores of queries ``c0:c1`` (columns sum to 1; freed
-    when the caller moves on). ``stats`` as in :func:`ppr_batched`."""
+    when the caller moves on). ``stats`` as in :func:`ppr_batched`. Bad settings raise here,
+    before the first chunk."""
+    check_settings(damping, max_iter, check_every)
+    return _chunks(op, qi, node, val, q, damping, tol, max_iter, check_every, batch_size, stats)
+
+
+def check_settings(damping: float, max_iter: int, check_every: int) -> None:
+    """A clear ``ValueError`` for a damping outside [0, 1) or a ``max_iter``/``check_every``
+    that is not an integer >= 1."""
     if not 0.0 <= damping < 1.0:
         raise ValueError(f"damping must lie in [0, 1), got {damping}")
+    for name, value in (("max_iter", max_iter), ("check_every", check_every)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _chunks(op: TransitionOperator, qi: torch.Tensor, node: torch.Tensor, val: torch.Tensor,
+            q: int, damping: float, tol: float, max_iter: int, check_every: int,
+            batch_size: int | None, stats: dict | None
+            ) -> Iterator[tuple[int, int, torch.Tensor]]:
     n, dev, dt = op.n_nodes, op.device, op.dtype
     b = batch_size or _auto_batch(n, q, dev, torch.empty((), dtype=dt).element_size())
     bounds = torch.searchsorted(qi, torch.arange(0, q + b, b, device=dev).clamp(max=q)).tolist()

@@ -225,3 +225,19 @@ def test_the_walk_runs_from_the_hosts_reset_matrix(device_index, questions, monk
     np.testing.assert_array_equal(qi, host.row)
     np.testing.assert_array_equal(node, host.col)
     np.testing.assert_array_equal(val, host.data.astype(np.float32))
+
+
+def test_walk_chunks_count_the_allocators_free_cache(monkeypatch):
+    """The walk's questions per chunk on cuda: 60% of the free memory, where the allocator's
+    reserved-but-unused cache is free too (mem_get_info does not count it). The cuda memory
+    queries are stood in for (no GPU here): 1 GB free, 3 GB reserved of which 1 GB used."""
+    from gpurag.backends.query_device import _BYTES_PER_ENTRY
+
+    gb = 1 << 30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (gb, 80 * gb))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 3 * gb)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: gb)
+    n = 1_000_000
+    assert DeviceWalk("cuda")._columns(n, 10**6) == int(0.6 * 3 * gb // (_BYTES_PER_ENTRY * n))
+    assert DeviceWalk("cuda")._columns(n, 5) == 5
+    assert DeviceWalk("cpu")._columns(n, 10**6) is None
