@@ -20,10 +20,12 @@ ms (``timings_ms``; the walk segment is ``walk`` + ``fusion`` on the device, ``s
 runtime, and ``parity``: for the ``walk-*`` runtimes, the share of ``--parity`` questions whose
 top-10 ids equal the first runtime's with ``ppr_method="power"`` (the host's ``auto`` pushes on
 graphs of 500k+ edges, which the device never does). ``--budget-s`` stops adding batches once
-spent (the report says what ran).
+spent, or when the next one would overrun it at the last batch's pace (the report says what
+ran). With ``--out`` the report is written (atomically) after the rank check and after every
+batch size, so a run killed by a timeout keeps what it measured.
 
 Usage: python bench/query_device.py [--size 147645] [--runtimes cpu,cuda,walk-cuda]
-       [--batches 1,64,1024] [--single 50] [--out FILE.json] [--work DIR] [--budget-s 300]
+       [--batches 1,64,1024] [--single 50] [--out FILE.json] [--work DIR] [--budget-s 240]
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ def main() -> None:
     ap.add_argument("--batches", default="1,64,1024")
     ap.add_argument("--single", type=int, default=50, help="questions asked one at a time")
     ap.add_argument("--parity", type=int, default=64, help="questions of the rank check")
-    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument("--out", default="", help="write the JSON report here (default stdout)")
     args = ap.parse_args()
     data = Path(args.data)
@@ -154,16 +156,31 @@ def main() -> None:
         index.query_batch(questions[:4], k=10, mode="graph", evidence=False)
     report["parity"] = parity(indexes, questions[:args.parity])
     log(f"[{args.size}] parity {report['parity']}")
+    save(report, names, t0, args.out)
+    pace_s = None  # seconds per question of the last batch size, all runtimes together
     for b in batches:
-        if time.perf_counter() - t0 > args.budget_s:
+        n = args.single if b == 1 else b
+        spent = time.perf_counter() - t0
+        if spent > args.budget_s or (pace_s is not None and spent + pace_s * n > args.budget_s):
             report["skipped_batches"].append(b)
             continue
-        n = args.single if b == 1 else b
         log(f"[{args.size}] {', '.join(names)} in turn, batches of {b} ({n} questions)")
-        for name, row in run(indexes, questions, b, n).items():
+        rows = run(indexes, questions, b, n)
+        for name, row in rows.items():
             report["query"][name].append(row)
             log(f"  {name}: {row['ms_per_question']:.2f} ms/q, {row['questions_per_s']:.0f} q/s"
                 + (f", p50 {row['p50_ms']:.1f} ms" if "p50_ms" in row else ""))
+        pace_s = sum(row["ms_per_question"] for row in rows.values()) / 1000
+        save(report, names, t0, args.out)
+    text = save(report, names, t0, args.out)
+    log(json.dumps(report["ratios"], indent=1))
+    if not args.out:
+        print(text)
+
+
+def save(report: dict, names: list[str], t0: float, out: str) -> str:
+    """Fill in the ratios to the first runtime, the load and the wall time so far, and write
+    the report to ``out`` atomically (a temporary file renamed over it) when given."""
     base = report["query"][names[0]]
     report["ratios"] = {}
     for name in names[1:]:
@@ -176,13 +193,14 @@ def main() -> None:
                     "p50_ms"]
     report["machine"]["load_avg_end"] = list(os.getloadavg())
     report["wall_s"] = time.perf_counter() - t0
-    log(json.dumps(report["ratios"], indent=1))
     text = json.dumps(report, indent=1)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    return text
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ _FAISS_GPU_RES: list[Any] = []
 
 
 def _faiss_flat(dim: int, metric: str, gpu: bool) -> Any:
-    import faiss
+    from gpurag.vectors.faiss_setup import configured_faiss
+
+    faiss = configured_faiss()
 
     if not gpu:
         return faiss.IndexFlatIP(dim) if metric == "ip" else faiss.IndexFlatL2(dim)
@@ -92,7 +94,9 @@ def make_searcher(vectors: Any, device: str = "cpu", metric: str = "ip",
 
 def _faiss_gpu_from_index(index: Any, metric: str) -> FaissSearcher:
     """A FAISS-GPU flat index (float16 storage) filled from ``index`` chunk by chunk."""
-    import faiss
+    from gpurag.vectors.faiss_setup import configured_faiss
+
+    faiss = configured_faiss()
 
     if not _FAISS_GPU_RES:
         _FAISS_GPU_RES.append(faiss.StandardGpuResources())
@@ -113,7 +117,9 @@ def searcher_for_index(index: Any, device: str = "cpu", backend: str = "auto",
     IVF, as built); on ``cuda`` (or with ``backend="torch"``) an exact device searcher over its
     decoded vectors (``reconstruct_n``, in bounded chunks), held as float16 on cuda (``dtype``
     chooses; float32 on the CPU) with a float32 re-rank of the candidates from those vectors."""
-    import faiss
+    from gpurag.vectors.faiss_setup import configured_faiss
+
+    faiss = configured_faiss()
 
     metric = "ip" if index.metric_type == faiss.METRIC_INNER_PRODUCT else "l2"
     kind = choose_backend(device, backend)

@@ -84,7 +84,7 @@ def _transition_transpose(g: CSRGraph, op: _Operator, dtype: np.dtype) -> sp.csr
     return pt
 
 
-def _normalized_reset(reset: ResetLike, n: int) -> sp.csr_array:
+def normalized_reset(reset: ResetLike, n: int) -> sp.csr_array:
     """Validate ``reset`` (q, n) or (n,), return it as float64 CSR with rows summing to 1."""
     if sp.issparse(reset):
         mat = sp.csr_array(reset, dtype=np.float64)
@@ -109,6 +109,9 @@ def _normalized_reset(reset: ResetLike, n: int) -> sp.csr_array:
     mat = sp.csr_array(sp.diags_array(1.0 / sums) @ mat)
     mat.eliminate_zeros()
     return mat
+
+
+_normalized_reset = normalized_reset
 
 
 def ppr_power(

@@ -9,7 +9,8 @@ Per iteration: one ``torch.addmm`` (cuSPARSE SpMM on CUDA, the ``d *`` scaling f
 ``alpha``) reads ``P^T`` once for all ``q`` queries; the dangling mass is a gather of the
 dangling rows only; the reset is a scatter of its few nonzeros (the ``(n, q)`` reset is never
 materialized). The per-column L1 change is computed only every ``check_every`` iterations
-(in place, ``X_old -= X_new`` then a norm, no temporary), which is also the only host sync, so
+(in place, ``X_old -= X_new`` then its absolute values summed in float64, as are the
+dangling sums; no temporary), which is also the only host sync, so
 the GPU runs ``check_every`` iterations back to back. Columns that have converged at a check
 are frozen and the rest iterate alone, as in :mod:`gpurag.graph.ppr`, so a query's result does
 not depend on the other queries of its batch. Float32 by default (float64 accepted).
@@ -169,14 +170,23 @@ def normalized_triples(
     return qi, node, (val / sums[qi]).to(dtype), q
 
 
-def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
-    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
-    result) in ~80% of the free device memory (the allocator's unused cache counts as free)."""
+def auto_columns(n: int, q: int, device: str | torch.device, bytes_per_entry: int,
+                 share: float = 0.8) -> int:
+    """Columns (queries) per chunk so that ``bytes_per_entry`` bytes per node and column fit
+    in ``share`` of the device's free memory, the allocator's reserved-but-unused cache
+    counted as free; ``max(q, 1)`` off cuda or for an empty graph."""
+    device = torch.device(device)
     if device.type != "cuda" or n == 0:
         return max(q, 1)
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return int(max(1, min(q, (0.8 * free) // (3 * n * itemsize))))
+    return int(max(1, min(q, (share * free) // (bytes_per_entry * n))))
+
+
+def _auto_batch(n: int, q: int, device: torch.device, itemsize: int) -> int:
+    """Columns per chunk: two (n, b) iterates and one transposed copy (for the top-k or the
+    result) in ~80% of the free device memory."""
+    return auto_columns(n, q, device, 3 * itemsize)
 
 
 def _power_chunk(
@@ -208,7 +218,7 @@ def _power_chunk(
     # Exact arithmetic: the L1 change shrinks by at least d per step, d**check_every per check
     # (and often by exactly that). Stalled = shrinking clearly slower, i.e. rounding noise.
     stall_ratio = 0.5 * (1.0 + d**check_every)
-    prev = torch.full((q,), math.inf, dtype=dt, device=dev)
+    prev = torch.full((q,), math.inf, dtype=torch.float64, device=dev)
     cols = torch.arange(q, device=dev)
     frozen: torch.Tensor | None = None  # (n, q), made when the first columns freeze early
     frozen_err = 0.0
@@ -216,14 +226,17 @@ def _power_chunk(
     err_max, it = math.inf, 0
     for it in range(1, max_iter + 1):
         if has_dangling:
-            coef = x.index_select(0, op.dangling).sum(dim=0).mul_(d).add_(1.0 - d)
+            # the dangling mass summed in float64, as the host does (float32 sums over long
+            # columns drift by ~1e-5)
+            coef = (x.index_select(0, op.dangling).sum(dim=0, dtype=torch.float64)
+                    .mul_(d).add_(1.0 - d).to(dt))
         else:
             coef = torch.full((a,), 1.0 - d, dtype=dt, device=dev)
         torch.addmm(y, op.pt, x, beta=0.0, alpha=d, out=y)  # y = d P^T x (y's old data unused)
         y.view(-1).index_add_(0, flat, val * coef[qi])
         if it % check_every == 0 or it == max_iter:
             x.sub_(y)  # x := x_old - x_new (x_old is not needed any more)
-            err = torch.linalg.vector_norm(x, ord=1, dim=0)
+            err = x.abs_().sum(dim=0, dtype=torch.float64)  # L1 change, summed in float64
             x, y = y, x
             stalled = (err > stall_ratio * prev) & (err < noise_floor)
             done = (err < tol) | stalled
@@ -293,10 +306,7 @@ def ppr_batched(
     filled with ``iterations`` and ``max_l1_change`` (one entry per column chunk) and
     ``batch_size``.
     """
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must lie in [0, 1), got {damping}")
-    if max_iter < 1 or check_every < 1:
-        raise ValueError("max_iter and check_every must be positive")
+    check_settings(damping, max_iter, check_every)
     if isinstance(graph, TransitionOperator):
         op = graph
     else:
@@ -337,9 +347,26 @@ def power_chunks(
     """Power iteration over the reset's nonzeros (:func:`normalized_triples`), in column chunks
     that fit device memory (``batch_size``, default from the free memory): yields ``(c0, c1,
     X)`` with ``X`` the ``(n, c1 - c0)`` scores of queries ``c0:c1`` (columns sum to 1; freed
-    when the caller moves on). ``stats`` as in :func:`ppr_batched`."""
+    when the caller moves on). ``stats`` as in :func:`ppr_batched`. Bad settings raise here,
+    before the first chunk."""
+    check_settings(damping, max_iter, check_every)
+    return _chunks(op, qi, node, val, q, damping, tol, max_iter, check_every, batch_size, stats)
+
+
+def check_settings(damping: float, max_iter: int, check_every: int) -> None:
+    """A clear ``ValueError`` for a damping outside [0, 1) or a ``max_iter``/``check_every``
+    that is not an integer >= 1."""
     if not 0.0 <= damping < 1.0:
         raise ValueError(f"damping must lie in [0, 1), got {damping}")
+    for name, value in (("max_iter", max_iter), ("check_every", check_every)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _chunks(op: TransitionOperator, qi: torch.Tensor, node: torch.Tensor, val: torch.Tensor,
+            q: int, damping: float, tol: float, max_iter: int, check_every: int,
+            batch_size: int | None, stats: dict | None
+            ) -> Iterator[tuple[int, int, torch.Tensor]]:
     n, dev, dt = op.n_nodes, op.device, op.dtype
     b = batch_size or _auto_batch(n, q, dev, torch.empty((), dtype=dt).element_size())
     bounds = torch.searchsorted(qi, torch.arange(0, q + b, b, device=dev).clamp(max=q)).tolist()

@@ -196,8 +196,9 @@ class ScaleIndex:
     def _add_dense(self, src: Traces) -> None:
         """Train the IVF on a sample (first call) and add the vectors not yet in it, a block
         at a time (no copy of the whole matrix)."""
-        import faiss
+        from gpurag.vectors.faiss_setup import configured_faiss
 
+        faiss = configured_faiss()
         if self.dense is None:
             n = src.n
             nlist = self._nlist or int(min(4096, max(1, round(math.sqrt(n)))))

@@ -44,7 +44,9 @@ def _merged(post: Postings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def parts(index: ScaleIndex, discourse: bool) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``(arrays, meta)`` of ``index`` for the snapshot writer (``discourse``: whether the
     lexical documents hold the discourse expansions)."""
-    import faiss
+    from gpurag.vectors.faiss_setup import configured_faiss
+
+    faiss = configured_faiss()
 
     out: dict[str, np.ndarray] = {}
     for name in _GROW:
@@ -97,7 +99,9 @@ def load(folder: Path, meta: dict[str, Any], dim: int, discourse: bool,
 
 
 def _restore(folder: Path, info: dict[str, Any]) -> ScaleIndex:
-    import faiss
+    from gpurag.vectors.faiss_setup import configured_faiss
+
+    faiss = configured_faiss()
 
     def arr(name: str) -> np.ndarray:
         return np.load(folder / f"{PREFIX}{name}.npy", allow_pickle=False)

@@ -35,7 +35,6 @@ from gpurag.config import QueryConfig
 from gpurag.graph.ppr_local import DEFAULT_FANOUT
 from gpurag.query import second_hop
 from gpurag.query.chain_rounds import chain_rounds
-from gpurag.query.device_walk import seed_table
 from gpurag.query.fusion import (  # noqa: F401  (re-exported: the stages' functions)
     best_candidates,
     head_rows,
@@ -106,7 +105,7 @@ class GraphRetriever:
         self.ppr_name = getattr(parts.ppr, "implementation", type(parts.ppr).__name__)
         self.searcher = parts.searcher
         self.reranker_for = parts.reranker_for  # name, retriever, checkpoint -> reranker
-        # the walk segment on the device (gpurag.query.device_walk); None: the NumPy stages
+        # the walk segment on the device (backends.query_device); None: the NumPy stages
         self.query_walk = getattr(parts, "query_walk", None) or None  # False: off
         self._mentions: sp.csr_array | None = None
         self._ent_adj: sp.csr_array | None = None
@@ -293,10 +292,7 @@ class GraphRetriever:
                               named if cfg.link_weight > 0 else None)
         reranker = self._reranker(cfg)
         on_device = self.query_walk if reranker is None else None
-        if on_device is not None:  # the reset is built on the device, with the walk
-            seeds = seed_table(self.seed_arrays, hits, cfg)
-        else:
-            reset, seeds = seed_reset(self.seed_arrays, hits, cfg)
+        reset, seeds = seed_reset(self.seed_arrays, hits, cfg)
         rankings = {"dense": dense[1]}
         if "bm25" in sources and lexical is not None:
             rankings["bm25"] = lexical[1][:, :depth]
@@ -311,7 +307,7 @@ class GraphRetriever:
         best_depth = max(k, second_hop.FIRST_DEPTH) if hop else k
         fused = None
         if on_device is not None:  # reset, walk, fusion and top-k on the device
-            fused = on_device(self, hits, rankings, cfg, want=want, depth=depth,
+            fused = on_device(self, reset, dense, rankings, cfg, want=want, depth=depth,
                               sources=sources, best=best_depth)
             cand, score, relevance, head = fused.cand, fused.score, fused.relevance, fused.head
             stages.lap("walk")

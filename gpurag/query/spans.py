@@ -158,17 +158,20 @@ class WordHasher:
 
     def _set_base(self, base: int) -> None:
         self.base = base
-        self._pow = np.ones(1, np.uint64)  # base ** t
-        self._inv = np.ones(1, np.uint64)  # base ** -t (mod 2 ** 64; the base is odd)
+        # (base ** t, base ** -t mod 2 ** 64; the base is odd), replaced as one tuple so that
+        # service threads hashing concurrently never see a new table beside an old one
+        self._tables = (np.ones(1, np.uint64), np.ones(1, np.uint64))
 
     def _powers(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if len(self._pow) < n:
-            m = max(n, 2 * len(self._pow))
-            self._pow = np.cumprod(np.r_[1, np.full(m - 1, self.base, np.uint64)],
-                                   dtype=np.uint64)
-            self._inv = np.cumprod(np.r_[1, np.full(m - 1, pow(self.base, -1, 1 << 64),
-                                                    np.uint64)], dtype=np.uint64)
-        return self._pow, self._inv
+        tables = self._tables
+        if len(tables[0]) < n:
+            m = max(n, 2 * len(tables[0]))
+            tables = (np.cumprod(np.r_[1, np.full(m - 1, self.base, np.uint64)],
+                                 dtype=np.uint64),
+                      np.cumprod(np.r_[1, np.full(m - 1, pow(self.base, -1, 1 << 64),
+                                                  np.uint64)], dtype=np.uint64))
+            self._tables = tables
+        return tables
 
     def word_ids(self, pieces: list[str]) -> np.ndarray:
         """Each piece's word id (1..V), 0 for a word no kept key has."""

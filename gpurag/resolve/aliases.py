@@ -138,7 +138,12 @@ def _key_vectors(keys: _Keys, embeddings: np.ndarray | None, embedder: Embedder 
     if embeddings is not None:
         emb = np.asarray(embeddings, dtype=np.float32)
         summed = np.zeros((u, emb.shape[1]), dtype=np.float32)
-        np.add.at(summed, keys.gid, emb)
+        # most keys have one name: copied (0.0 + x, as a sum from zero gives: -0.0 -> 0.0);
+        # the rest summed in name order, as np.add.at over all of them did
+        single = np.bincount(keys.gid, minlength=u)[keys.gid] == 1
+        summed[keys.gid[single]] = emb[single]
+        summed += np.float32(0.0)
+        np.add.at(summed, keys.gid[~single], emb[~single])
         summed /= np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-12)
         return summed  # normalized in place: no second (keys, dim) array
     if embedder is not None and u:

@@ -143,7 +143,9 @@ DECODE_ROWS = 1 << 16
 
 
 def _ivf_of(index: Any) -> Any:
-    import faiss
+    from gpurag.vectors.faiss_setup import configured_faiss
+
+    faiss = configured_faiss()
 
     try:
         return faiss.try_extract_index_ivf(index)

@@ -153,6 +153,8 @@ FORBIDDEN = (
     ("gpurag.registry", "gpurag", "the plug-in registries sit below config"),
     ("gpurag.metrics", "gpurag", "every layer scores with the metrics (eval, rerank.auto)"),
     ("gpurag.rerank", "gpurag.training", "the question generator is gpurag.query.synthetic"),
+    ("gpurag.backends", "gpurag.query", "the parts sit below the stages that use them "
+     "(import gpurag.backends must not load the query layer and pandas)"),
 )
 
 

@@ -46,3 +46,13 @@ def test_per_question_metrics_are_the_rows_of_the_means():
     assert recall_at(ranks, 5) == float(np.mean([1.0, 0.5, 0.0, 0.0]))
     assert all_gold_at(ranks, 8) == 0.5
     assert recall_at([], 5) == all_gold_at([], 8) == 0.0
+
+
+def test_the_old_eval_metrics_path_still_imports():
+    """gpurag/eval/metrics.py moved to gpurag/metrics.py; the old path re-exports it."""
+    import gpurag.metrics as new
+    from gpurag.eval import metrics as old
+
+    for name in ("gold_ranks", "recall_at", "all_gold_at", "mrr", "summarize",
+                 "recall_per_question", "all_gold_per_question"):
+        assert getattr(old, name) is getattr(new, name)

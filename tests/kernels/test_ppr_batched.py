@@ -271,3 +271,24 @@ def test_one_host_sync_per_convergence_check(monkeypatch):
     assert len(syncs) == checks, syncs
     assert (it, err) == (want_it, want_err)
     torch.testing.assert_close(x, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [{"check_every": 0}, {"max_iter": 0}, {"check_every": 1.5},
+                                 {"damping": 1.0}])
+def test_power_chunks_rejects_bad_settings_before_the_first_chunk(bad):
+    """``check_every=0`` (the bench's ``cuda:0``) was a bare ZeroDivisionError mid-walk."""
+    from gpurag.backends.query_device import DeviceWalk
+    from gpurag.kernels.ppr_batched import _reset_triples, power_chunks
+
+    rng = np.random.default_rng(0)
+    g = random_graph(rng, n=50, m=200, symmetric=True)
+    op = build_operator(g.indptr, g.indices, g.weights, "cpu")
+    qi, node, val, q = _reset_triples(random_reset(rng, g.n_nodes, q=2), op.n_nodes,
+                                      op.device, op.dtype)
+    kwargs = {"damping": 0.5, "tol": 1e-8, "max_iter": 100, "check_every": 1} | bad
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        power_chunks(op, qi, node, val, q, **kwargs)  # raised at the call, not when iterated
+    if name == "check_every":
+        with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
+            DeviceWalk("cpu", check_every=bad[name])

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from gpurag import Index
 from gpurag.cli import main as gpurag_main
 from gpurag.llm.client import LLMClient
 
@@ -19,9 +18,8 @@ THEMES = "What are the main themes of this corpus?"
 
 
 @pytest.fixture(scope="module")
-def sample_index(tmp_path_factory):
-    return Index.build(SAMPLE / "corpus.jsonl", tmp_path_factory.mktemp("lazy") / "index",
-                       show_progress=False)
+def sample_index(graph_index):
+    return graph_index  # the sample corpus with its graph, built once (tests/conftest.py)
 
 
 def test_lazy_global_calls_only_the_top_communities(sample_index, llm_config):

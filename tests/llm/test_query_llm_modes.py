@@ -21,9 +21,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
 
 
 @pytest.fixture(scope="module")
-def small_index(tmp_path_factory):
-    out = tmp_path_factory.mktemp("llm-idx") / "index"
-    return Index.build(SAMPLE / "corpus.jsonl", out, show_progress=False)
+def small_index(graph_index):
+    return graph_index  # the sample corpus with its graph, built once (tests/conftest.py)
 
 
 def test_answer_cites_only_retrieved_passages(small_index, llm_config):

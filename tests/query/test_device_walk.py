@@ -193,3 +193,51 @@ def test_a_users_ppr_is_not_replaced_by_the_walk(graph_index, questions, monkeyp
     assert ranked(host.query_batch(questions[:3], k=5, evidence=False)) == ranked(
         Index.open(graph_index.path, runtime=Runtime(device="cpu", ppr=_OwnPPR())
                    ).query_batch(questions[:3], k=5, evidence=False))
+
+
+def test_the_walk_runs_from_the_hosts_reset_matrix(device_index, questions, monkeypatch):
+    """The device walks from the host's reset (query/seeds.py), row-normalized as the host PPR
+    does it: the triples it hands the power iteration are the host's, bit for bit (no reset
+    arithmetic and no atomic sums on the device)."""
+    import gpurag.kernels.ppr_batched as pb
+    import gpurag.query.graph as graph_mod
+    from gpurag.graph.ppr import normalized_reset
+
+    index, _ = device_index
+    resets, triples = [], []
+    real_reset, real_chunks = graph_mod.seed_reset, pb.power_chunks
+
+    def seed_reset(*args, **kwargs):
+        out = real_reset(*args, **kwargs)
+        resets.append(out[0])
+        return out
+
+    def power_chunks(op, qi, node, val, q, **kwargs):
+        triples.append((qi.cpu().numpy(), node.cpu().numpy(), val.cpu().numpy()))
+        return real_chunks(op, qi, node, val, q, **kwargs)
+
+    monkeypatch.setattr(graph_mod, "seed_reset", seed_reset)
+    monkeypatch.setattr(pb, "power_chunks", power_chunks)
+    index.query_batch(questions[:6], k=5, evidence=False)
+    assert len(resets) == len(triples) == 1
+    host = normalized_reset(resets[0], index.retriever.n_ent + index.retriever.n_psg).tocoo()
+    qi, node, val = triples[0]
+    np.testing.assert_array_equal(qi, host.row)
+    np.testing.assert_array_equal(node, host.col)
+    np.testing.assert_array_equal(val, host.data.astype(np.float32))
+
+
+def test_walk_chunks_count_the_allocators_free_cache(monkeypatch):
+    """The walk's questions per chunk on cuda: 60% of the free memory, where the allocator's
+    reserved-but-unused cache is free too (mem_get_info does not count it). The cuda memory
+    queries are stood in for (no GPU here): 1 GB free, 3 GB reserved of which 1 GB used."""
+    from gpurag.backends.query_device import _BYTES_PER_ENTRY
+
+    gb = 1 << 30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (gb, 80 * gb))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 3 * gb)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: gb)
+    n = 1_000_000
+    assert DeviceWalk("cuda")._columns(n, 10**6) == int(0.6 * 3 * gb // (_BYTES_PER_ENTRY * n))
+    assert DeviceWalk("cuda")._columns(n, 5) == 5
+    assert DeviceWalk("cpu")._columns(n, 10**6) is None
