@@ -56,13 +56,20 @@ def manifest_info(m: Any, path: Any) -> dict[str, Any]:
         "created": m.created,
         "counts": m.counts,
         "built_with": m.components,
-        # name@version (an index from before the build profile: default@1, its constants)
-        "build_profile": (f"{m.config.get('profile', 'default')}@"
-                          f"{m.config.get('profile_version', 1)}"),
+        # name@version as updates read it back (an index from before the build profile:
+        # default@1, or default+custom@1 where a recorded constant differs)
+        "build_profile": _build_profile_label(m.config),
         "ingest": m.extra.get("ingest", {}),
         "timings_s": m.extra.get("timings_s", {}),
         "bytes": sum(f["bytes"] for f in m.files.values()),
     }
+
+
+def _build_profile_label(config: dict[str, Any]) -> str:
+    from gpurag.config import stored_plan
+
+    plan = stored_plan(config)
+    return f"{plan.profile}@{plan.profile_version}"
 
 
 def index_info(path: str, verify: bool = False) -> dict[str, Any]:

@@ -80,8 +80,11 @@ def embedder():
     from gpurag.backends.embed import load_embedder
     from gpurag.device import resolve_device
 
-    # The same call (and so the same cached instance) as the build pipeline's.
-    return load_embedder("minilm", device=resolve_device())
+    # The same call (and so the same cached instance) as the build pipeline's, under the
+    # tests' clean environment (a developer's GPURAG_DEVICE must not choose it).
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        return load_embedder("minilm", device=resolve_device())
 
 
 def _files(folder: Path) -> dict[str, tuple[int, int]]:
@@ -104,6 +107,17 @@ def _build_shared(tmp_path_factory, name: str, source: Path, **options) -> Path:
     return out
 
 
+def _open_clean(path: Path):
+    """``Index.open`` under the tests' clean environment: a session fixture is set up before
+    the per-test ``_clean_env``, and an index opened with a developer's ``GPURAG_*`` settings
+    (query defaults, device, threads) would carry them into every test that uses it."""
+    from gpurag import Index
+
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        return Index.open(path)
+
+
 _SHARED: dict[Path, dict[str, tuple[int, int]]] = {}
 BUILD_STRAY = ("GPURAG_LLM_URL", "GPURAG_API_KEYS")
 
@@ -124,9 +138,7 @@ def sample_index_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def sample_index(sample_index_path):
-    from gpurag import Index
-
-    return Index.open(sample_index_path)
+    return _open_clean(sample_index_path)
 
 
 @pytest.fixture
@@ -144,9 +156,7 @@ def graph_index_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def graph_index(graph_index_path):
     """The session's graph index of the sample corpus, opened."""
-    from gpurag import Index
-
-    return Index.open(graph_index_path)
+    return _open_clean(graph_index_path)
 
 
 @pytest.fixture(scope="session")

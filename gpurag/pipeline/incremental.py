@@ -204,22 +204,25 @@ def reuse_extraction(stored: Stored, new_pos: np.ndarray, keep_below: int,
     return out, stats.reset_index(drop=True)
 
 
-def extract_from(chunks: pd.DataFrame, extractor: Extractor, start: int
+def extract_from(chunks: pd.DataFrame, extractor: Extractor, start: int, offset: int = 0
                  ) -> tuple[Extraction, pd.DataFrame]:
     """Extract ``chunks[start:]`` in batches on the boundaries a full build uses (multiples of
     the extractor's batch size from ``start``, itself such a multiple or the end of the kept
-    chunks)."""
+    chunks); ``offset``: the position of ``chunks``' first row in the index (a local insert
+    passes only the new chunks)."""
     size = _batch_size(extractor)
     parts: list[Extraction] = []
     descs: list[pd.DataFrame] = []
     batches: list[dict[str, Any]] = []
     for a in range(start, len(chunks), size):
-        part = extractor.extract(chunks.iloc[a : a + size].reset_index(drop=True), offset=a)
+        part = extractor.extract(chunks.iloc[a : a + size].reset_index(drop=True),
+                                 offset=a + offset)
         parts.append(part)
         desc = getattr(part, "descriptions", None)
         if desc is not None and len(desc):
             descs.append(desc)
-        batches.append({"start": a, "stats": {k: int(v) for k, v in part.stats.items()}})
+        batches.append({"start": a + offset,
+                        "stats": {k: int(v) for k, v in part.stats.items()}})
     ex = Extraction.concat(parts)
     ex.descriptions = pd.concat(descs, ignore_index=True) if descs else None
     return ex, batch_stats_frame(batches)

@@ -34,6 +34,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -379,7 +380,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     (under the write lock ``lock``)."""
     cfg = stored_config(d)
     manifest = d.manifest
-    old = d.table(layout.CHUNKS)
+    # ids only: the stored chunks' text is not read (the new rows are appended as a part)
+    old = d.table(layout.CHUNKS, columns=["chunk_id", "doc_id"])
     new = inc.chunk_embed_new(out, old, cfg, manifest, sources, runtime, spec, show)
     new_chunks, new_vectors, report, result = new.chunks, new.vectors, new.report, new.result
     work, record, timings = new.work, new.record, new.timings
@@ -388,13 +390,13 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         return result
     embedder = runtime.embedder_for(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     n_old = len(old)
-    chunks = pd.concat([old, new_chunks], ignore_index=True)
+    n_chunks = n_old + len(new_chunks)
 
     # extraction of the new chunks only
     t0 = time.perf_counter()
     extractor = inc._extractor(cfg, runtime, show)
     record.record("extract", extractor.name)
-    raw, raw_stats = inc.extract_from(chunks, extractor, n_old)
+    raw, raw_stats = inc.extract_from(new_chunks, extractor, 0, offset=n_old)
     timings["extract_s"] = time.perf_counter() - t0
     result.reextracted_chunks = len(new_chunks)
     ex = raw if cfg.graph_dates else drop_date_entities(raw)
@@ -410,7 +412,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     # the stored fact -> entity CSR ends at its last part's last pointer
     fact_end = int(d.array(d.parts(layout.FACT_ENTITY_INDPTR)[-1])[-1])
     kg = merged_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True),
-                      len(delta.entities) - delta.n_new_entities, delta, len(chunks),
+                      len(delta.entities) - delta.n_new_entities, delta, n_chunks,
                       cfg.build_profile().title_edge_weight)
     timings["graph_s"] = time.perf_counter() - t0
 
@@ -449,8 +451,9 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                                layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
                    writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
-        lexical = write_lexical(writer, chunks, record, timings, d, np.ones(n_old, bool),
-                                new_chunks)
+        lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS), new_chunks],
+                                                          ignore_index=True),
+                                record, timings, d, np.ones(n_old, bool), new_chunks)
 
         t0 = time.perf_counter()
         save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
@@ -475,7 +478,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
         rows = {rel: table_rows(d, rel) + len(appended[rel])
                 for rel in (layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS)}
-        counts = {"documents": documents + report.documents, "chunks": len(chunks),
+        counts = {"documents": documents + report.documents, "chunks": n_chunks,
                   **table_counts(delta.entities, rows[layout.ALIASES], delta.names,
                                  rows[layout.MENTIONS], rows[layout.RELATIONS],
                                  rows[layout.FACTS], kg.graph, communities, stats)}
@@ -504,10 +507,11 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     return result
 
 
-def write_lexical(writer: IndexWriter, chunks: pd.DataFrame, record: BuildRecord,
-                  timings: dict[str, float], d: IndexDir, keep: np.ndarray,
+def write_lexical(writer: IndexWriter, chunks: pd.DataFrame | Callable[[], pd.DataFrame],
+                  record: BuildRecord, timings: dict[str, float], d: IndexDir, keep: np.ndarray,
                   new_chunks: pd.DataFrame) -> str:
-    """The BM25 model over ``chunks`` (the stored passages ``keep`` and then ``new_chunks``),
+    """The BM25 model over ``chunks`` (the stored passages ``keep`` and then ``new_chunks``;
+    a callable: read only when the model must be rebuilt),
     written into the new version: the stored model updated by the change
     (:mod:`~gpurag.pipeline.incremental_lexical`, the same scores), or rebuilt over all
     chunks when the stored one cannot be updated. Returns which ("delta" or "rebuilt")."""
@@ -523,7 +527,7 @@ def write_lexical(writer: IndexWriter, chunks: pd.DataFrame, record: BuildRecord
             new_chunks):
         how = "delta"
     else:
-        BM25Index(chunks).save(writer.path(layout.LEXICAL_DIR))
+        BM25Index(chunks() if callable(chunks) else chunks).save(writer.path(layout.LEXICAL_DIR))
     record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
     timings["lexical_index_s"] = time.perf_counter() - t0
     return how

@@ -96,7 +96,7 @@ class IndexWriter:
         table = table.select(schema.names).cast(schema)
         self._append(d, rel, table, len(table), lambda names: pa.concat_tables(
             [pq.read_table(d.file(n)).cast(schema) for n in names] + [table]),
-            lambda data, path: pq.write_table(data, path, compression="zstd"))
+            lambda data, path: pq.write_table(data.combine_chunks(), path, compression="zstd"))
 
     def append_array(self, d: IndexDir, rel: str, array: np.ndarray) -> None:
         """Array ``rel`` of the new version = the stored one (its files kept) and then
@@ -127,7 +127,10 @@ class IndexWriter:
         table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(
             frame, preserve_index=False
         )
-        pq.write_table(table, self.path(rel), compression="zstd")
+        # One chunk per column: Parquet cuts pages at the input's chunk boundaries, so the
+        # same rows arriving in other pieces (a build's batches, an update's stored table plus
+        # its new rows) would give other bytes, and compact would not equal the full build.
+        pq.write_table(table.combine_chunks(), self.path(rel), compression="zstd")
 
     def write_array(self, rel: str, array: np.ndarray) -> None:
         np.save(self.path(rel), np.ascontiguousarray(array), allow_pickle=False)

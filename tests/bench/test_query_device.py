@@ -20,8 +20,21 @@ def _load(name: str):
     return module
 
 
+def _load_query_device():
+    """bench/query_device.py, whose ``from query import ...`` means bench/query.py (not the
+    tests' ``query`` package a test session may have imported under that name)."""
+    saved, path = sys.modules.pop("query", None), list(sys.path)
+    try:
+        return _load("query_device")
+    finally:
+        sys.path[:] = path  # the script puts bench/ and the repository first
+        sys.modules.pop("query", None)
+        if saved is not None:
+            sys.modules["query"] = saved
+
+
 def test_the_report_is_saved_whole_after_each_batch(tmp_path):
-    qd = _load("query_device")
+    qd = _load_query_device()
     out = tmp_path / "r" / "query_device.json"
     report = {"machine": {}, "query": {"cpu": [], "cuda": []}, "skipped_batches": []}
     qd.save(report, ["cpu", "cuda"], time.perf_counter(), str(out))

@@ -161,3 +161,14 @@ def test_the_manifest_config_gives_back_the_plan():
     moved = stored_plan({**old, "merge_threshold": 0.85})
     assert (moved.profile, moved.merge_threshold) == ("default+custom", 0.85)
     assert moved.build_profile().merge_threshold == 0.85
+
+
+def test_info_names_the_profile_updates_read_back():
+    """``gpurag info`` reports an old index's constants as updates use them: an index built
+    before the profile with another merge threshold is ``default+custom``, not ``default``."""
+    from gpurag.info import _build_profile_label
+
+    old = {k: v for k, v in dataclasses.asdict(build_plan(IndexConfig())).items()
+           if k in {f.name for f in dataclasses.fields(IndexConfig)} - {"profile"}}
+    assert _build_profile_label({**old, "merge_threshold": 0.9}) == "default@1"
+    assert _build_profile_label({**old, "merge_threshold": 0.85}) == "default+custom@1"

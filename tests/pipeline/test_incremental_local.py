@@ -303,3 +303,34 @@ def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(tmp_path, corp
     assert not any(".part" in rel for rel in compacted.manifest.files)
     full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
     assert_equivalent(compacted, full)
+
+
+def test_a_local_insert_reads_no_stored_chunk_text(tmp_path, corpus, runtime, monkeypatch):
+    """The stored chunks are read as ids only (their text was read whole on every insert);
+    the new chunks are extracted at their global positions all the same."""
+    from gpurag.store.reader import IndexDir
+
+    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    n_old = len(base.chunks)
+    base.close()
+    reads: list[object] = []
+    real = IndexDir.table
+
+    def recording(self, rel, columns=None):
+        if rel == layout.CHUNKS:
+            reads.append(columns)
+        return real(self, rel, columns)
+
+    from gpurag.pipeline.updates import insert_documents
+
+    with monkeypatch.context() as m:
+        m.setattr(IndexDir, "table", recording)
+        insert_documents(tmp_path / "inc", [corpus["B1"]], runtime=runtime, show_progress=False)
+    assert reads and all(c is not None and "text" not in c for c in reads), reads
+    grown = Index.open(tmp_path / "inc", runtime=runtime)
+    assert grown.manifest.extra["incremental"]["mode"] == "local"
+    mentions = grown.dir.table(layout.MENTIONS)
+    new_chunks = sorted(set(mentions["chunk"][mentions["chunk"] >= n_old]))
+    assert new_chunks and new_chunks[-1] < len(grown.chunks)
+    stats = grown.dir.table(layout.EXTRACT_STATS)
+    assert stats["start"].max() >= n_old  # the new batches start at their global positions

@@ -12,6 +12,7 @@ import pytest
 
 import gpurag
 from gpurag import Index, IndexConfig
+from gpurag.config import build_plan
 from gpurag.errors import IndexFormatError
 from gpurag.pipeline.chunk_embed import embed_text
 from gpurag.store.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, sha256_file
@@ -49,7 +50,8 @@ def test_manifest_contents(sample_index, sample_records):
     assert data["format"] == FORMAT_NAME
     assert data["format_version"] == FORMAT_VERSION
     assert data["gpurag_version"] == gpurag.__version__
-    assert data["config"] == dataclasses.asdict(IndexConfig(graph=False))
+    # the build plan: the user's settings and the build profile's constants
+    assert data["config"] == dataclasses.asdict(build_plan(IndexConfig(graph=False)))
     assert data["counts"]["documents"] == len(sample_records)
     assert data["counts"]["chunks"] == len(sample_index.chunks)
     assert data["components"].get("embed") and data["components"].get("vectors")
