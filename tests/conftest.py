@@ -7,9 +7,20 @@ import gzip
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config) -> None:
+    """Ctrl-C reaches the tests' child processes: a shell without job control starts a
+    background job (``pytest ... &``) with SIGINT ignored, and an ignored signal is inherited
+    through exec, so the tests that interrupt a child (an LLM batch, ``gpurag llm serve``)
+    would wait in vain. A handler, unlike an ignore, is reset to the default in each child."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = SAMPLE_DIR = REPO / "examples" / "sample"
