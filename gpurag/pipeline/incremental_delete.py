@@ -46,6 +46,7 @@ from gpurag.pipeline import incremental_local as local
 from gpurag.pipeline.graph_stage import drop_date_entities
 from gpurag.profile import hnsw_options
 from gpurag.store import IndexWriter, WriteLock, layout
+from gpurag.store.parts import parts_of
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
@@ -251,15 +252,18 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         writer.write_array(layout.FACT_ENTITY_INDPTR, f_ptr)
         writer.write_array(layout.FACT_ENTITY_INDICES, f_ent)
         csr_mod.save(graph, writer.path(layout.GRAPH_DIR))
-        communities = d.table(layout.COMMUNITIES)
         for rel, frame in ((layout.ENTITIES, entities), (layout.ALIASES, aliases),
                            (layout.MENTIONS, mentions), (layout.RELATIONS, relations),
-                           (layout.FACTS, facts), (layout.COMMUNITIES, communities),
+                           (layout.FACTS, facts),
                            (layout.EXTRACT_MENTIONS, raw_m), (layout.EXTRACT_RELATIONS, raw_r)):
             writer.write_table(rel, frame)
+        communities = d.table(layout.COMMUNITIES)  # read for the counts only
         stats = d.table(layout.EXTRACT_STATS) if d.has(layout.EXTRACT_STATS) else None
-        if stats is not None:
-            writer.write_table(layout.EXTRACT_STATS, stats)
+        # unchanged by a delete: carried over as stored (linked), not re-encoded
+        for rel in (layout.COMMUNITIES, layout.EXTRACT_STATS):
+            for name in (rel, *parts_of(manifest.files, rel)):
+                if name in manifest.files:
+                    writer.keep(d, name)
         timings["graph_write_s"] = time.perf_counter() - t0
 
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
