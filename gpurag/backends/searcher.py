@@ -40,20 +40,21 @@ def _faiss_flat(dim: int, metric: str, gpu: bool) -> Any:
 
     if not gpu:
         return faiss.IndexFlatIP(dim) if metric == "ip" else faiss.IndexFlatL2(dim)
-    if not _FAISS_GPU_RES:
-        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
     cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
-    return cls(_FAISS_GPU_RES[0], dim)
+    return cls(_gpu_resources(faiss), dim)
 
 
 def _faiss_label(gpu: bool) -> str:
     if gpu:
-        for dist in probe.FAISS_GPU_DISTS:
-            version = package_version(dist)
-            if version:
-                return f"{dist} {version}"
-        return "faiss-gpu"
-    return f"faiss-cpu {package_version('faiss-cpu') or ''}".strip()
+        return probe.label(probe.FAISS_GPU_DISTS, "faiss-gpu")
+    return probe.label(("faiss-cpu",), "faiss-cpu")
+
+
+def _gpu_resources(faiss: Any) -> Any:
+    """The process's one ``StandardGpuResources``, made on first use."""
+    if not _FAISS_GPU_RES:
+        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
+    return _FAISS_GPU_RES[0]
 
 
 def choose_backend(device: str, backend: str = "auto") -> str:
@@ -98,12 +99,10 @@ def _faiss_gpu_from_index(index: Any, metric: str) -> FaissSearcher:
 
     faiss = configured_faiss()
 
-    if not _FAISS_GPU_RES:
-        _FAISS_GPU_RES.append(faiss.StandardGpuResources())
     cfg = faiss.GpuIndexFlatConfig()
     cfg.useFloat16 = True
     cls = faiss.GpuIndexFlatIP if metric == "ip" else faiss.GpuIndexFlatL2
-    gpu = cls(_FAISS_GPU_RES[0], int(index.d), cfg)
+    gpu = cls(_gpu_resources(faiss), int(index.d), cfg)
     for _, chunk in decoded_chunks(index):
         gpu.add(chunk)
     flat = "GpuIndexFlat" + metric.upper()
