@@ -12,6 +12,15 @@ assembled one by one:
   and never names *b* or B's title: "What is the capital of the city that Hank Snow moved
   to?". Short runs of words, as real questions share only a few words with their pages.
 - ``chain`` (3 gold): A -> B -> C, two bridges in a row; the question names only *a*.
+- ``chain4`` (4 gold): A -> B -> C -> D, three bridges in a row, nested the same way ("the
+  county that the city that the band that X formed in was based in lies in"). Not in the
+  default mix (:data:`KINDS`), so the questions ``rerank="auto"`` decides on stay as they were;
+  ask for it by weight.
+
+With ``aspects=True`` a bridge (and a chain's step) also goes to the pages about one side of
+the entity ("History of Maryland" for Maryland: :func:`gpurag.query.second_hop.aspect_keys`),
+as the second hop's bridge pages do; an entity with more than ``max_pages`` of them bridges
+to none. Off by default, for the same reason.
 - ``comparison`` (2 gold): two pages whose first sentence gives the same kind of thing ("is an
   American film director"), named both: "Are X and Y both American film directors?".
 - ``shared`` (2 gold): two passages of different documents that mention the same specific
@@ -40,12 +49,12 @@ import pandas as pd
 
 from gpurag.errors import ConfigError
 from gpurag.query.dense import dense_scores
-from gpurag.query.second_hop import title_keys, titled_pages
+from gpurag.query.second_hop import aspect_keys, title_keys, titled_pages
 from gpurag.resolve.normalize import alias_keys
 from gpurag.store import layout
 
 KINDS: dict[str, float] = {"bridge": 0.5, "chain": 0.15, "comparison": 0.15, "shared": 0.2}
-HOPS = {"bridge": 2, "chain": 3, "comparison": 2, "shared": 2}
+HOPS = {"bridge": 2, "chain": 3, "chain4": 4, "comparison": 2, "shared": 2}
 POOL_FACTOR = 3  # candidates built per question wanted (the dense filter drops some)
 _WORD = re.compile(r"[^\W_][\w'’\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -91,6 +100,7 @@ class SyntheticSet:
     questions: list[SyntheticQuestion]
     stats: dict[str, dict[str, int]] = field(default_factory=dict)  # per kind: built, trivial,
     # kept
+    excluded: int = 0  # questions left out afterwards (training.synthetic.prepare_synthetic)
 
     @property
     def empty_reason(self) -> str | None:
@@ -101,6 +111,7 @@ class SyntheticSet:
         if not built:
             why = {"bridge": "no passage mentions an entity that titles another passage (no "
                              "bridge pairs)", "chain": "no two bridges in a row",
+                   "chain4": "no three bridges in a row",
                    "comparison": "no two pages share a descriptor",
                    "shared": "no specific entity is shared by two documents"}
             return ", ".join(why[k] for k in self.stats) or "no question kind was asked"
@@ -120,6 +131,7 @@ class Corpus:
     mentions: pd.DataFrame  # entity, chunk, start, end, label
     entity_names: np.ndarray  # (e,) object
     aliases: pd.DataFrame  # name, entity_id
+    aspects: bool = False  # bridges also go to aspect pages ("History of X" for X)
     _starts: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _span_map: dict[int, np.ndarray] | None = field(default=None, repr=False)
     _alias_map: dict[int, list[str]] | None = field(default=None, repr=False)
@@ -191,7 +203,16 @@ class Corpus:
                               "entity": self.aliases["entity_id"].to_numpy(np.int64)})
         e, p = titled_pages(self.title_entity, pd.Series(self.title), names,
                             len(self.entity_names), max_pages)
-        return pd.DataFrame({"entity": e, "page": p})
+        out = pd.DataFrame({"entity": e, "page": p})
+        if not self.aspects:
+            return out
+        rows, keys = aspect_keys(pd.Series(self.title))
+        asp = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
+        asp = asp.drop_duplicates(["entity", "page"])
+        asp = asp[asp.groupby("entity")["page"].transform("size") <= max_pages]
+        return (pd.concat([out, asp[["entity", "page"]]], ignore_index=True)
+                .drop_duplicates().sort_values(["entity", "page"], kind="stable")
+                .reset_index(drop=True))
 
     def title_names(self, row: int) -> list[str]:
         """The title of passage ``row``, without its disambiguation, and its title entity's
@@ -442,6 +463,61 @@ def chain_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int 
     return out
 
 
+def chain4_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int = 3,
+                     per_page: int = 2) -> list[SyntheticQuestion]:
+    """Up to ``n`` four-hop questions A -> B -> C -> D (three bridges in a row, four
+    documents) that name only A's title entity, at most one from a first-hop passage."""
+    tri = bridge_triples(c, max_pages)
+    first = sample(tri, 4 * n, rng, per="a_row", per_max=per_page)
+
+    def step(frm: str, to: str) -> pd.DataFrame:
+        return tri.rename(columns={"a_row": f"{frm}_row", "b": to, "b_start": f"{to}_start",
+                                   "b_end": f"{to}_end", "b_row": f"{to}_row"})
+
+    ch = first.merge(step("b", "c"), on="b_row").merge(step("c", "d"), on="c_row")
+    rows = {k: ch[f"{k}_row"].to_numpy(np.int64) for k in "abcd"}
+    docs = {k: c.doc[r] for k, r in rows.items()}
+    a_ent = c.title_entity[rows["a"]]
+    keep = np.ones(len(ch), bool)
+    for x, y in (("a", "c"), ("a", "d"), ("b", "d")):
+        keep &= docs[x] != docs[y]
+    for k in "cd":
+        keep &= (ch[k].to_numpy(np.int64) != a_ent) & (c.title_entity[rows[k]] != a_ent)
+    out = []
+    for t in sample(ch[keep], n, rng, per="a_row", per_max=1).itertuples(index=False):
+        a_row, b_row, c_row_, d_row = int(t.a_row), int(t.b_row), int(t.c_row), int(t.d_row)
+        a_name = display_name(str(c.entity_names[c.title_entity[a_row]]))
+        hidden = list(dict.fromkeys([*c.names_of(int(t.b)), *c.title_names(b_row),
+                                     *c.names_of(int(t.c)), *c.title_names(c_row_),
+                                     *c.names_of(int(t.d)), *c.title_names(d_row)]))
+        hop = _bridge_hop(c, a_row, int(t.b_start), int(t.b_end), hidden, a_name, rng)
+        about = about_words(c, d_row, [*hidden, a_name], rng)
+        if hop is None or not about:
+            continue
+        inner = f"the {_head(c, b_row)} {hop}"
+        for row, start, end, nxt in ((b_row, t.c_start, t.c_end, c_row_),
+                                     (c_row_, t.d_start, t.d_end, d_row)):
+            rel, before = relation_words(c, row, int(start), int(end), [*hidden, a_name],
+                                         most=int(rng.integers(2, 7)))
+            if not rel:
+                inner = ""
+                break
+            rel_s = " ".join(rel)
+            inner = (f"the {_head(c, nxt)} that {inner} {rel_s}" if before
+                     else f"the {_head(c, nxt)} {rel_s} {inner}")
+        if inner:
+            out.append(SyntheticQuestion("", _ask(rng, " ".join(about), inner), "chain4",
+                                         _docs(c, a_row, b_row, c_row_, d_row),
+                                         (a_row, b_row, c_row_, d_row), (a_name,),
+                                         tuple(hidden)))
+    return out
+
+
+def _head(c: Corpus, row: int) -> str:
+    """The last word of passage ``row``'s descriptor ("city"), or "one"."""
+    return (descriptor(c, row).split()[-1:] or ["one"])[0].lower()
+
+
 def comparison_questions(c: Corpus, n: int, rng: np.random.Generator
                          ) -> list[SyntheticQuestion]:
     """Up to ``n`` questions that name two pages of the same kind (both gold)."""
@@ -545,7 +621,8 @@ def _docs(c: Corpus, *rows: int) -> tuple[str, ...]:
 
 
 BUILDERS = {"bridge": bridge_questions, "chain": chain_questions,
-            "comparison": comparison_questions, "shared": shared_questions}
+            "comparison": comparison_questions, "shared": shared_questions,
+            "chain4": chain4_questions}  # new kinds last: each kind's seed is its place here
 
 
 # -- the whole set ---------------------------------------------------------------------------
@@ -566,12 +643,13 @@ def trivial(index, questions: list[SyntheticQuestion], top: int) -> np.ndarray:
 
 def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None,
              trivial_top: int = 2, max_pages: int = 3, per_page: int = 2,
-             name: str | None = None) -> SyntheticSet:
+             name: str | None = None, aspects: bool = False) -> SyntheticSet:
     """Up to ``n`` synthetic questions of an opened index, ``kinds`` mixed by weight (a kind
     short of questions leaves its place to the others), none answered by dense retrieval alone
     in its top ``trivial_top`` documents (0: keep all). Bridges: an entity titling more than
     ``max_pages`` passages names a category and bridges nowhere; at most ``per_page`` bridge
-    questions start from one passage. Same index and seed, same questions."""
+    questions start from one passage; with ``aspects`` bridges also go to aspect pages. Same
+    index and seed, same questions."""
     if n < 1:
         raise ConfigError(f"synthetic questions wanted must be at least 1, not {n}")
     kinds = dict(KINDS if kinds is None else kinds)
@@ -580,6 +658,7 @@ def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None
         raise ConfigError(f"unknown synthetic question kinds {sorted(bad)}: use "
                           f"{', '.join(BUILDERS)}")
     c = Corpus.from_index(index)
+    c.aspects = aspects
     total = sum(w for w in kinds.values() if w > 0) or 1.0
     quota = {k: int(np.floor(n * w / total)) for k, w in kinds.items() if w > 0}
     pools: dict[str, list[SyntheticQuestion]] = {}
@@ -588,7 +667,7 @@ def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None
         if kind not in quota:
             continue
         rng = np.random.default_rng([seed, i])
-        args = (max_pages, per_page) if kind in ("bridge", "chain") else ()
+        args = (max_pages, per_page) if kind in ("bridge", "chain", "chain4") else ()
         built = BUILDERS[kind](c, POOL_FACTOR * max(quota[kind], n // 4, 1), rng, *args)
         seen: set[str] = set()
         pool = []
@@ -625,4 +704,4 @@ def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None
 
 
 __all__ = ["BUILDERS", "HOPS", "KINDS", "Corpus", "SyntheticQuestion", "SyntheticSet",
-           "bridge_triples", "generate", "trivial"]
+           "bridge_triples", "chain4_questions", "generate", "trivial"]

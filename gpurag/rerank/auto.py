@@ -51,13 +51,40 @@ def _per_question(ranked: list[list[str]], gold: list[tuple[str, ...]], k: int) 
     return recall_per_question(ranks, 5) + all_gold_per_question(ranks, k)
 
 
+def decision_questions(index, profile: AutoProfile = PROFILE):
+    """The synthetic questions :func:`decide` ranks (a :class:`SyntheticSet`; seeded, so the
+    same for the same index and profile)."""
+    from gpurag.query.synthetic import generate
+
+    return generate(index, profile.questions, seed=profile.seed)
+
+
+def judge(base: list[list[str]], reranked: list[list[str]], syn, profile: AutoProfile = PROFILE,
+          reranker: str = "gat") -> dict[str, Any]:
+    """The decision from graph mode's (``base``) and the reranker's ranked document ids of
+    ``syn``'s questions: ``reranker`` when its mean gain in R@5 + all-gold@k is at least the
+    margin and it wins more questions than it loses, else ``"none"``."""
+    gold = [q.gold_ids for q in syn.questions]
+    k = max(profile.k, 5)
+    a, b = _per_question(base, gold, k), _per_question(reranked, gold, k)
+    gain = float((b - a).mean())
+    wins, losses = int((b > a).sum()), int((b < a).sum())
+    pays = gain >= profile.margin and wins > losses
+    return {"rerank": reranker if pays else "none",
+            "reason": (f"{reranker} {'gains' if pays else 'does not gain'} {gain:+.3f} "
+                       f"R@5 + all-gold@{k} on {len(gold)} synthetic questions "
+                       f"({wins} won, {losses} lost; margin {profile.margin})"),
+            "questions": len(gold), "gain": gain, "wins": wins, "losses": losses,
+            "graph": float(a.mean()), reranker: float(b.mean()),
+            "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()}}
+
+
 def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict[str, Any]:
     """Whether ``reranker`` pays on ``index``: ``{"rerank": "gat" | "none", "reason", ...}``
     with the synthetic questions' scores. An index without a graph, without synthetic
     questions, or without the reranker's packages gets ``"none"`` and says why."""
     from gpurag.errors import ConfigError
     from gpurag.profile import get_profile
-    from gpurag.query.synthetic import generate
 
     if index.retriever is None:
         return {"rerank": "none", "reason": "the index has no knowledge graph"}
@@ -67,28 +94,17 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
         require_gnn()
     except ConfigError as exc:
         return {"rerank": "none", "reason": str(exc)}
-    syn = generate(index, profile.questions, seed=profile.seed)
+    syn = decision_questions(index, profile)
     if syn.empty_reason:
         return {"rerank": "none", "reason": f"no synthetic questions: {syn.empty_reason}"}
     texts = [q.question for q in syn.questions]
-    gold = [q.gold_ids for q in syn.questions]
     k = max(profile.k, 5)
     base = [r.doc_ids for r in index.query_batch(texts, k=k, mode="graph", evidence=False,
                                                  rerank="none")]
     gat = [r.doc_ids for r in index.query_batch(texts, k=k, mode="graph", evidence=False,
                                                 rerank=reranker)]
-    a, b = _per_question(base, gold, k), _per_question(gat, gold, k)
-    gain = float((b - a).mean())
-    wins, losses = int((b > a).sum()), int((b < a).sum())
-    pays = gain >= profile.margin and wins > losses
-    return {"rerank": reranker if pays else "none",
-            "reason": (f"{reranker} {'gains' if pays else 'does not gain'} {gain:+.3f} "
-                       f"R@5 + all-gold@{k} on {len(texts)} synthetic questions "
-                       f"({wins} won, {losses} lost; margin {profile.margin})"),
-            "questions": len(texts), "gain": gain, "wins": wins, "losses": losses,
-            "graph": float(a.mean()), reranker: float(b.mean()),
-            "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()},
-            # the ranking profile the two rankings ran on (the decision holds for it)
+    # the ranking profile the two rankings ran on (the decision holds for it)
+    return {**judge(base, gat, syn, profile, reranker),
             "query_profile": get_profile(index.query_config.profile).label}
 
 

@@ -7,10 +7,13 @@ dataset through ``Index.query_batch(mode="graph", rerank="gat")``; so every ques
 ranked by a model that never saw it, with ``gpurag eval``'s document-level metrics. Graph
 mode without a reranker runs on the same questions for comparison. With ``--synthetic N``,
 N synthetic questions generated from each set's index (:mod:`gpurag.training.synthetic`) join
-every fold's training part, never its validation or test part.
+every fold's training part, never its validation or test part. With ``--auto``, each fold's
+model also makes ``rerank="auto"``'s decision on each index (:mod:`gpurag.rerank.auto`: its
+synthetic questions, which are then left out of the synthetic training questions), and the
+fold's questions of that index are ranked as the decision says ("graph+auto").
 
     python -m gpurag.training.crossval OUT.json DATA:INDEX [DATA:INDEX ...] [--balance-sets]
-        [--synthetic N [--synthetic-per-epoch M]]
+        [--synthetic N [--synthetic-per-epoch M] [--synthetic-aspects]] [--auto]
 """
 
 from __future__ import annotations
@@ -63,32 +66,67 @@ def job_labels(jobs: list[tuple[Any, Any]]) -> list[str]:
 
 def _add_synthetic(index, n: int, cfg: TrainConfig, draw: int | None,
                    kinds: dict[str, float] | None, trivial_top: int,
-                   extra: list[QuestionSet]) -> dict[str, Any]:
-    """Append ``n`` synthetic questions of ``index`` to ``extra``; what was made (an index that
-    yields none is skipped, with the reason)."""
+                   extra: list[QuestionSet], aspects: bool = False,
+                   exclude: set[frozenset[str]] | None = None) -> dict[str, Any]:
+    """Append ``n`` synthetic questions of ``index`` to ``extra`` (none with the gold of
+    ``exclude``); what was made (an index that yields none is skipped, with the reason)."""
     from gpurag.errors import ConfigError
     from gpurag.training.synthetic import prepare_synthetic
 
     try:
         qs, syn = prepare_synthetic(index, n, cfg, draw=draw, kinds=kinds,
-                                    trivial_top=trivial_top)
+                                    trivial_top=trivial_top, aspects=aspects, exclude=exclude)
     except ConfigError as exc:
         return {"questions": 0, "skipped": str(exc)}
     extra.append(qs)
-    return {"questions": len(qs), "kinds": syn.stats}
+    return {"questions": len(qs), "kinds": syn.stats, "excluded": syn.excluded}
+
+
+class _AutoJudge:
+    """``rerank="auto"``'s decision on one index for any model: its synthetic questions and
+    graph mode's ranking of them, made once."""
+
+    def __init__(self, index) -> None:
+        from gpurag.rerank.auto import PROFILE, decision_questions
+
+        self.index, self.k = index, max(PROFILE.k, 5)
+        self.syn = decision_questions(index)
+        self.texts = [q.question for q in self.syn.questions]
+        self.base = self._docs(rerank="none") if self.texts else []
+
+    @property
+    def gold(self) -> set[frozenset[str]]:
+        return {frozenset(q.gold_ids) for q in self.syn.questions}
+
+    def _docs(self, **options) -> list[list[str]]:
+        return [r.doc_ids for r in self.index.query_batch(self.texts, k=self.k, mode="graph",
+                                                          evidence=False, **options)]
+
+    def decide(self, candidates: int) -> dict[str, Any]:
+        """The decision with the ``gat`` reranker installed now."""
+        from gpurag.rerank.auto import judge
+
+        if not self.texts:
+            return {"rerank": "none", "reason": f"no synthetic questions: "
+                                                f"{self.syn.empty_reason}"}
+        got = self._docs(rerank="gat", rerank_candidates=candidates)
+        return judge(self.base, got, self.syn)
 
 
 def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
               progress: bool = False, labels: list[str] | None = None, synthetic: int = 0,
               synthetic_draw: int | None = None,
               synthetic_kinds: dict[str, float] | None = None,
-              trivial_top: int = 2) -> dict[str, Any]:
+              trivial_top: int = 2, synthetic_aspects: bool = False,
+              auto: bool = False) -> dict[str, Any]:
     """Cross-validate over ``jobs`` ``[(index, dataset), ...]``; per job (keyed by ``labels``,
     default :func:`job_labels`) the pooled out-of-fold metrics of graph and graph+gat, and the
     per question ranks. Jobs over the same questions share their folds, so no question is
     scored by a model trained on it through another index. ``synthetic`` questions of each
     job's index (``synthetic_draw`` of each drawn per epoch) are added to every fold's
-    training sets, never to validation or test."""
+    training sets, never to validation or test. ``auto``: each fold's model also decides
+    ``rerank="auto"`` per job (:class:`_AutoJudge`; its questions are kept out of the synthetic
+    training questions) and ranks the job's fold as decided ("graph+auto")."""
     from gpurag.metrics import summarize
     from gpurag.rerank import GATReranker, using_reranker
     from gpurag.rerank.model import ScorerSettings
@@ -100,19 +138,25 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
     sets: list[tuple[Any, Any, QuestionSet, list[np.ndarray]]] = []
     extra: list[QuestionSet] = []
     synthetic_info = {}
+    judges = [_AutoJudge(index) for index, _ in jobs] if auto else []
     for index, ds in jobs:
         qs = prepare(index, ds, cfg.candidates, fanout=cfg.fanout)
         sets.append((index, ds, qs, fold_parts(len(qs), folds, cfg.seed)))
         if synthetic > 0:
             lab = labels[len(sets) - 1]
-            synthetic_info[lab] = _add_synthetic(index, synthetic, cfg, synthetic_draw,
-                                                 synthetic_kinds, trivial_top, extra)
+            synthetic_info[lab] = _add_synthetic(
+                index, synthetic, cfg, synthetic_draw, synthetic_kinds, trivial_top, extra,
+                synthetic_aspects, judges[len(sets) - 1].gold if auto else None)
             if progress:
                 print(f"{lab}: {synthetic_info[lab]['questions']} synthetic questions "
                       f"({time.perf_counter() - t0:.0f}s)", flush=True)
     oof: dict[str, list] = {lab: [None] * len(qs) for lab, (_, _, qs, _) in zip(labels, sets,
                                                                                  strict=True)}
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)
+    base_ranks = {lab: _ranks(index, ds.questions)
+                  for lab, (index, ds, _, _) in zip(labels, sets, strict=True)}
+    oof_auto: dict[str, list] = {lab: [None] * len(qs) for lab, (_, _, qs, _) in
+                                 zip(labels, sets, strict=True)}
     fold_info = []
     for k in range(folds):
         splits = [fold_split(parts, k) for *_, parts in sets]
@@ -123,14 +167,22 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
                                                                            strict=True)],
                             cfg)
         fold_info.append({"best_epoch": info["best_epoch"], "epochs": len(info["history"]),
-                          "seconds": round(info["seconds"], 1)})
-        for lab, (index, ds, qs, _), (_, _, test) in zip(labels, sets, splits, strict=True):
+                          "seconds": round(info["seconds"], 1), "auto": {}})
+        for j, (lab, (index, ds, qs, _), (_, _, test)) in enumerate(zip(labels, sets, splits,
+                                                                        strict=True)):
             retriever = index.retriever
             with using_reranker(retriever, "gat", GATReranker(qs.arrays, model, settings)):
                 got = _ranks(index, [ds.questions[i] for i in test], rerank="gat",
                              rerank_candidates=cfg.candidates)
+                decision = judges[j].decide(cfg.candidates) if auto else None
             for i, r in zip(test, got, strict=True):
                 oof[lab][i] = r
+            if decision is not None:
+                fold_info[-1]["auto"][lab] = {key: decision[key] for key in
+                                              ("rerank", "reason") if key in decision}
+                on = decision["rerank"] == "gat"
+                for i, r in zip(test, got, strict=True):
+                    oof_auto[lab][i] = r if on else base_ranks[lab][i]
         if progress:
             print(f"fold {k}: best epoch {info['best_epoch']} of {len(info['history'])} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
@@ -139,10 +191,16 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
     if synthetic_info:
         out["synthetic"] = {"per_set": synthetic, "draw_per_epoch": synthetic_draw,
                             "trivial_top": trivial_top, "sets": synthetic_info}
-    for lab, (index, ds, _, _) in zip(labels, sets, strict=True):
-        base = _ranks(index, ds.questions)
-        out["sets"][lab] = {"graph": summarize(base), "graph+gat": summarize(oof[lab]),
-                            "ranks": {"graph": base, "graph+gat": oof[lab]}}
+    for lab, (_, ds, _, _) in zip(labels, sets, strict=True):
+        ranks = {"graph": base_ranks[lab], "graph+gat": oof[lab]}
+        if auto:
+            ranks["graph+auto"] = oof_auto[lab]
+        row: dict[str, Any] = {mode: summarize(r) for mode, r in ranks.items()}
+        deep = [i for i, q in enumerate(ds.questions) if (q.hops or 0) >= 3]
+        if deep and len(deep) < len(ds.questions):  # the 3- and 4-hop questions alone
+            row["hops>=3"] = {mode: summarize([r[i] for i in deep]) for mode, r in ranks.items()}
+            row["hops>=3"]["questions"] = len(deep)
+        out["sets"][lab] = {**row, "ranks": ranks}
     return out
 
 
@@ -164,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="candidates per question, in training and when ranking")
     p.add_argument("--synthetic", type=int, default=0, metavar="N",
                    help="synthetic questions per set's index, added to every fold's training")
+    p.add_argument("--auto", action="store_true",
+                   help="also decide rerank=auto per fold and index, and score it")
     from gpurag.training.synthetic import add_mix_arguments, parse_kinds
 
     add_mix_arguments(p)
@@ -179,11 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     res = pooled_cv(jobs, cfg, args.folds, progress=True, synthetic=args.synthetic,
                     synthetic_draw=args.synthetic_per_epoch,
                     synthetic_kinds=parse_kinds(args.synthetic_kinds),
-                    trivial_top=args.synthetic_trivial_top)
+                    trivial_top=args.synthetic_trivial_top,
+                    synthetic_aspects=args.synthetic_aspects, auto=args.auto)
     res["config"] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}
     keys = ("recall@2", "recall@5", "all_gold@8", "mrr")
     for name, row in res["sets"].items():
-        for mode in ("graph", "graph+gat"):
+        for mode in row["ranks"]:
             print(f"{name:24s} {mode:10s} " + " · ".join(f"{row[mode][k]:.3f}" for k in keys))
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump(res, fh, indent=1)

@@ -23,15 +23,22 @@ from gpurag.query.synthetic import (
 
 
 def prepare_synthetic(index, n: int, cfg, seed: int | None = None, draw: int | None = None,
-                      kinds: dict[str, float] | None = None, trivial_top: int = 2):
+                      kinds: dict[str, float] | None = None, trivial_top: int = 2,
+                      aspects: bool = False, exclude: set[frozenset[str]] | None = None):
     """Generate ``n`` synthetic questions of ``index`` and record their reranker inputs
     (:func:`gpurag.rerank.train.prepare` with the ``TrainConfig`` ``cfg``); returns the
     ``QuestionSet`` (drawing ``draw`` questions per epoch) and the :class:`SyntheticSet`.
+    ``aspects``: bridges also go to aspect pages (:func:`generate`); ``exclude``: gold
+    document sets whose questions are left out (e.g. those ``rerank="auto"`` decides on).
     Raises ``ConfigError`` when the index yields no question."""
     from gpurag.errors import ConfigError
     from gpurag.rerank.train import prepare
 
-    syn = generate(index, n, cfg.seed if seed is None else seed, kinds, trivial_top)
+    syn = generate(index, n, cfg.seed if seed is None else seed, kinds, trivial_top,
+                   aspects=aspects)
+    if exclude:
+        kept = [q for q in syn.questions if frozenset(q.gold_ids) not in exclude]
+        syn.excluded, syn.questions = len(syn.questions) - len(kept), kept
     if syn.empty_reason:
         raise ConfigError(f"index {index.path} yields no synthetic questions: "
                           f"{syn.empty_reason}")
@@ -48,8 +55,10 @@ def add_mix_arguments(p) -> None:
                    help="synthetic questions drawn per index and epoch (default: all, or the "
                         "balanced count with --balance-sets)")
     p.add_argument("--synthetic-kinds", metavar="KIND=W,...",
-                   help="mix of bridge, chain, comparison and shared questions "
+                   help="mix of bridge, chain, chain4, comparison and shared questions "
                         "(default bridge=0.5,chain=0.15,comparison=0.15,shared=0.2)")
+    p.add_argument("--synthetic-aspects", action="store_true",
+                   help="bridges and chains also go to aspect pages (History of X for X)")
     p.add_argument("--synthetic-trivial-top", type=int, default=2, metavar="K",
                    help="drop synthetic questions dense retrieval answers in its top K "
                         "documents (0: keep all)")

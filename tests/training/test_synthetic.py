@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,49 @@ def test_module_writes_eval_format_questions(index, tmp_path):
     lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 5
     assert all(set(x["gold_ids"]) <= set(index.chunks["doc_id"]) for x in lines)
+
+
+def test_four_hop_chains_follow_three_bridges_and_name_only_the_first_hop(index):
+    syn = generate(index, 20, seed=0, kinds={"chain4": 1.0}, trivial_top=0, per_page=10)
+    docs = index.chunks["doc_id"].tolist()
+    matrix = index.retriever.bridge_pages.matrix(3)
+    chains = syn.questions
+    assert chains and all(q.kind == "chain4" for q in chains)
+    # e.g. song -> Buck Owens -> The Buckaroos -> Don Rich; one per first-hop passage
+    assert "song" in {q.gold_ids[0] for q in chains}
+    assert len({q.rows[0] for q in chains}) == len(chains)
+    for q in chains:
+        assert len(set(q.gold_ids)) == 4 and q.gold_ids == tuple(docs[r] for r in q.rows)
+        assert all(matrix[a, b] == 1 for a, b in pairwise(q.rows))  # bridge pages
+        assert q.record()["hops"] == 4
+        assert not any(_names(q.question, h) for h in q.hidden), q.question
+    # not in the default mix: rerank=auto's questions are the same as before
+    assert "chain4" not in generate(index, 20, seed=0, trivial_top=0).stats
+
+
+def _aspect_corpus() -> Corpus:
+    import pandas as pd
+
+    text = ["Maryland is a state. Its state sport is jousting.",
+            "The history of the state begins with a colony founded by Lord Baltimore.",
+            "Jousting is the official sport of Maryland."]
+    names = np.array(["Maryland", "Jousting"], object)
+    mentions = pd.DataFrame({"entity": [1, 0], "chunk": [0, 2], "start": [41, 35],
+                             "end": [49, 43], "label": ["MISC", "GPE"]})
+    aliases = pd.DataFrame({"name": names, "entity_id": [0, 1], "key": ["maryland", "jousting"]})
+    return Corpus(text, ["Maryland", "History of Maryland", "Jousting"],
+                  np.array(["md", "mdhist", "joust"], object), np.array([0, -1, 1]), mentions,
+                  names, aliases)
+
+
+def test_aspect_pages_are_bridge_pages_when_asked():
+    c = _aspect_corpus()
+    assert sorted(map(tuple, c.titled(3).to_numpy())) == [(0, 0), (1, 2)]
+    assert set(bridge_triples(c)["b_row"]) == {0, 2}
+    c = _aspect_corpus()
+    c.aspects = True  # "History of Maryland" is about Maryland, which does not title it
+    assert sorted(map(tuple, c.titled(3).to_numpy())) == [(0, 0), (0, 1), (1, 2)]
+    got = bridge_triples(c)
+    assert set(map(tuple, got[["a_row", "b_row"]].to_numpy())) == {(0, 2), (2, 0), (2, 1)}
+    # aspect pages are counted apart from the titled ones, as in the second hop's bridges
+    assert (2, 1) in set(map(tuple, bridge_triples(c, 1)[["a_row", "b_row"]].to_numpy()))

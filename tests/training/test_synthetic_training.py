@@ -107,3 +107,36 @@ def test_crossval_adds_synthetic_questions_to_training_folds_only(index_dir, mon
     assert res["synthetic"]["sets"][ds.name]["questions"] > 0
     ranks = res["sets"][ds.name]["ranks"]["graph+gat"]
     assert len(ranks) == len(ds.questions) and all(r is not None for r in ranks)
+
+
+def test_crossval_decides_rerank_auto_per_fold_on_questions_it_did_not_train_on(index_dir,
+                                                                                monkeypatch):
+    from gpurag.rerank.auto import decision_questions
+
+    index = Index.open(index_dir)
+    ds = load_dataset(DATA)
+    docs = index.chunks["doc_id"].to_numpy(object)
+    held = {frozenset(q.gold_ids) for q in decision_questions(index).questions}
+    trained = []
+
+    def spy(train_sets, val_sets, cfg, progress=False):
+        for s in train_sets:
+            if s.name.startswith("synthetic:"):
+                trained.extend(frozenset(docs[g].tolist()) for g in s.gold)
+        return train(train_sets, val_sets, cfg, progress)
+
+    monkeypatch.setattr(crossval, "train", spy)
+    cfg = TrainConfig(seed=0, epochs=1, hidden=8, balance_sets=True)
+    res = crossval.pooled_cv([(index, ds)], cfg, folds=3, synthetic=40, synthetic_draw=4,
+                             trivial_top=0, synthetic_aspects=True, auto=True)
+    # the questions the decision is made on never train the model it judges
+    assert trained and held and not held & set(trained)
+    assert res["synthetic"]["sets"][ds.name]["excluded"] > 0
+    ranks = res["sets"][ds.name]["ranks"]
+    parts = crossval.fold_parts(len(ds.questions), 3, cfg.seed)
+    for k, info in enumerate(res["folds"]):
+        choice = info["auto"][ds.name]["rerank"]
+        assert choice in ("gat", "none")
+        mode = "graph+gat" if choice == "gat" else "graph"
+        assert all(ranks["graph+auto"][i] == ranks[mode][i] for i in parts[k])
+    assert set(res["sets"][ds.name]) >= {"graph", "graph+gat", "graph+auto"}
