@@ -326,36 +326,41 @@ class Memory:
         return self._keys
 
     def _validate(self, raw: str | dict[str, Any], tid: int, last: Trace | None) -> Trace:
-        where = f"trace {tid}"
-        rec = {"text": raw} if isinstance(raw, str) else dict(raw)
-        text = rec.get("text")
+        rec = raw if type(raw) is dict else {"text": raw} if isinstance(raw, str) else dict(raw)
+        get = rec.get
+        text = get("text")
         if not isinstance(text, str) or not text.strip():
-            raise InputError(f"{where}: text must be a non-empty string")
-        session = rec.get("session")
-        if last is None and self._n:
-            last = Trace(-1, "", self.sessions[-1], self.turns[-1], 0.0, {})
-        session = str(session) if session not in (None, "") else (
-            last.session if last else "default")
-        turn = rec.get("turn")
+            raise InputError(f"trace {tid}: text must be a non-empty string")
+        given = get("session")
+        if last is not None:
+            last_session, last_turn = last.session, last.turn
+        elif self._n:
+            last_session, last_turn = self.sessions[-1], self.turns[-1]
+        else:
+            last_session, last_turn = None, 0
+        session = (given if type(given) is str else str(given)) if given not in (None, "") \
+            else (last_session if last_session is not None else "default")
+        turn = get("turn")
         given_turn = turn is not None
         if turn is None:
-            turn = last.turn + 1 if last is not None and last.session == session else 0
-        try:
-            turn = int(turn)
-        except (TypeError, ValueError):
-            raise InputError(f"{where}: turn {turn!r} is not an integer") from None
-        t = rec.get("time")
-        when = _time.time() if t is None else parse_time(t, where)
-        meta = rec.get("meta") or {}
-        if not isinstance(meta, dict):
-            raise InputError(f"{where}: meta must be an object")
-        key = rec.get("key")
-        if key is not None and (not isinstance(key, str | int) or isinstance(key, bool)
-                                or str(key) == ""):
-            raise InputError(f"{where}: key must be a non-empty string or integer")
+            turn = last_turn + 1 if last_session == session else 0
+        elif type(turn) is not int:
+            try:
+                turn = int(turn)
+            except (TypeError, ValueError):
+                raise InputError(f"trace {tid}: turn {turn!r} is not an integer") from None
+        t = get("time")
+        when = t if type(t) is float else (_time.time() if t is None
+                                           else parse_time(t, f"trace {tid}"))
+        meta = get("meta") or {}
+        if type(meta) is not dict and not isinstance(meta, dict):
+            raise InputError(f"trace {tid}: meta must be an object")
+        key = get("key")
         if key is not None:
+            if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":
+                raise InputError(f"trace {tid}: key must be a non-empty string or integer")
             key = f"k:{key}"
-        elif rec.get("session") not in (None, "") and t is not None:
+        elif given not in (None, "") and t is not None:
             # a session and time given: a content digest (turn too when given) identifies it
             key = content_key(session, turn if given_turn else None, when, text)
         return Trace(tid, text, session, turn, when, meta, key or "")
@@ -428,23 +433,34 @@ class Memory:
                   raw_tags: list[list[int]] | None = None) -> list[list[int]]:
         """Run the write-time discourse rules (:mod:`gpurag.memory.discourse`) over new
         traces, in order; returns each trace's entity tags, its referents included
-        (``raw_tags``: the tags of the texts themselves, when known)."""
-        canon = self.vocab.canonical().tolist()
+        (``raw_tags``: the tags of the texts themselves, when known). The batch is tagged in
+        one call and its referents in another."""
+        raws = self.vocab.tag_many([t.text for t in items]) if raw_tags is None else raw_tags
+        self._raw_n.extend(map(len, raws))
+        if not self.config.discourse:
+            self._expansion.extend([""] * len(items))
+            self._read.extend([0] * len(items))
+            return list(raws)
+        canon = self.vocab.canonical_list()
         surfaces = self.vocab.surfaces
-        out = []
+        names = [[surfaces[c] for c in map(canon.__getitem__, raw) if c >= 0] for raw in raws]
+        live = [j for j, t in enumerate(items) if t.text]  # (an empty text: a placeholder)
+        anns = dict(zip(live, self._discourse.annotate_many(
+            [items[j].text for j in live], [items[j].session for j in live],
+            [items[j].turn for j in live], [items[j].time for j in live],
+            [names[j] for j in live]), strict=True))
+        names_key = derived.names_key
+        refs: list[tuple[int, list[str]]] = []
         for j, t in enumerate(items):
-            raw = self.vocab.tag(t.text) if raw_tags is None else raw_tags[j]
-            self._raw_n.append(len(raw))
-            if not self.config.discourse or not t.text:
+            ann = anns.get(j)
+            if ann is None:
                 self._expansion.append("")
                 self._read.append(0)
-                out.append(raw)
                 continue
-            names = [surfaces[c] for c in map(canon.__getitem__, raw) if c >= 0]
-            self._read.append(derived.names_key(names))
-            ann = self._discourse.annotate(t.text, t.session, t.turn, t.time, names)
+            self._read.append(names_key(names[j]))
             if ann.refs:
                 self._refs[t.id] = ann.refs
+                refs.append((j, ann.refs))
             self._expansion.append(ann.expansion)
             if ann.claims:
                 self._claims[t.id] = ann.claims
@@ -452,8 +468,11 @@ class Memory:
                     self._claim_index.setdefault(c, []).append(t.id)
             if ann.dates:
                 self._dates[t.id] = ann.dates
-            extra = self.vocab.tag(" ".join(ann.refs)) if ann.refs else []
-            out.append(list(dict.fromkeys([*raw, *extra])))
+        out = list(raws)
+        if refs:
+            extra = self.vocab.tag_many([" ".join(r) for _, r in refs])
+            for (j, _), more in zip(refs, extra, strict=True):
+                out[j] = list(dict.fromkeys([*raws[j], *more]))
         return out
 
     def doc(self, i: int) -> str:

@@ -228,14 +228,15 @@ def triple_entity_scores(top: np.ndarray, chunk_triples: tuple[np.ndarray, np.nd
     r, c = np.nonzero(top >= 0)
     rows = top[r, c]
     c_ptr, c_facts = chunk_triples
-    qr, fact = csr_rows(r, c_ptr[rows], np.diff(c_ptr)[rows], c_facts)
+    qr, fact = csr_rows(r, c_ptr[rows], c_ptr[rows + 1] - c_ptr[rows], c_facts)
     if not len(fact):
         return np.zeros(0, np.int64), np.zeros(0)
     uniq, inv = np.unique(fact, return_inverse=True)
     sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
                     np.asarray(fact_vecs[uniq], np.float64)[inv])
     f_ptr, f_ents = fact_entities
-    owner, ent = csr_rows(np.arange(len(fact)), f_ptr[fact], np.diff(f_ptr)[fact], f_ents)
+    owner, ent = csr_rows(np.arange(len(fact)), f_ptr[fact], f_ptr[fact + 1] - f_ptr[fact],
+                          f_ents)
     keys, k_inv = np.unique(qr[owner] * n_ent + ent, return_inverse=True)
     best = np.full(len(keys), -np.inf)
     np.maximum.at(best, k_inv, sim[owner])

@@ -225,7 +225,8 @@ def title_rows(named: LinkedBatch, pages: tuple[np.ndarray, np.ndarray],
     indptr, rows = pages
     if not len(named.entity):
         return np.full((q, d), -1, np.int64)
-    owner, page = csr_rows(named.q, indptr[named.entity], np.diff(indptr)[named.entity], rows)
+    lo = indptr[named.entity]
+    owner, page = csr_rows(named.q, lo, indptr[named.entity + 1] - lo, rows)
     span = int(max(rows.max(initial=0), dense_rows.max(initial=0))) + 1
     key = np.unique(owner * span + page)
     owner, page = key // span, key % span
