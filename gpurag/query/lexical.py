@@ -185,7 +185,7 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     One sort of the nonzero entries: each becomes an int64 key (row, inverted score bits,
     column) when those fit in 63 bits (a positive float's bits order as the float does), a
     lexsort otherwise; only the ``k`` kept per row are decoded."""
-    from gpurag.query.second_hop import csr_rows
+    from gpurag.query.second_hop import csr_positions
 
     q, n = scores.shape
     out_s = np.zeros((q, k), np.float32)
@@ -198,7 +198,7 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     data = np.asarray(scores.data, np.float32)
     # the first min(count, k) sorted entries of each row
     take = np.minimum(counts, k)
-    qr, sel = csr_rows(np.arange(q), indptr[:-1], take, np.arange(len(data)))
+    qr, sel = csr_positions(np.arange(q), indptr[:-1], take)
     pos = sel - indptr[qr]
     col_bits = max(int(n - 1).bit_length(), 1)
     row_bits = max(int(q - 1).bit_length(), 1)

@@ -19,6 +19,7 @@ from gpurag.pipeline import incremental_local as local_mod
 from gpurag.pipeline.incremental_local import grown_index, repair_communities
 from gpurag.runtime import Runtime
 from gpurag.store import layout
+from gpurag.vectors.codec import decode_all
 from tests.pipeline.test_incremental import (
     BATCH,
     SPLIT,
@@ -233,7 +234,8 @@ def test_local_insert_after_a_local_delete(split_index, tmp_path, corpus, runtim
 
 APPENDED = (layout.CHUNKS, layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS,
             layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_STATS,
-            layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES)
+            layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES,
+            layout.PASSAGES_FAISS, layout.NAMES_FAISS, layout.FACTS_FAISS)
 
 
 def _inodes(path) -> dict[str, int]:
@@ -255,8 +257,16 @@ def _whole_writes(monkeypatch) -> None:
         stored = d.array(rel, mmap=False)
         self.write_array(rel, np.concatenate([stored, values]).astype(stored.dtype))
 
+    def faiss(self, d, rel, vectors, make):
+        from gpurag.vectors import save_index
+
+        index = local_mod._writable_index(d, rel)  # the stored vectors, parts included
+        index.add(vectors)
+        save_index(index, self.path(rel))
+
     monkeypatch.setattr(IndexWriter, "append_table", table)
     monkeypatch.setattr(IndexWriter, "append_array", array)
+    monkeypatch.setattr(IndexWriter, "append_faiss", faiss)
 
 
 def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(split_index, tmp_path, corpus,
@@ -295,6 +305,9 @@ def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(split_index, t
         elif rel.endswith(".npy"):
             a, b = grown.dir.array(rel), whole.dir.array(rel)
             assert a.dtype == b.dtype and np.array_equal(a, b), rel
+        elif rel.endswith(".faiss"):  # the base and its parts hold the whole file's vectors
+            a, b = grown.dir.faiss(rel), whole.dir.faiss(rel)
+            assert np.array_equal(decode_all(a), decode_all(b)), rel
     assert grown.manifest.counts == whole.manifest.counts
     assert _retrieval(grown) == _retrieval(whole)
     compacted = grown.compact(show_progress=False)
@@ -306,7 +319,9 @@ def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(split_index, t
 def test_a_local_insert_reads_no_stored_chunk_text(split_index, tmp_path, corpus, runtime,
                                                    monkeypatch):
     """The stored chunks are read as ids only (their text was read whole on every insert);
-    the new chunks are extracted at their global positions all the same."""
+    the new chunks are extracted at their global positions all the same. The stored stats
+    table is not read (its parts grow with the inserts): the counts carry forward and equal
+    the sums of the stats table."""
     from gpurag.store.reader import IndexDir
 
     base = split_index("A", tmp_path / "inc", runtime)
@@ -318,6 +333,7 @@ def test_a_local_insert_reads_no_stored_chunk_text(split_index, tmp_path, corpus
     def recording(self, rel, columns=None):
         if rel == layout.CHUNKS:
             reads.append(columns)
+        assert rel != layout.EXTRACT_STATS
         return real(self, rel, columns)
 
     from gpurag.pipeline.updates import insert_documents
@@ -333,3 +349,6 @@ def test_a_local_insert_reads_no_stored_chunk_text(split_index, tmp_path, corpus
     assert new_chunks and new_chunks[-1] < len(grown.chunks)
     stats = grown.dir.table(layout.EXTRACT_STATS)
     assert stats["start"].max() >= n_old  # the new batches start at their global positions
+    summed = stats.groupby("key")["value"].sum()
+    assert {f"extract_{k}": int(v) for k, v in summed.items()} == {
+        k: v for k, v in grown.manifest.counts.items() if k.startswith("extract_")}
