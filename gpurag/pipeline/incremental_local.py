@@ -8,9 +8,10 @@ corpus, so its cost grows with the index. A local insert instead
   (:mod:`gpurag.resolve.incremental`): stored entities keep their ids and are never merged;
 * appends the new mentions, relations, facts and entities to the stored tables and updates the
   counts of the entities they touch;
-* adds the new passage, name and fact vectors to the stored FAISS indexes (no re-training, no
-  rebuild; an index whose size crosses the threshold where a build picks another kind is
-  rebuilt from its stored vectors);
+* writes the new passage, name and fact vectors as a part of each FAISS index (a flat index in
+  the stored codec, :mod:`gpurag.vectors.parted`; the stored file is kept as it is and readers
+  search the base and its parts as one index); an index whose size crosses the threshold where
+  a build picks another kind is rebuilt from its stored vectors;
 * merges the new edges into the stored CSR graph (passage node ids shift by the number of new
   entities: one vectorized remap, no re-aggregation of stored edges).
 
