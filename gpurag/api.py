@@ -379,17 +379,25 @@ class Index:
     def _passages(self, rows: np.ndarray, scores: np.ndarray) -> list[Passage]:
         return self._passages_batch(np.asarray(rows)[None, :], np.asarray(scores)[None, :])[0]
 
+    def _chunk_columns(self):
+        """The shown columns of :attr:`chunks` (:class:`~gpurag.query.chunk_rows.ChunkColumns`),
+        held while the table is the same object."""
+        held = getattr(self, "_chunk_cols", None)
+        if held is None or held.chunks is not self.chunks:
+            from gpurag.query.chunk_rows import ChunkColumns
+
+            held = self._chunk_cols = ChunkColumns(self.chunks)
+        return held
+
     def _passages_batch(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Passage]]:
         """Per row of ``rows``/``scores`` (``(q, k)``, -1 padded), its passages: the chunks
         of the whole batch read in one take."""
         keep = rows >= 0
-        sub = self.chunks.iloc[rows[keep]]
         flat = [
             Passage(rank=0, chunk_id=c, doc_id=d, title=t, text=x, char_start=int(s),
                     char_end=int(e), score=float(sc))
             for c, d, t, x, s, e, sc in zip(
-                sub["chunk_id"], sub["doc_id"], sub["title"], sub["text"], sub["char_start"],
-                sub["char_end"], scores[keep], strict=True)]
+                *self._chunk_columns().take(rows[keep]), scores[keep], strict=True)]
         out, start = [], 0
         for n in keep.sum(axis=1).tolist():
             row = flat[start:start + n]

@@ -206,6 +206,7 @@ def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
         values, ids, gathered, fulls, locals_ = [], [], [], [], []
         gather_t = (torch.as_tensor(np.asarray(gather, np.int64), device=device)
                     if gather is not None else None)
+        dg = DeviceGraph.of(g, device) if local_fanout is not None else None  # once per call
         for c0 in range(0, q, rows):
             x = score_fn(g, r[c0:c0 + rows], damping=damping, tol=tol, max_iter=max_iter,
                          output="device")
@@ -217,8 +218,7 @@ def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
                 gathered.append(gather_at(part, gather_t[c0:c0 + rows]).float().cpu().numpy())
             if full:
                 fulls.append(x.float().cpu().numpy())
-            if local_fanout is not None:  # lists chosen on the device: no (rows, n) copy
-                dg = DeviceGraph.of(g, device)
+            if dg is not None:  # lists chosen on the device: no (rows, n) copy
                 roots = local_roots(ids[-1], None if gather is None else
                                      np.asarray(gather)[c0:c0 + rows], lo)
                 locals_.append(local_from_device(x.float(), dg.indptr, dg.indices, roots,

@@ -11,10 +11,12 @@ from gpurag.graph.ppr_top import numpy_topk
 
 
 def torch_topk(scores: Any, k: int) -> tuple[Any, Any]:
-    """Top-``k`` of each row of a 2-D torch tensor on its device (``kernels.topk``)."""
-    from gpurag.kernels.topk import topk_dense
+    """Top-``k`` of each row of a 2-D torch tensor on its device, ties (also at the cut) to
+    the lower id, as the host's :func:`~gpurag.graph.ppr_top.numpy_topk` breaks them
+    (``kernels.topk.topk_dense_stable``)."""
+    from gpurag.kernels.topk import topk_dense_stable
 
-    return topk_dense(scores, k)
+    return topk_dense_stable(scores, k)
 
 
 def topk_part(device: str) -> Part:

@@ -22,9 +22,9 @@ are ordinary edges here (``build_csr`` drops them).
 
 from __future__ import annotations
 
+import threading
 import warnings
-import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -34,33 +34,48 @@ from gpurag.graph.csr import CSRGraph, ranges
 
 ResetLike = np.ndarray | sp.sparray | sp.spmatrix
 
+try:  # the kernels behind SciPy's ``csr @ dense`` (called directly into reused buffers)
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - renamed in some future SciPy: plain ``pt @ x``
+    _csr_matvec = _csr_matvecs = None
+
 # "auto" uses push on graphs with at least this many stored edges while every query has at most
 # this many seeds, power iteration otherwise (measured with bench/graph_algos.py).
 AUTO_PUSH_MIN_EDGES = 500_000
 AUTO_PUSH_MAX_SEEDS = 64
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class _Operator:
-    """Per-graph arrays shared by both solvers (cached weakly per graph)."""
+    """Per-graph arrays shared by both solvers, built once per graph object (see
+    :func:`_operator`): nothing the walk derives from the graph alone is rebuilt per call."""
 
     inv_out_weight: np.ndarray  # float64, 0 at dangling nodes
     degree: np.ndarray  # int64 out-degree
     dangling: np.ndarray  # int64 ids of nodes without out-edges
     transposes: dict  # dtype -> P^T as csr_array (lazily built)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards ``transposes``
 
 
-_OPERATORS: weakref.WeakKeyDictionary[CSRGraph, _Operator] = weakref.WeakKeyDictionary()
+# The operator lives on the graph object itself (an opened index's graph, shared by the
+# service's threads); the lock only makes its first build happen once.
+_OPERATOR_ATTR = "_ppr_operator"
+_BUILD_LOCK = threading.Lock()
 
 
 def _operator(g: CSRGraph) -> _Operator:
-    op = _OPERATORS.get(g)
+    """The :class:`_Operator` of ``g``, built on first use and kept on ``g``."""
+    op = g.__dict__.get(_OPERATOR_ATTR)
     if op is None:
-        out_w = g.out_weight()
-        inv = np.zeros_like(out_w)
-        np.divide(1.0, out_w, out=inv, where=out_w > 0)
-        op = _Operator(inv, g.degree(), np.flatnonzero(out_w <= 0), {})
-        _OPERATORS[g] = op
+        with _BUILD_LOCK:
+            op = g.__dict__.get(_OPERATOR_ATTR)
+            if op is None:
+                out_w = g.out_weight()
+                inv = np.zeros_like(out_w)
+                np.divide(1.0, out_w, out=inv, where=out_w > 0)
+                op = _Operator(inv, g.degree(), np.flatnonzero(out_w <= 0), {})
+                object.__setattr__(g, _OPERATOR_ATTR, op)  # a frozen dataclass: its own cache
     return op
 
 
@@ -69,23 +84,49 @@ def _transition_transpose(g: CSRGraph, op: _Operator, dtype: np.dtype) -> sp.csr
     key = np.dtype(dtype).str
     pt = op.transposes.get(key)
     if pt is None:
-        n = g.n_nodes
-        rows = np.repeat(np.arange(n, dtype=np.int64), op.degree)
-        data = g.weights.astype(np.float64) * op.inv_out_weight[rows]
-        p = sp.csr_array((data, np.asarray(g.indices), np.asarray(g.indptr)), shape=(n, n))
-        pt = p.T.tocsr()
-        pt.sum_duplicates()
-        idx_type = np.int32 if pt.nnz < np.iinfo(np.int32).max else np.int64
-        pt = sp.csr_array(
-            (pt.data.astype(dtype), pt.indices.astype(idx_type), pt.indptr.astype(idx_type)),
-            shape=(n, n),
-        )
-        op.transposes[key] = pt
+        with op.lock:
+            pt = op.transposes.get(key)
+            if pt is None:
+                pt = _build_transpose(g, op, dtype)
+                op.transposes[key] = pt
     return pt
 
 
+def _build_transpose(g: CSRGraph, op: _Operator, dtype: np.dtype) -> sp.csr_array:
+    n = g.n_nodes
+    rows = np.repeat(np.arange(n, dtype=np.int64), op.degree)
+    data = g.weights.astype(np.float64) * op.inv_out_weight[rows]
+    p = sp.csr_array((data, np.asarray(g.indices), np.asarray(g.indptr)), shape=(n, n))
+    pt = p.T.tocsr()
+    pt.sum_duplicates()
+    idx_type = np.int32 if pt.nnz < np.iinfo(np.int32).max else np.int64
+    return sp.csr_array(
+        (pt.data.astype(dtype), pt.indices.astype(idx_type), pt.indptr.astype(idx_type)),
+        shape=(n, n),
+    )
+
+
+def _matmul_into(pt: sp.csr_array, x: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = pt @ x`` for C-contiguous ``x``/``out`` ``(n, q)`` of ``pt``'s dtype, by
+    the kernel SciPy's ``@`` calls (``csr_matvec`` for one column, ``csr_matvecs`` for more),
+    into a reused buffer: the same bits without SciPy's per-call dispatch and allocation."""
+    m, n = pt.shape
+    q = x.shape[1]
+    if _csr_matvec is None:  # pragma: no cover - every SciPy since 0.14 has the kernels
+        out[...] = pt @ x
+        return
+    out.fill(0)  # the kernels accumulate into ``out``, as into SciPy's zeros
+    if q == 1:
+        _csr_matvec(m, n, pt.indptr, pt.indices, pt.data, x.reshape(-1), out.reshape(-1))
+    else:
+        _csr_matvecs(m, n, q, pt.indptr, pt.indices, pt.data, x.reshape(-1), out.reshape(-1))
+
+
 def normalized_reset(reset: ResetLike, n: int) -> sp.csr_array:
-    """Validate ``reset`` (q, n) or (n,), return it as float64 CSR with rows summing to 1."""
+    """Validate ``reset`` (q, n) or (n,), return it as float64 CSR with rows summing to 1.
+
+    Each row keeps its stored order reversed (the order a diagonal scaling by SciPy's sparse
+    product left it in, which the push follows), zeros dropped."""
     if sp.issparse(reset):
         mat = sp.csr_array(reset, dtype=np.float64)
     else:
@@ -98,17 +139,35 @@ def normalized_reset(reset: ResetLike, n: int) -> sp.csr_array:
     if mat.shape[1] != n:
         raise ValueError(f"reset has {mat.shape[1]} columns but the graph has {n} nodes")
     mat.sum_duplicates()
-    if mat.nnz and (not np.all(np.isfinite(mat.data)) or mat.data.min() < 0):
+    data = mat.data
+    if mat.nnz and (not np.all(np.isfinite(data)) or data.min() < 0):
         raise ValueError("reset weights must be finite and nonnegative")
-    sums = np.asarray(mat.sum(axis=1)).ravel()
+    q = mat.shape[0]
+    indptr = np.asarray(mat.indptr, dtype=np.int64)
+    counts = np.diff(indptr)
+    # row sums as SciPy's ``sum(axis=1)`` takes them (one reduceat over the stored rows)
+    sums = np.zeros(q)
+    stored = np.flatnonzero(counts)
+    if stored.size:
+        sums[stored] = np.add.reduceat(data, indptr[stored])
     zero = np.flatnonzero(sums <= 0)
     if zero.size:
         raise ValueError(
             f"reset row {int(zero[0])} is all zero (personalization needs positive weight)"
         )
-    mat = sp.csr_array(sp.diags_array(1.0 / sums) @ mat)
-    mat.eliminate_zeros()
-    return mat
+    rows = np.repeat(np.arange(q, dtype=np.int64), counts)
+    # each row's entries in reverse, scaled by 1 / its sum (what diags(1 / sums) @ mat gave)
+    order = indptr[rows] + indptr[rows + 1] - 1 - np.arange(rows.size)
+    vals = data[order] * (1.0 / sums)[rows]
+    cols = mat.indices[order]
+    keep = vals != 0
+    if not keep.all():
+        vals, cols = vals[keep], cols[keep]
+        counts = np.bincount(rows[keep], minlength=q)
+    out_ptr = np.zeros(q + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_ptr[1:])
+    idx = np.int32 if max(n, vals.size) < np.iinfo(np.int32).max else np.int64
+    return sp.csr_array((vals, cols.astype(idx), out_ptr.astype(idx)), shape=(q, n))
 
 
 _normalized_reset = normalized_reset
@@ -138,44 +197,58 @@ def ppr_power(
 
 
 def _power(
-    g: CSRGraph, r: sp.csr_array, damping: float, tol: float, max_iter: int, dtype: np.dtype
+    g: CSRGraph, r: sp.csr_array, damping: float, tol: float, max_iter: int, dtype: np.dtype,
+    stats: dict | None = None,
 ) -> np.ndarray:
-    """Power iteration on a validated, row-normalized reset matrix."""
+    """Power iteration on a validated, row-normalized reset matrix. ``stats`` (a dict) gets
+    ``iterations`` (per row: the iteration it converged at) and ``products`` (the columns
+    multiplied, summed over the iterations)."""
     n, q = g.n_nodes, r.shape[0]
     if n == 0 or q == 0:
         return np.zeros((q, n), dtype=np.float32)
     op = _operator(g)
     pt = _transition_transpose(g, op, dtype)
     d = dtype.type(damping)
-    coo = r.tocoo()
-    r_nodes, r_cols, r_vals = coo.col, coo.row, coo.data.astype(dtype)
+    r_nodes = np.asarray(r.indices, dtype=np.int64)
+    r_cols = np.repeat(np.arange(q, dtype=np.int64), np.diff(r.indptr))
+    r_vals = r.data.astype(dtype)
     dense_reset = r.nnz > 0.05 * n * q
     r_dense = r.T.toarray().astype(dtype) if dense_reset else None
     x = np.zeros((n, q), dtype=dtype)  # the result: a column is written when it converges
     x[r_nodes, r_cols] = r_vals
     noise_floor = 1e3 * np.finfo(dtype).eps
+    # Without dangling nodes the reset's coefficient is the constant (1 - d) (as d * 0 + it).
+    no_dangling = op.dangling.size == 0
+    coef0 = ((1 - d) + d * np.zeros(q)).astype(dtype)
     # The iterate holds the active (unconverged) columns only, contiguous; it is compacted
     # when some converge, not gathered every iteration. Each column's arithmetic is its own,
-    # so a question's scores do not depend on the batch it came in.
+    # so a question's scores do not depend on the batch it came in. Two buffers take turns:
+    # the new iterate, and the old one, which becomes |new - old| for the L1 change.
     active = np.arange(q)
     xa = x.copy()
+    buf = np.empty_like(xa)
+    flat = r_nodes * q + r_cols  # the reset's cells in the flattened (n, active) iterate
     prev = np.full(q, np.inf)
     err = np.zeros(q)
-    for _ in range(max_iter):
-        x_new = pt @ xa
+    iters = np.zeros(q, dtype=np.int64)
+    products = 0
+    for it in range(1, max_iter + 1):
+        x_new = buf
+        _matmul_into(pt, xa, x_new)
+        products += xa.shape[1]
         x_new *= d
         # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
-        coef = ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
+        coef = (coef0[: xa.shape[1]] if no_dangling else
+                ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype))
         if r_dense is not None:
             x_new += r_dense * coef
         else:
-            x_new[r_nodes, r_cols] += r_vals * coef[r_cols]
-        diff = np.subtract(x_new, xa)
+            x_new.reshape(-1)[flat] += r_vals * coef[r_cols]
+        diff = np.subtract(x_new, xa, out=xa)  # the old iterate is not needed any more
         np.abs(diff, out=diff)
         err_a = diff.sum(axis=0, dtype=np.float64)
-        del diff
+        buf, xa = diff, x_new
         err[active] = err_a
-        xa = x_new
         # L1 change contracts by >= damping per step in exact arithmetic; a change that stops
         # shrinking (by less than halfway to 1) under the noise floor is rounding noise.
         stalled = (err_a > 0.5 * (1 + damping) * prev) & (err_a < noise_floor)
@@ -183,25 +256,32 @@ def _power(
         prev = err_a
         if done.any():
             x[:, active[done]] = xa[:, done]
+            iters[active[done]] = it
             keep = ~done
             if not keep.any():
                 break
             active, prev = active[keep], prev[keep]
             xa = np.ascontiguousarray(xa[:, keep])
+            buf = np.empty_like(xa)
             moved = np.cumsum(keep) - 1
             if r_dense is not None:
                 r_dense = np.ascontiguousarray(r_dense[:, keep])
             else:
                 sel = keep[r_cols]
                 r_nodes, r_cols, r_vals = r_nodes[sel], moved[r_cols[sel]], r_vals[sel]
+                flat = r_nodes * xa.shape[1] + r_cols
     else:
         x[:, active] = xa
+        iters[active] = max_iter
         warnings.warn(
             f"ppr_power did not converge in {max_iter} iterations "
             f"(max L1 change {float(err.max()):.2e} > tol {tol:.1e})",
             RuntimeWarning,
             stacklevel=3,
         )
+    if stats is not None:
+        stats["iterations"] = iters
+        stats["products"] = products
     x /= x.sum(axis=0, keepdims=True, dtype=np.float64).astype(dtype)
     return np.ascontiguousarray(x.T, dtype=np.float32)
 

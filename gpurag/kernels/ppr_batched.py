@@ -355,9 +355,10 @@ def power_chunks(
 
 def check_settings(damping: float, max_iter: int, check_every: int) -> None:
     """A clear ``ValueError`` for a damping outside [0, 1) or a ``max_iter``/``check_every``
-    that is not an integer >= 1."""
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must lie in [0, 1), got {damping}")
+    that is not an integer >= 1 (the damping check is the host PPR's)."""
+    from gpurag.graph.ppr import _check_damping
+
+    _check_damping(damping)
     for name, value in (("max_iter", max_iter), ("check_every", check_every)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")

@@ -25,7 +25,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+from bisect import bisect_right
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,6 +111,49 @@ def _may_match(text: str, words: tuple[str, ...]) -> bool:
 
 # what every DESCRIPTOR match holds (lower case): a text holding none has no descriptor
 _OWNER_WORDS = ("my", "our", "his", "her", "their")
+
+
+# what a batch's texts are searched for at once (:func:`batch_flags`), as bits
+PRONOUNS, OWNERS, RELATIVES, ATTRIBUTE_WORDS = 1, 2, 4, 8
+_SEP = "\x00"  # joins a batch's texts: none of the words searched for holds it
+
+
+_PRONOUN_LOWER = re.compile(PRONOUN.pattern)  # PRONOUN on lower-cased ASCII text
+
+
+def batch_flags(texts: Sequence[str]) -> list[int]:
+    """Per text, which of the rules' first tests it may pass: a bit is clear only when the
+    text holds no match of ``PRONOUN`` (``PRONOUNS``), none of the owner words (``OWNERS``),
+    or is ASCII and holds none of the relative-time words (``RELATIVES``) or none of the
+    attribute words (``ATTRIBUTE_WORDS``), in any case. A turn's body is a part of its text,
+    so what the text lacks its body lacks. The texts are lower-cased and joined, and each test
+    is one pass over them (substrings by ``str.find``); a non-ASCII text passes ``PRONOUNS``
+    too (case-insensitive matching reaches beyond ASCII there)."""
+    n = len(texts)
+    lows = [t.lower() for t in texts]
+    low = _SEP.join(lows)
+    ends = np.cumsum(np.fromiter(map(len, lows), np.int64, count=n) + 1)
+    stops = [*ends.tolist(), len(low) + 1]  # where each text's successor starts
+    flags = np.zeros(n, np.int64)
+
+    def mark(at: list[int], bit: int) -> None:
+        if at:
+            flags[np.searchsorted(ends, np.asarray(at, np.int64), side="right")] |= bit
+
+    mark([m.start() for m in _PRONOUN_LOWER.finditer(low)], PRONOUNS)
+    for words, bit in ((_OWNER_WORDS, OWNERS), (_RELATIVE_WORDS, RELATIVES),
+                       (_ATTRIBUTE_WORDS, ATTRIBUTE_WORDS)):
+        at = []
+        for w in words:
+            i = low.find(w)
+            while i >= 0:
+                at.append(i)
+                i = low.find(w, stops[bisect_right(stops, i)])  # from the next text on
+        mark(at, bit)
+    other = [i for i, t in enumerate(texts) if not t.isascii()]
+    if other:
+        flags[other] |= PRONOUNS | RELATIVES | ATTRIBUTE_WORDS
+    return flags.tolist()
 
 
 BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|used\s+to|former(?:ly)?|old|earlier|"
@@ -210,7 +255,22 @@ class Discourse:
     def annotate(self, text: str, session: str, turn: int, when: float,
                  names: list[str]) -> Annotation:
         """Annotate one trace (``names``: the entity surfaces tagged in it) and remember it."""
-        said = SPEAKER.match(text)
+        return self.annotate_many([text], [session], [turn], [when], [names])[0]
+
+    def annotate_many(self, texts: Sequence[str], sessions: Sequence[str],
+                      turns: Sequence[int], whens: Sequence[float],
+                      names: Sequence[list[str]]) -> list[Annotation]:
+        """:meth:`annotate` of each trace in order. The batch's texts are searched once for
+        what most turns lack (a pronoun, an owner word, a relative-time word, an attribute
+        word: :func:`batch_flags`); the rules that need one run only on the turns that have
+        it, the same rules on the same text."""
+        flags = batch_flags(texts)
+        return [self._annotate(t, s, u, w, n, f) for t, s, u, w, n, f
+                in zip(texts, sessions, turns, whens, names, flags, strict=True)]
+
+    def _annotate(self, text: str, session: str, turn: int, when: float, names: list[str],
+                  flags: int) -> Annotation:
+        said = SPEAKER.match(text) if ":" in text else None  # (a speaker ends with ":")
         ann = Annotation(speaker=said.group("name") if said else "")
         speakers = self._speakers.setdefault(session, set())
         if ann.speaker:
@@ -221,7 +281,7 @@ class Discourse:
             recent.popleft()
         own = [n for n in names if key(n) not in speakers and not _sentence_initial(body, n)]
         referent = ""
-        if PRONOUN.search(body):
+        if flags & PRONOUNS and PRONOUN.search(body):
             for _, prior in reversed(recent):
                 cands = [n for n in prior if key(n) not in speakers]
                 if cands:
@@ -229,7 +289,7 @@ class Discourse:
                     break
         if referent:
             ann.refs.append(referent)
-        owned = _words_pattern(_OWNER_WORDS).search(body.lower()) is not None
+        owned = (flags & OWNERS) and _words_pattern(_OWNER_WORDS).search(body.lower()) is not None
         for m in DESCRIPTOR.finditer(body) if owned else ():
             owner = m.group("owner").lower()
             owner_name = (ann.speaker if owner in ("my", "our") else referent)
@@ -241,13 +301,14 @@ class Discourse:
             if n in ann.refs or key(n) in self._desc:
                 words.extend(self.chain(n, include_self=n in ann.refs))
         ann.expansion = " ".join(words)
-        ann.dates = resolve_dates(body, when)
+        ann.dates = resolve_dates(body, when) if flags & RELATIVES else []
         if ann.dates:
             ann.expansion = " ".join([ann.expansion, *(date_words(d) for d in ann.dates)]).strip()
-        if not body.rstrip().endswith("?"):
+        if (flags & ATTRIBUTE_WORDS and not body.rstrip().endswith("?")
+                and _may_match(body, _ATTRIBUTE_WORDS) and ANY_ATTRIBUTE.search(body)):
             subject = ann.speaker if FIRST_PERSON.search(body) else (
                 (own or ann.refs or [""])[0])
-            if subject and _may_match(body, _ATTRIBUTE_WORDS) and ANY_ATTRIBUTE.search(body):
+            if subject:
                 ann.claims = [(key(subject), a) for a, pat in ATTRIBUTES.items()
                               if pat.search(body)]
         recent.append((turn, [*ann.refs, *own]))  # its own names last: the likeliest next

@@ -40,6 +40,24 @@ logger = logging.getLogger(__name__)
 # json.dumps(..., ensure_ascii=False[, sort_keys=True]) without building an encoder per call
 _PLAIN = json.JSONEncoder(ensure_ascii=False)
 _SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+_STR = json.encoder.encode_basestring  # what both write a string with (C when available)
+_INF = float("inf")
+
+
+def _int(x: int) -> str:
+    """An integer as the encoders write it."""
+    return int.__repr__(x) if type(x) is int else _PLAIN.encode(x)
+
+
+def _float(x: float) -> str:
+    """A float as the encoders write it."""
+    if type(x) is not float:
+        return _PLAIN.encode(x)
+    if x != x:
+        return "NaN"
+    if x == _INF:
+        return "Infinity"
+    return "-Infinity" if x == -_INF else float.__repr__(x)
 
 
 @dataclass
@@ -58,7 +76,9 @@ class Trace:
 def content_key(session: str, turn: int | None, time: float, text: str) -> str:
     """The idempotency key of a trace without a caller-given one: a digest of its session,
     turn (when given), time and text."""
-    body = _PLAIN.encode([session, turn, None if time != time else time, text])
+    # _PLAIN.encode([session, turn, time or None, text]), written out (tests/memory/test_log)
+    body = (f"[{_STR(session)}, {'null' if turn is None else _int(turn)}, "
+            f"{'null' if time != time else _float(time)}, {_STR(text)}]")
     return "d:" + hashlib.blake2b(body.encode("utf-8"), digest_size=12).hexdigest()
 
 
@@ -99,17 +119,23 @@ def _crc(rec: dict[str, Any]) -> int:
 
 def record(trace: Trace) -> bytes:
     """The log line of a trace (with the CRC of its content)."""
-    rec: dict[str, Any] = {"id": trace.id, "text": trace.text, "session": trace.session,
-                           "turn": trace.turn,
-                           "time": None if np.isnan(trace.time) else trace.time}
-    if trace.meta:
-        rec["meta"] = trace.meta
-    if trace.key:
-        rec["key"] = trace.key
-    # one serialization: the canonical body (what ``_crc`` hashes) with the CRC spliced in
-    body = _SORTED.encode(rec)
+    return line(trace).encode()
+
+
+def line(trace: Trace) -> str:
+    """:func:`record` as text: the canonical body (what ``_crc`` hashes: the fields in key
+    order as ``_SORTED`` writes them, spelled out, see tests/memory/test_log.py) with the CRC
+    spliced in."""
+    t = trace.time
+    body = "".join((
+        '{"id": ', _int(trace.id),
+        *((', "key": ', _STR(trace.key)) if trace.key else ()),
+        *((', "meta": ', _SORTED.encode(trace.meta)) if trace.meta else ()),
+        ', "session": ', _STR(trace.session), ', "text": ', _STR(trace.text),
+        ', "time": ', "null" if t != t else _float(t), ', "turn": ', _int(trace.turn),
+        "}"))
     crc = zlib.crc32(body.encode("utf-8"))
-    return f'{body[:-1]}, "crc": {crc}}}\n'.encode()
+    return f'{body[:-1]}, "crc": {crc}}}\n'
 
 
 def _spliced_crc_ok(line: bytes, crc: Any) -> bool:
@@ -279,7 +305,7 @@ class TraceLog:
             self._vec.write(vec.tobytes())
             self._vec.flush()
             os.fdatasync(self._vec.fileno())
-            self._log.write(b"".join(record(t) for t in traces))
+            self._log.write("".join([line(t) for t in traces]).encode("utf-8"))
             self._log.flush()
             os.fdatasync(self._log.fileno())
         except BaseException:  # a failed write (disk full...) must not shift later rows

@@ -10,11 +10,13 @@ that opening replays only the traces appended since.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import gc
 import json
 import os
 import time as _time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,24 @@ def acquire_lock(path: Path, timeout: float):
     fh.write(str(os.getpid()))
     fh.flush()
     return fh
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (when it runs) for the duration: the write
+    path makes no reference cycles, so a collection during it frees nothing, but each full
+    one walks every object the memory holds (a tag list per trace, ...) and a bulk append's
+    temporaries (its traces, annotations) promoted into the old generation set them off every
+    few batches: at 100k traces about a quarter of an append's CPU time went to them (at 10k,
+    a few percent), so appends slowed as the memory grew. Paused, the allocations counted
+    carry over to one young collection after the batch."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass
@@ -227,8 +247,9 @@ class Memory:
             raise InputError(f"{cfg_path}: unreadable memory settings ({exc})") from exc
         mem = cls(root, config, dim, not readonly, embedder, device, lock_timeout, runtime)
         try:
-            traces, vectors = mem.log.read()
-            mem._load(traces, vectors)
+            with gc_paused():
+                traces, vectors = mem.log.read()
+                mem._load(traces, vectors)
         except BaseException:
             mem.close()
             raise
@@ -276,18 +297,19 @@ class Memory:
         items: list[Trace] = []
         ids: list[int] = []
         fresh: list[int] = []  # positions in ``traces`` of the traces actually added
-        for i, t in enumerate(traces):
-            last = items[-1] if items else None
-            item = self._validate(t, self._n + len(items), last)
-            known = keys.get(item.key) if item.key else None
-            if known is not None:  # added before (a rerun after a kill, say): keep the old one
-                ids.append(known)
-                continue
-            if item.key:
-                keys[item.key] = item.id
-            items.append(item)
-            ids.append(item.id)
-            fresh.append(i)
+        with gc_paused():
+            for i, t in enumerate(traces):
+                last = items[-1] if items else None
+                item = self._validate(t, self._n + len(items), last)
+                known = keys.get(item.key) if item.key else None
+                if known is not None:  # added before (a rerun after a kill, say): keep it
+                    ids.append(known)
+                    continue
+                if item.key:
+                    keys[item.key] = item.id
+                items.append(item)
+                ids.append(item.id)
+                fresh.append(i)
         if not items:
             return ids
         if vectors is None:
@@ -302,14 +324,15 @@ class Memory:
         if vectors.shape != (len(items), self.dim):
             raise InputError(f"vectors have shape {vectors.shape}, expected "
                              f"({len(items)}, {self.dim})")
-        try:
-            self.log.append(items, vectors)
-        except BaseException:
-            for t in items:
-                if t.key:
-                    keys.pop(t.key, None)
-            raise
-        self._ingest(items, vectors, learn=True)
+        with gc_paused():
+            try:
+                self.log.append(items, vectors)
+            except BaseException:
+                for t in items:
+                    if t.key:
+                        keys.pop(t.key, None)
+                raise
+            self._ingest(items, vectors, learn=True)
         return ids
 
     def _key_index(self) -> dict[str, int]:
@@ -326,36 +349,41 @@ class Memory:
         return self._keys
 
     def _validate(self, raw: str | dict[str, Any], tid: int, last: Trace | None) -> Trace:
-        where = f"trace {tid}"
-        rec = {"text": raw} if isinstance(raw, str) else dict(raw)
-        text = rec.get("text")
+        rec = raw if type(raw) is dict else {"text": raw} if isinstance(raw, str) else dict(raw)
+        get = rec.get
+        text = get("text")
         if not isinstance(text, str) or not text.strip():
-            raise InputError(f"{where}: text must be a non-empty string")
-        session = rec.get("session")
-        if last is None and self._n:
-            last = Trace(-1, "", self.sessions[-1], self.turns[-1], 0.0, {})
-        session = str(session) if session not in (None, "") else (
-            last.session if last else "default")
-        turn = rec.get("turn")
+            raise InputError(f"trace {tid}: text must be a non-empty string")
+        given = get("session")
+        if last is not None:
+            last_session, last_turn = last.session, last.turn
+        elif self._n:
+            last_session, last_turn = self.sessions[-1], self.turns[-1]
+        else:
+            last_session, last_turn = None, 0
+        session = (given if type(given) is str else str(given)) if given not in (None, "") \
+            else (last_session if last_session is not None else "default")
+        turn = get("turn")
         given_turn = turn is not None
         if turn is None:
-            turn = last.turn + 1 if last is not None and last.session == session else 0
-        try:
-            turn = int(turn)
-        except (TypeError, ValueError):
-            raise InputError(f"{where}: turn {turn!r} is not an integer") from None
-        t = rec.get("time")
-        when = _time.time() if t is None else parse_time(t, where)
-        meta = rec.get("meta") or {}
-        if not isinstance(meta, dict):
-            raise InputError(f"{where}: meta must be an object")
-        key = rec.get("key")
-        if key is not None and (not isinstance(key, str | int) or isinstance(key, bool)
-                                or str(key) == ""):
-            raise InputError(f"{where}: key must be a non-empty string or integer")
+            turn = last_turn + 1 if last_session == session else 0
+        elif type(turn) is not int:
+            try:
+                turn = int(turn)
+            except (TypeError, ValueError):
+                raise InputError(f"trace {tid}: turn {turn!r} is not an integer") from None
+        t = get("time")
+        when = t if type(t) is float else (_time.time() if t is None
+                                           else parse_time(t, f"trace {tid}"))
+        meta = get("meta") or {}
+        if type(meta) is not dict and not isinstance(meta, dict):
+            raise InputError(f"trace {tid}: meta must be an object")
+        key = get("key")
         if key is not None:
+            if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":
+                raise InputError(f"trace {tid}: key must be a non-empty string or integer")
             key = f"k:{key}"
-        elif rec.get("session") not in (None, "") and t is not None:
+        elif given not in (None, "") and t is not None:
             # a session and time given: a content digest (turn too when given) identifies it
             key = content_key(session, turn if given_turn else None, when, text)
         return Trace(tid, text, session, turn, when, meta, key or "")
@@ -428,23 +456,34 @@ class Memory:
                   raw_tags: list[list[int]] | None = None) -> list[list[int]]:
         """Run the write-time discourse rules (:mod:`gpurag.memory.discourse`) over new
         traces, in order; returns each trace's entity tags, its referents included
-        (``raw_tags``: the tags of the texts themselves, when known)."""
-        canon = self.vocab.canonical().tolist()
+        (``raw_tags``: the tags of the texts themselves, when known). The batch is tagged in
+        one call and its referents in another."""
+        raws = self.vocab.tag_many([t.text for t in items]) if raw_tags is None else raw_tags
+        self._raw_n.extend(map(len, raws))
+        if not self.config.discourse:
+            self._expansion.extend([""] * len(items))
+            self._read.extend([0] * len(items))
+            return list(raws)
+        canon = self.vocab.canonical_list()
         surfaces = self.vocab.surfaces
-        out = []
+        names = [[surfaces[c] for c in map(canon.__getitem__, raw) if c >= 0] for raw in raws]
+        live = [j for j, t in enumerate(items) if t.text]  # (an empty text: a placeholder)
+        anns = dict(zip(live, self._discourse.annotate_many(
+            [items[j].text for j in live], [items[j].session for j in live],
+            [items[j].turn for j in live], [items[j].time for j in live],
+            [names[j] for j in live]), strict=True))
+        names_key = derived.names_key
+        refs: list[tuple[int, list[str]]] = []
         for j, t in enumerate(items):
-            raw = self.vocab.tag(t.text) if raw_tags is None else raw_tags[j]
-            self._raw_n.append(len(raw))
-            if not self.config.discourse or not t.text:
+            ann = anns.get(j)
+            if ann is None:
                 self._expansion.append("")
                 self._read.append(0)
-                out.append(raw)
                 continue
-            names = [surfaces[c] for c in map(canon.__getitem__, raw) if c >= 0]
-            self._read.append(derived.names_key(names))
-            ann = self._discourse.annotate(t.text, t.session, t.turn, t.time, names)
+            self._read.append(names_key(names[j]))
             if ann.refs:
                 self._refs[t.id] = ann.refs
+                refs.append((j, ann.refs))
             self._expansion.append(ann.expansion)
             if ann.claims:
                 self._claims[t.id] = ann.claims
@@ -452,8 +491,11 @@ class Memory:
                     self._claim_index.setdefault(c, []).append(t.id)
             if ann.dates:
                 self._dates[t.id] = ann.dates
-            extra = self.vocab.tag(" ".join(ann.refs)) if ann.refs else []
-            out.append(list(dict.fromkeys([*raw, *extra])))
+        out = list(raws)
+        if refs:
+            extra = self.vocab.tag_many([" ".join(r) for _, r in refs])
+            for (j, _), more in zip(refs, extra, strict=True):
+                out[j] = list(dict.fromkeys([*raws[j], *more]))
         return out
 
     def doc(self, i: int) -> str:

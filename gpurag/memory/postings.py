@@ -96,6 +96,16 @@ class Postings:
                            vals.astype(np.float32))] if len(keys) else []
         self.size = len(keys)
 
+    def merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keys, rows, vals)``: every entry as one run, keys sorted and rows increasing
+        within a key (what :meth:`set_run` takes back; pending entries included)."""
+        self._flush()
+        if not self._runs:
+            return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
+        keys, rows, vals = (np.concatenate(p) for p in list(zip(*self._runs, strict=True))[:3])
+        order = np.argsort(keys, kind="stable")  # runs are in row order: rows stay increasing
+        return keys[order], rows[order], vals[order]
+
     def _flush(self) -> None:
         if not self._pending:
             return

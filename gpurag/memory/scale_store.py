@@ -31,16 +31,6 @@ _POSTINGS = ("sess", "terms", "ent", "pairs")
 _VALUED = ("terms", "pairs")  # lists whose values are not all ones
 
 
-def _merged(post: Postings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All of ``post``'s entries as one run (keys sorted, rows increasing within a key)."""
-    post._flush()
-    if not post._runs:
-        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    keys, rows, vals = (np.concatenate(p) for p in list(zip(*post._runs, strict=True))[:3])
-    order = np.argsort(keys, kind="stable")  # runs are in row order: rows stay increasing
-    return keys[order], rows[order], vals[order]
-
-
 def parts(index: ScaleIndex, discourse: bool) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``(arrays, meta)`` of ``index`` for the snapshot writer (``discourse``: whether the
     lexical documents hold the discourse expansions)."""
@@ -52,7 +42,7 @@ def parts(index: ScaleIndex, discourse: bool) -> tuple[dict[str, np.ndarray], di
     for name in _GROW:
         out[f"{PREFIX}{name}.npy"] = getattr(index, name).view()
     for name in _POSTINGS:
-        keys, rows, vals = _merged(getattr(index, name))
+        keys, rows, vals = getattr(index, name).merged()
         out[f"{PREFIX}{name}_keys.npy"] = keys
         out[f"{PREFIX}{name}_rows.npy"] = rows
         if name in _VALUED:  # term frequencies, pair fans (the other lists hold ones)

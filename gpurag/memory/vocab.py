@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from gpurag.extract.fast import _U as _CAPITAL  # the pattern's own class of capitals
 from gpurag.extract.fast import ENTITY_PATTERN, SINGLE_WORD_DROP
 from gpurag.resolve.normalize import normalize_name
 
@@ -27,12 +28,37 @@ _TOKEN = re.compile(r"[^\W_]+")
 _LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
+_SEP = "\x00"  # joins a batch's texts: no name, word or token crosses it
+# every position a match of ENTITY_PATTERN can start at (a superset): each of its
+# alternatives opens with an upper/title-case letter (names, month names, quoted titles) or a
+# digit (dates, years), or follows a curly opening quote; the pattern is tried only there
+_CANDIDATE = re.compile(rf"{_CAPITAL}|\d|(?<=“)(?s:.)")
+CACHE_MAX = 1_000_000  # entries of a tokenization cache before it is emptied
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
 INTERJECTIONS = frozenset((
     "hey", "hi", "hello", "thanks", "thank", "sure", "yes", "yeah", "yep", "oh", "wow", "ok",
     "okay", "dear", "good", "great", "well", "haha", "congrats", "congratulations", "sorry",
     "please", "hmm", "absolutely", "awesome", "cool", "nice", "lol", "omg",
 ))
+
+
+def find_names(text: str) -> list[str]:
+    """The names, works and dates of ``ENTITY_PATTERN`` in ``text`` (at most
+    ``MAX_NAME_CHARS`` long): what ``finditer`` finds, the pattern tried only at the positions
+    where a match can start (``_CANDIDATE``), so the scan of the others is one simple pass."""
+    out = []
+    end = 0
+    match = ENTITY_PATTERN.match
+    for c in _CANDIDATE.finditer(text):
+        p = c.start()
+        if p < end:
+            continue
+        m = match(text, p)
+        if m is not None:
+            end = m.end()
+            if m.lastgroup in _GROUPS_KEPT and end - p <= MAX_NAME_CHARS:
+                out.append(m.group())
+    return out
 
 
 def split_camel(text: str) -> str:
@@ -60,9 +86,11 @@ class Vocabulary:
         self.index: dict[str, int] = {}
         self.cap_count = Counter()  # key -> capitalized occurrences seen by the extractor
         self.lower_words = Counter()  # lower-case words seen in traces
-        self._tok_cache: dict[str, str] = {}
+        self._tok_cache: dict[str, str] = {}  # token -> its normalized form, spaces dropped
+        self._tok_start: set[str] = set()  # cached tokens that may start an entry
         self._name_cache: dict[str, list[str]] = {}  # surface -> its normalized tokens
         self._canon: np.ndarray | None = None
+        self._canon_list: tuple[np.ndarray, list[int]] | None = None
         self._prefixes: set[str] = {""}  # prefixes of keys[:_prefixes_n] (see tag)
         self._prefixes_n = 0
         self._prefixes_of: list[str] | None = None
@@ -77,62 +105,75 @@ class Vocabulary:
 
     # -- growing ------------------------------------------------------------------------------
     def learn(self, texts: Sequence[str]) -> None:
-        """Add the names the fast extractor's pattern finds in ``texts`` to the vocabulary."""
+        """Add the names the fast extractor's pattern finds in ``texts`` to the vocabulary
+        (one pass over the batch: the texts joined, the pattern tried where a match can
+        start, :func:`find_names`)."""
         if not texts:
             return
-        names = [m.group() for text in texts for m in ENTITY_PATTERN.finditer(text)
-                 if m.lastgroup in _GROUPS_KEPT and len(m.group()) <= MAX_NAME_CHARS
-                 and m.group() not in SINGLE_WORD_DROP]
+        joined = _SEP.join(texts)
+        names = [n for n in find_names(joined) if n not in SINGLE_WORD_DROP]
         if names:
             cache = self._name_cache
+            if len(cache) > CACHE_MAX:
+                cache.clear()
             fresh = list(dict.fromkeys(n for n in names if n not in cache))
             if fresh:
-                if len(cache) > 1_000_000:
-                    cache.clear()
                 cache.update(zip(fresh, name_tokens(fresh), strict=True))
-            for name in names:
-                toks = cache[name]
-                if not toks:
-                    continue
-                key = "".join(toks)
-                self.cap_count[key] += 1
-                if key not in self.index:
-                    self.index[key] = len(self.keys)
+            keys = [("".join(t) if t else "") for t in map(cache.__getitem__, names)]
+            self.cap_count.update(k for k in keys if k)
+            index = self.index
+            for name, key in zip(names, keys, strict=True):
+                if key and key not in index:
+                    toks = cache[name]
+                    index[key] = len(self.keys)
                     self.keys.append(key)
                     self.surfaces.append(name)
                     self.n_tokens.append(len(toks))
                     self.first_last.append((toks[0], toks[-1]))
                     self._canon = None
-        self.lower_words.update(w for text in texts for w in _LOWER.findall(text))
+        self.lower_words.update(_LOWER.findall(joined))
 
     # -- matching -----------------------------------------------------------------------------
     def tag(self, text: str) -> list[int]:
         """Entity ids (raw, not canonical) whose key occurs in ``text`` starting at a
         capitalized token."""
-        raw = _TOKEN.findall(split_camel(text))
-        if not raw:
-            return []
-        cache = self._tok_cache
-        missing = [t for t in raw if t not in cache]
+        return self.tag_many([text])[0]
+
+    def tag_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`tag` of each of ``texts``, the batch's new tokens normalized in one call."""
+        raws = [_TOKEN.findall(split_camel(t)) for t in texts]
+        cache, starts = self._tok_cache, self._tok_start
+        missing = list(dict.fromkeys(t for raw in raws for t in raw if t not in cache))
         if missing:
-            if len(cache) > 1_000_000:
+            if len(cache) + len(missing) > CACHE_MAX:
                 cache.clear()
-            cache.update(zip(missing, normalize_name(missing), strict=True))
-        toks = [cache[t].replace(" ", "") for t in raw]
-        found: list[int] = []
+                starts.clear()
+                missing = list(dict.fromkeys(t for raw in raws for t in raw))
+            cache.update(zip(missing, (k.replace(" ", "") for k in normalize_name(missing)),
+                             strict=True))
+            starts.update(t for t in missing if t[0].isupper() or t[0].isdigit())
         index = self.index
         prefixes = self._key_prefixes()
-        n = len(toks)
-        for i in [i for i, t in enumerate(raw) if t[0].isupper() or t[0].isdigit()]:
-            key = ""
-            for j in range(i, min(n, i + MAX_TOKENS)):
-                key += toks[j]
-                if key not in prefixes:  # no entry starts so: no longer run is one either
-                    break
-                hit = index.get(key)
-                if hit is not None:
-                    found.append(hit)
-        return list(dict.fromkeys(found))
+        out = []
+        for raw in raws:
+            at = [i for i, t in enumerate(raw) if t in starts]
+            if not at:
+                out.append([])
+                continue
+            toks = list(map(cache.__getitem__, raw))
+            n = len(toks)
+            found: list[int] = []
+            for i in at:
+                key = ""
+                for j in range(i, min(n, i + MAX_TOKENS)):
+                    key += toks[j]
+                    if key not in prefixes:  # no entry starts so: no longer run is one either
+                        break
+                    hit = index.get(key)
+                    if hit is not None:
+                        found.append(hit)
+            out.append(list(dict.fromkeys(found)) if len(found) > 1 else found)
+        return out
 
     def _key_prefixes(self) -> set[str]:
         """Every prefix of every key (the keys too), extended as keys are appended."""
@@ -174,6 +215,13 @@ class Vocabulary:
             canon[common] = -1
         self._canon = canon
         return canon
+
+    def canonical_list(self) -> list[int]:
+        """:meth:`canonical` as a list (for per-id lookups in Python), kept with it."""
+        canon = self.canonical()
+        if self._canon_list is None or self._canon_list[0] is not canon:
+            self._canon_list = (canon, canon.tolist())
+        return self._canon_list[1]
 
     def _entry_parts(self) -> tuple[np.ndarray, np.ndarray, dict[str, list[int]]]:
         """(ids of the one-word entries, whether each entry opens with an interjection,

@@ -420,9 +420,10 @@ def chunk_embed_new(out: Path, old: pd.DataFrame, cfg: IndexConfig, manifest: An
     t0 = time.perf_counter()
     new_chunks, new_vectors, report = run_chunk_embed(
         sources[0], base, cfg, work, show,
-        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str)), r,
+        # tolist: a set over an Arrow-backed string column iterates it element by element
+        documents=lambda r: new_documents(sources, set(old["doc_id"].astype(str).tolist()), r,
                                           cfg.follow_outside_links, read_options(cfg)),
-        seen_chunks=set(old["chunk_id"].astype(str)))
+        seen_chunks=set(old["chunk_id"].astype(str).tolist()))
     timings["chunk_embed_s"] = time.perf_counter() - t0
     skipped = {k: int(v) for k, v in report.skipped.items() if v}
     added = list(dict.fromkeys(new_chunks["doc_id"].astype(str)))

@@ -50,6 +50,7 @@ from gpurag.store.parts import parts_of
 from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
+from gpurag.vectors.faiss_index import index_kind
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
     from gpurag.runtime import Runtime
@@ -75,7 +76,7 @@ def shrunk_index(index, drop_rows: np.ndarray, rel: str, cfg: IndexConfig, hnsw:
     hnsw_threshold = cfg.hnsw_threshold if hnsw else None
     keep = np.ones(n_old, bool)
     keep[drop_rows] = False
-    same_kind = local._kind(n_old, cfg.ivf_threshold, hnsw_threshold) == local._kind(
+    same_kind = index_kind(n_old, cfg.ivf_threshold, hnsw_threshold) == index_kind(
         int(keep.sum()), cfg.ivf_threshold, hnsw_threshold)
     if same_kind and not isinstance(index, faiss.IndexIVF | faiss.IndexHNSW):
         index.remove_ids(drop_rows)

@@ -53,8 +53,7 @@ def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         return None
     ratio = (1 - tfc) / tfc  # K / tf
     k = np.zeros(n_docs)
-    most = pd.Series(ratio).groupby(doc).max()
-    k[most.index.to_numpy(np.int64)] = most.to_numpy()  # K / (the passage's least tf)
+    np.maximum.at(k, doc, ratio)  # K / (the passage's least tf); ratios are > 0
     held = np.bincount(doc, minlength=n_docs) > 0
     rel = k[doc] / ratio  # tf / the passage's least tf
     k1, b = float(model.k1), float(model.b)
@@ -113,6 +112,7 @@ def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> objec
     tf, term, doc = tf[stay], term[stay], new_pos[doc[stay]]
     dl = dl[keep]
     vocab = dict(model.vocab_dict)
+    new_pairs = (np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
     if new_texts:
         tok = bm25s.tokenize(new_texts, stopwords="en", show_progress=False)
         words = np.empty(len(tok.vocab), dtype=object)
@@ -129,16 +129,15 @@ def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> objec
                 terms.append(vocab[word])
                 docs.append(base + j)
                 tfs.append(n)
-        tf = np.concatenate([tf, np.asarray(tfs, np.float64)])
-        term = np.concatenate([term, np.asarray(terms, np.int64)])
-        doc = np.concatenate([doc, np.asarray(docs, np.int64)])
+        new_pairs = (np.asarray(tfs, np.float64), np.asarray(terms, np.int64),
+                     np.asarray(docs, np.int64))
         dl = np.concatenate([dl, np.asarray(lengths, np.float64)])
+    tf, term, doc = _merged_pairs((tf, term, doc), new_pairs)
     n_terms = max(len(vocab), int(term.max()) + 1 if len(term) else 0)
     weights = lucene_weights(tf, term, doc, dl, n_terms, float(model.k1), float(model.b))
-    order = np.lexsort((doc, term))
     model.scores = {
-        "data": weights[order],
-        "indices": doc[order].astype(np.int32),
+        "data": weights,
+        "indices": doc.astype(np.int32),
         "indptr": np.concatenate([[0], np.cumsum(np.bincount(term, minlength=n_terms))]
                                  ).astype(np.int64),
         "num_docs": len(dl),
@@ -146,6 +145,29 @@ def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> objec
     model.vocab_dict = vocab
     model.unique_token_ids_set = set(vocab.values())
     return model
+
+
+def _merged_pairs(stored: tuple[np.ndarray, np.ndarray, np.ndarray],
+                  new: tuple[np.ndarray, np.ndarray, np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``(tf, term, doc)`` pairs of ``stored`` and ``new`` in ``(term, doc)`` order (the
+    stored model's column order). The stored pairs come in that order already (a CSC matrix
+    with sorted rows) and every new passage follows the stored ones, so each new pair goes at
+    the end of its term's run: an insertion of the few new pairs, not a sort of all of
+    them (a sort where the stored pairs are not in order)."""
+    tf, term, doc = stored
+    n_tf, n_term, n_doc = new
+    step = np.diff(term)
+    if not ((step > 0) | ((step == 0) & (np.diff(doc) > 0))).all():
+        tf, term, doc = (np.concatenate([a, b]) for a, b in zip(stored, new, strict=True))
+        order = np.lexsort((doc, term))
+        return tf[order], term[order], doc[order]
+    if not len(n_term):
+        return tf, term, doc
+    order = np.lexsort((n_doc, n_term))
+    n_tf, n_term, n_doc = n_tf[order], n_term[order], n_doc[order]
+    at = np.searchsorted(term, n_term, side="right")
+    return np.insert(tf, at, n_tf), np.insert(term, at, n_term), np.insert(doc, at, n_doc)
 
 
 def write_lexical_delta(stored_folder: Path, out_folder: Path, n_stored: int, keep: np.ndarray,

@@ -8,9 +8,10 @@ corpus, so its cost grows with the index. A local insert instead
   (:mod:`gpurag.resolve.incremental`): stored entities keep their ids and are never merged;
 * appends the new mentions, relations, facts and entities to the stored tables and updates the
   counts of the entities they touch;
-* adds the new passage, name and fact vectors to the stored FAISS indexes (no re-training, no
-  rebuild; an index whose size crosses the threshold where a build picks another kind is
-  rebuilt from its stored vectors);
+* writes the new passage, name and fact vectors as a part of each FAISS index (a flat index in
+  the stored codec, :mod:`gpurag.vectors.parted`; the stored file is kept as it is and readers
+  search the base and its parts as one index); an index whose size crosses the threshold where
+  a build picks another kind is rebuilt from its stored vectors;
 * merges the new edges into the stored CSR graph (passage node ids shift by the number of new
   entities: one vectorized remap, no re-aggregation of stored edges).
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,9 +65,10 @@ from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.checks import table_rows
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
-from gpurag.vectors import build_index, save_index
+from gpurag.vectors import build_index, load_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
-from gpurag.vectors.faiss_index import faiss_implementation, search
+from gpurag.vectors.faiss_index import faiss_implementation, index_kind, search
+from gpurag.vectors.parted import delta_index
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
     from gpurag.runtime import Runtime
@@ -105,17 +106,15 @@ def why_not_local(d: IndexDir, cfg: IndexConfig) -> str | None:
 
 
 def _writable_index(d: IndexDir, rel: str):
-    """The stored FAISS index read into memory (not mapped), so vectors can be added."""
+    """The stored FAISS index read into memory (not mapped), so vectors can be added or
+    removed; the vectors of its appended parts (local inserts) added to it, so it holds every
+    row in order (its writer then writes it whole: the parts are not carried over)."""
     from gpurag.vectors.faiss_index import _faiss
 
-    return _faiss().read_index(str(d.file(rel)))
-
-
-def _kind(n: int, ivf_threshold: int, hnsw_threshold: int | None) -> str:
-    """The index kind :func:`~gpurag.vectors.build_index` picks for ``n`` vectors."""
-    if hnsw_threshold is not None and n >= hnsw_threshold:
-        return "hnsw"
-    return "flat" if n < ivf_threshold else "ivf"
+    index = _faiss().read_index(str(d.file(rel)))
+    for name in d.parts(rel)[1:]:
+        index.add(decode_all(load_index(d.file(name))))
+    return index
 
 
 def grown_index(index, rel: str, new: np.ndarray, cfg: IndexConfig, hnsw: bool,
@@ -123,18 +122,45 @@ def grown_index(index, rel: str, new: np.ndarray, cfg: IndexConfig, hnsw: bool,
     """The stored FAISS ``index`` (of file ``rel``, read writable) with ``new`` vectors added,
     or rebuilt from its stored vectors and ``new`` when the new size needs another index kind
     (``hnsw``: the kinds of the name and fact indexes; ``rebuilt`` names ``rel`` then)."""
-    hnsw_threshold = cfg.hnsw_threshold if hnsw else None
-    n_old = int(index.ntotal)
-    if _kind(n_old, cfg.ivf_threshold, hnsw_threshold) == _kind(
-            n_old + len(new), cfg.ivf_threshold, hnsw_threshold):
+    if not needs_rebuild(int(index.ntotal), len(new), cfg, hnsw):
         if len(new):
             index.add(np.ascontiguousarray(new, dtype=np.float32))
         return index
     rebuilt.append(rel)
+    return rebuilt_index(index, new, cfg, hnsw)
+
+
+def needs_rebuild(n_old: int, n_new: int, cfg: IndexConfig, hnsw: bool) -> bool:
+    """Whether ``n_old + n_new`` vectors need another index kind than ``n_old`` (a build would
+    pick it: :func:`~gpurag.vectors.faiss_index.index_kind`)."""
+    hnsw_threshold = cfg.hnsw_threshold if hnsw else None
+    return index_kind(n_old, cfg.ivf_threshold, hnsw_threshold) != index_kind(
+        n_old + n_new, cfg.ivf_threshold, hnsw_threshold)
+
+
+def rebuilt_index(index, new: np.ndarray, cfg: IndexConfig, hnsw: bool):
+    """A build's index over the vectors of ``index`` and then ``new``."""
     old = decode_all(index)
     return build_index(np.concatenate([old, new.astype(np.float32)]), cfg.ivf_threshold,
-                       cfg.seed, hnsw_threshold, hnsw=hnsw_options(cfg.build_profile()),
+                       cfg.seed, cfg.hnsw_threshold if hnsw else None,
+                       hnsw=hnsw_options(cfg.build_profile()),
                        codec=codec_for(cfg.vector_precision, old.shape[1]))
+
+
+def append_vectors(writer: IndexWriter, d: IndexDir, rel: str, stored, new: np.ndarray,
+                   cfg: IndexConfig, hnsw: bool, rebuilt: list[str]) -> None:
+    """FAISS file ``rel`` of the new version: the stored index (``stored``, as
+    :meth:`IndexDir.faiss` reads it) kept and ``new`` written as a part of its own (a flat
+    index in the stored codec: :mod:`gpurag.vectors.parted`), so an insert writes only its
+    new vectors; rebuilt whole (``rebuilt`` names ``rel``) when the new size needs another
+    index kind."""
+    if needs_rebuild(int(stored.ntotal), len(new), cfg, hnsw):
+        rebuilt.append(rel)
+        save_index(rebuilt_index(stored, new, cfg, hnsw), writer.path(rel))
+        return
+    codec = codec_for(cfg.vector_precision, int(stored.d))
+    writer.append_faiss(d, rel, np.asarray(new, np.float32).reshape(-1, int(stored.d)),
+                        lambda vectors: delta_index(vectors, codec))
 
 
 # -- the graph delta ------------------------------------------------------------------------
@@ -402,7 +428,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     ex = raw if cfg.graph_dates else drop_date_entities(raw)
 
     rebuilt: list[str] = []
-    name_index = _writable_index(d, layout.NAMES_FAISS)
+    name_index = d.faiss(layout.NAMES_FAISS)  # mapped; its parts searched with it
     delta = resolve_delta(d, cfg, ex, embedder, name_index, timings)
     result.embedded_texts = len(delta.new_name_vectors)
     result.reused_vectors = 0
@@ -437,8 +463,10 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     result.embedded_texts += len(fact_vecs)
     timings["entity_fact_vectors_s"] = time.perf_counter() - t0
 
-    stats = pd.concat([d.table(layout.EXTRACT_STATS) if d.has(layout.EXTRACT_STATS)
-                       else batch_stats_frame([]), raw_stats], ignore_index=True)
+    # the extraction counts carried forward: the stored version's totals and the new batches'
+    # (reading every stats part to sum them would grow with the number of inserts)
+    stats = carried_stats(manifest.counts, raw_stats) if d.has(layout.EXTRACT_STATS) else (
+        summed_stats(raw_stats))
     change = {"op": "insert", "documents": inc._ids(added), "chunks": len(new_chunks),
               "documents_read": report.documents, "ingest": report.as_dict(),
               "sources": [str(s) for s in sources],
@@ -447,24 +475,23 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     try:
         t0 = time.perf_counter()
         writer.append_table(d, layout.CHUNKS, new_chunks)
-        save_index(grown_index(_writable_index(d, layout.PASSAGES_FAISS),
-                               layout.PASSAGES_FAISS, new_vectors, cfg, False, rebuilt),
-                   writer.path(layout.PASSAGES_FAISS))
+        append_vectors(writer, d, layout.PASSAGES_FAISS, d.faiss(layout.PASSAGES_FAISS),
+                       new_vectors, cfg, False, rebuilt)
         timings["passage_index_s"] = time.perf_counter() - t0
         lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS), new_chunks],
                                                           ignore_index=True),
                                 record, timings, d, np.ones(n_old, bool), new_chunks)
 
         t0 = time.perf_counter()
-        save_index(grown_index(name_index, layout.NAMES_FAISS, delta.new_name_vectors, cfg,
-                               True, rebuilt), writer.path(layout.NAMES_FAISS))
+        append_vectors(writer, d, layout.NAMES_FAISS, name_index, delta.new_name_vectors, cfg,
+                       True, rebuilt)
         writer.write_table(layout.NAMES, delta.names)
         # appended: the stored files kept as they are, the new rows a part of their own
         writer.append_array(d, layout.FACT_ENTITY_INDPTR, f_ptr[1:] + fact_end)
         writer.append_array(d, layout.FACT_ENTITY_INDICES, f_ent)
         csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
-        save_index(grown_index(_writable_index(d, layout.FACTS_FAISS), layout.FACTS_FAISS,
-                               fact_vecs, cfg, True, rebuilt), writer.path(layout.FACTS_FAISS))
+        append_vectors(writer, d, layout.FACTS_FAISS, d.faiss(layout.FACTS_FAISS), fact_vecs,
+                       cfg, True, rebuilt)
         writer.write_table(layout.ENTITIES, delta.entities)
         appended = {layout.ALIASES: delta.new_aliases, layout.MENTIONS: delta.new_mentions,
                     layout.RELATIONS: delta.new_relations, layout.FACTS: f_table,
@@ -489,7 +516,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
             "local_updates": int(info.get("local_updates", 0)) + 1,
             "updated_locally": ["extraction of the new chunks", "alias resolution of new names",
                                 "entity, mention, relation and fact tables",
-                                "passage/name/fact FAISS indexes (vectors added)",
+                                "passage/name/fact FAISS indexes (new vectors in a part)",
                                 "graph CSR (new edges merged)"],
             "communities": how,
             "recomputed": [lexical_note(lexical)],
@@ -539,20 +566,34 @@ def lexical_note(how: str) -> str:
             if how == "delta" else "BM25 model (rebuilt over all chunks)")
 
 
+def summed_stats(stats: pd.DataFrame | None) -> dict[str, int]:
+    """Per key, the sum of an extraction stats table's values (the manifest's
+    ``extract_*`` counts)."""
+    stats = stats if stats is not None else batch_stats_frame([])
+    return {str(k): int(v) for k, v in stats.groupby("key", sort=False)["value"].sum().items()}
+
+
+def carried_stats(counts: dict[str, Any], new: pd.DataFrame) -> dict[str, int]:
+    """The stored version's extraction totals (its manifest's ``extract_*`` counts: the sums
+    of its stats table) plus the sums of the ``new`` stats rows."""
+    out = {k[len("extract_"):]: int(v) for k, v in counts.items() if k.startswith("extract_")}
+    for key, value in summed_stats(new).items():
+        out[key] = out.get(key, 0) + value
+    return out
+
+
 def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame | int, names: pd.DataFrame,
                  mentions: pd.DataFrame | int, relations: pd.DataFrame | int,
                  facts: pd.DataFrame | int, graph: CSRGraph, communities: pd.DataFrame,
-                 stats: pd.DataFrame | None) -> dict[str, int]:
+                 stats: pd.DataFrame | dict[str, int] | None) -> dict[str, int]:
     """The manifest's graph counts (as :func:`~gpurag.pipeline.graph_stage.graph_counts` gives
     them) from the tables a local update writes, or their row counts (rows, blanked ones
-    included)."""
+    included); ``stats``: the extraction stats table or its sums."""
     def n(rows: pd.DataFrame | int) -> int:
         return rows if isinstance(rows, int) else len(rows)
 
     aliases, mentions, relations, facts = n(aliases), n(mentions), n(relations), n(facts)
-    stats = stats if stats is not None else batch_stats_frame([])
-    summed = Counter({str(k): int(v) for k, v in
-                      stats.groupby("key", sort=False)["value"].sum().items()})
+    summed = stats if isinstance(stats, dict) else summed_stats(stats)
     return {
         "entities": len(entities),
         "aliases": aliases,

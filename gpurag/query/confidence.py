@@ -63,13 +63,14 @@ def known_share(lexical: Any, questions: list[str]) -> np.ndarray:
     A word outside the vocabulary weighs as a word in no passage, idf ``log(1 + 2n + 1)``."""
     matrix = lexical.matrix  # (V, n): a term's nonzero entries are the passages holding it
     n = matrix.shape[1]
-    df = np.diff(matrix.indptr).astype(np.float64)
     stop = FUNCTION_WORDS.union(lexical._bm25s.stopwords.STOPWORDS_EN)
     vocab = lexical.model.vocab_dict
     words = [{w for w in _TOKEN.findall(q.lower()) if w not in stop} for q in questions]
     ids = np.fromiter((vocab.get(w, -1) for w in chain.from_iterable(words)), np.int64)
     owner = np.repeat(np.arange(len(questions)), [len(w) for w in words])
-    freq = np.where(ids >= 0, df[np.maximum(ids, 0)], 0.0)
+    at = np.maximum(ids, 0)  # each word's passage count, not every term's (a per-call diff)
+    df = (matrix.indptr[at + 1] - matrix.indptr[at]).astype(np.float64)
+    freq = np.where(ids >= 0, df, 0.0)
     idf = np.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
     total = np.bincount(owner, idf, minlength=len(questions))
     known = np.bincount(owner, np.where(ids >= 0, idf, 0.0), minlength=len(questions))

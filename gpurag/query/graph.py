@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.backends.part import implementation_name
 from gpurag.config import QueryConfig
 from gpurag.graph.ppr_local import DEFAULT_FANOUT
 from gpurag.query import second_hop
@@ -102,7 +103,7 @@ class GraphRetriever:
         self.specificity = 1.0 / np.log2(2.0 + np.maximum(n_passages, 0.0))
         self.entity_names = self.entities["name"].astype(str).to_numpy(dtype=object)
         self.ppr = parts.ppr
-        self.ppr_name = getattr(parts.ppr, "implementation", type(parts.ppr).__name__)
+        self.ppr_name = implementation_name(parts.ppr)
         self.searcher = parts.searcher
         self.reranker_for = parts.reranker_for  # name, retriever, checkpoint -> reranker
         # the walk segment on the device (backends.query_device); None: the NumPy stages

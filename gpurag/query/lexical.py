@@ -33,6 +33,7 @@ def _bm25s():
     return bm25s
 
 
+SMALL_SORT = 8192  # entries up to which a top-k sorts them all (the bucket pass costs more)
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
 
 
@@ -185,7 +186,7 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     One sort of the nonzero entries: each becomes an int64 key (row, inverted score bits,
     column) when those fit in 63 bits (a positive float's bits order as the float does), a
     lexsort otherwise; only the ``k`` kept per row are decoded."""
-    from gpurag.query.second_hop import csr_rows
+    from gpurag.query.second_hop import csr_positions
 
     q, n = scores.shape
     out_s = np.zeros((q, k), np.float32)
@@ -198,7 +199,7 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     data = np.asarray(scores.data, np.float32)
     # the first min(count, k) sorted entries of each row
     take = np.minimum(counts, k)
-    qr, sel = csr_rows(np.arange(q), indptr[:-1], take, np.arange(len(data)))
+    qr, sel = csr_positions(np.arange(q), indptr[:-1], take)
     pos = sel - indptr[qr]
     col_bits = max(int(n - 1).bit_length(), 1)
     row_bits = max(int(q - 1).bit_length(), 1)
@@ -256,7 +257,7 @@ def _top_buckets(scores: sp.csr_array, k: int) -> sp.csr_array:
     indptr = scores.indptr.astype(np.int64)
     counts = np.diff(indptr)
     q = len(counts)
-    if scores.nnz <= 4 * k * q:
+    if scores.nnz <= max(4 * k * q, SMALL_SORT):  # sorted as they are: cheaper than the pass
         return scores
     data = np.asarray(scores.data, np.float32)
     if not float(data.min()) > 0:

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpurag.query.results import EntityPath
-from gpurag.query.second_hop import csr_rows
+from gpurag.query.second_hop import csr_positions, csr_rows
 
 
 def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp.csr_array,
@@ -32,8 +32,10 @@ def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp
     pq, pj = np.nonzero((rows >= 0) & has_seed[:, None])
     prow = rows[pq, pj]
     pair = np.arange(len(pq))
-    m_ptr = mentions.indptr.astype(np.int64)
-    owner, ent = csr_rows(pair, m_ptr[prow], np.diff(m_ptr)[prow], mentions.indices)
+    # slices of the rows asked (no copy or diff of the whole pointer: a per-call cost of the
+    # index's size)
+    m_lo = mentions.indptr[prow].astype(np.int64)
+    owner, ent = csr_rows(pair, m_lo, mentions.indptr[prow + 1] - m_lo, mentions.indices)
     ent = ent.astype(np.int64)
     # a seed the passage mentions: the first (lowest) of its mentions that is a seed
     hit = np.isin(pq[owner] * n_ent + ent, seed_key)
@@ -49,9 +51,9 @@ def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp
     needed = np.zeros(q, bool)
     needed[w_q] = True
     sq, se = sq[needed[sq]], se[needed[sq]]
-    a_ptr = adj.indptr.astype(np.int64)
-    s_owner, nb = csr_rows(np.arange(len(se)), a_ptr[se], np.diff(a_ptr)[se], adj.indices)
-    _, w = csr_rows(np.arange(len(se)), a_ptr[se], np.diff(a_ptr)[se], adj.data)
+    a_lo = adj.indptr[se].astype(np.int64)
+    s_owner, at = csr_positions(np.arange(len(se)), a_lo, adj.indptr[se + 1] - a_lo)
+    nb, w = adj.indices[at], adj.data[at]
     # join (question, mentioned entity) with (question, seed's neighbour) on both
     l_key = sq[s_owner] * n_ent + nb.astype(np.int64)
     by_key = np.argsort(l_key, kind="stable")

@@ -118,11 +118,7 @@ def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
     """Per question, the bridge pages of its top ``hop_from`` first-round rows (``first``,
     ``(q, d)``, -1 padded), best first, ``(q, depth)`` -1 padded."""
     q = first.shape[0]
-    top = first[:, :hop_from]
-    r, c = np.nonzero(top >= 0)
-    hops = sp.csr_array((np.ones(len(r)), (r, top[r, c])), shape=(q, matrix.shape[0]))
-    reach = sp.coo_array(hops @ matrix)
-    qr, page, value = reach.row.astype(np.int64), reach.col.astype(np.int64), reach.data
+    qr, page, value = reached(first[:, :hop_from], matrix)
     if temperature > 0 and len(qr):
         sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
                         np.asarray(passage_emb[page], np.float64))
@@ -131,6 +127,26 @@ def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
         value = value * np.exp((sim - best[qr]) / temperature)  # the best page weighs 1
     order = np.lexsort((page, -value, qr))
     return pack_rows(qr[order], page[order], q, depth)
+
+
+def reached(top: np.ndarray, matrix: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the rows ``top`` (``(q, m)``, -1 padded) reach through ``matrix`` (CSR, ``(n, c)``,
+    nonnegative): ``(question, column, summed weight)`` of each nonzero entry of the product
+    of ``top``'s 0/1 rows with ``matrix``, sorted by question then column (the sums are the
+    product's to the bit for integer weights, as the bridge matrix's 0/1). The rows' slices of
+    the matrix are gathered and summed (no sparse product: its set-up cost about a
+    millisecond a call, whatever the batch)."""
+    r, c = np.nonzero(top >= 0)
+    rows = top[r, c]
+    indptr = matrix.indptr
+    lo = indptr[rows].astype(np.int64)
+    owner, at = csr_positions(r, lo, indptr[rows + 1] - lo)
+    weight = matrix.data[at]
+    hit = weight != 0  # an explicit zero reaches nothing (a product's zero sum is dropped)
+    key = owner[hit] * matrix.shape[1] + matrix.indices[at[hit]]
+    uniq, inv = np.unique(key, return_inverse=True)
+    value = np.bincount(inv, weights=weight[hit], minlength=len(uniq))
+    return uniq // matrix.shape[1], uniq % matrix.shape[1], value
 
 
 def pack_rows(qr: np.ndarray, values: np.ndarray, q: int, depth: int) -> np.ndarray:
@@ -157,8 +173,8 @@ def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: 
         gain.append(np.broadcast_to(w / (c + 1.0 + np.arange(rank.shape[1])), rank.shape)[ok])
     key = np.concatenate(qs) * (n + 1) + np.concatenate(ids)
     uniq, inv = np.unique(key, return_inverse=True)
-    score = np.zeros(len(uniq))
-    np.add.at(score, inv, np.concatenate(gain))
+    # bincount adds in input order, as np.add.at does: the same sums
+    score = np.bincount(inv, weights=np.concatenate(gain), minlength=len(uniq))
     uq, urow = uniq // (n + 1), uniq % (n + 1)
     order = np.lexsort((urow, -score, uq))
     uq, urow, score = uq[order], urow[order], score[order]
@@ -191,11 +207,10 @@ def expansion_pairs(top: np.ndarray, mentions: sp.csr_array, title_entity: np.nd
     """``(question, entity)`` pairs, each once: the entities the passages ``top`` (``(q, m)``
     rows, -1 padded) mention (``mentions``: passage -> entity), less those the question names
     (``named``: question and entity arrays) and the top passages' own title entities."""
-    q, n_ent = top.shape[0], mentions.shape[1]
+    n_ent = mentions.shape[1]
+    qr, ent, _ = reached(top, mentions)
+    key = qr * n_ent + ent
     r, c = np.nonzero(top >= 0)
-    hops = sp.csr_array((np.ones(len(r)), (r, top[r, c])), shape=(q, mentions.shape[0]))
-    reach = sp.coo_array(hops @ mentions)
-    key = reach.row.astype(np.int64) * n_ent + reach.col.astype(np.int64)
     own = title_entity[top[r, c]]
     drop = np.concatenate([named[0] * n_ent + named[1], (r * n_ent + own)[own >= 0]])
     key = np.unique(key[~np.isin(key, drop)])
@@ -213,14 +228,15 @@ def triple_entity_scores(top: np.ndarray, chunk_triples: tuple[np.ndarray, np.nd
     r, c = np.nonzero(top >= 0)
     rows = top[r, c]
     c_ptr, c_facts = chunk_triples
-    qr, fact = csr_rows(r, c_ptr[rows], np.diff(c_ptr)[rows], c_facts)
+    qr, fact = csr_rows(r, c_ptr[rows], c_ptr[rows + 1] - c_ptr[rows], c_facts)
     if not len(fact):
         return np.zeros(0, np.int64), np.zeros(0)
     uniq, inv = np.unique(fact, return_inverse=True)
     sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
                     np.asarray(fact_vecs[uniq], np.float64)[inv])
     f_ptr, f_ents = fact_entities
-    owner, ent = csr_rows(np.arange(len(fact)), f_ptr[fact], np.diff(f_ptr)[fact], f_ents)
+    owner, ent = csr_rows(np.arange(len(fact)), f_ptr[fact], f_ptr[fact + 1] - f_ptr[fact],
+                          f_ents)
     keys, k_inv = np.unique(qr[owner] * n_ent + ent, return_inverse=True)
     best = np.full(len(keys), -np.inf)
     np.maximum.at(best, k_inv, sim[owner])
@@ -231,9 +247,17 @@ def csr_rows(owner: np.ndarray, lo: np.ndarray, size: np.ndarray, values: np.nda
              ) -> tuple[np.ndarray, np.ndarray]:
     """The CSR slices ``values[lo[i] : lo[i] + size[i]]`` flattened, each value with its
     ``owner[i]``."""
+    owner, at = csr_positions(owner, lo, size)
+    return owner, values[at]
+
+
+def csr_positions(owner: np.ndarray, lo: np.ndarray, size: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``lo[i] .. lo[i] + size[i] - 1`` of CSR slices flattened, each with its
+    ``owner[i]``."""
     size = size.astype(np.int64)
     pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-    return np.repeat(owner, size), values[np.repeat(lo.astype(np.int64), size) + pos]
+    return np.repeat(owner, size), np.repeat(lo.astype(np.int64), size) + pos
 
 
 def best_expansions(owner: np.ndarray, entity: np.ndarray, keys: np.ndarray,

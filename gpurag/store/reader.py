@@ -64,10 +64,18 @@ class IndexDir:
         return self.path / rel
 
     def faiss(self, rel: str):
-        """The FAISS index ``rel`` of this version; errors name the index's own file."""
+        """The FAISS index ``rel`` of this version; errors name the index's own file. With
+        appended parts (local inserts' new vectors) a :class:`~gpurag.vectors.parted.
+        PartedIndex` over all of them, searched as one index."""
         from gpurag.vectors.faiss_index import load_index
 
-        return load_index(self.file(rel), shown=self.root / rel)
+        pieces = [load_index(self.file(name), shown=self.root / name)
+                  for name in self.parts(rel)]
+        if len(pieces) == 1:
+            return pieces[0]
+        from gpurag.vectors.parted import PartedIndex
+
+        return PartedIndex(pieces[0], pieces[1:])
 
     def parts(self, rel: str) -> list[str]:
         """``rel`` and its appended parts (:mod:`gpurag.store.parts`), in reading order."""

@@ -7,6 +7,7 @@ import datetime as dt
 import errno
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,19 @@ class IndexWriter:
         self._append(d, rel, array, len(array), lambda names: np.concatenate(
             [np.load(d.file(n), allow_pickle=False) for n in names] + [array]),
             lambda data, path: np.save(path, data, allow_pickle=False))
+
+    def append_faiss(self, d: IndexDir, rel: str, vectors: np.ndarray,
+                     make: Callable[[np.ndarray], Any]) -> None:
+        """FAISS index ``rel`` of the new version = the stored one (its files kept) and then
+        ``vectors`` as a new part, the index ``make(vectors)`` (a part absorbing trailing
+        parts gets their decoded vectors first: :mod:`gpurag.vectors.parted`)."""
+        from gpurag.vectors.codec import decode_all
+        from gpurag.vectors.faiss_index import load_index, save_index
+
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._append(d, rel, vectors, len(vectors), lambda names: np.concatenate(
+            [decode_all(load_index(d.file(n))) for n in names] + [vectors]),
+            lambda data, path: save_index(make(data), path))
 
     def _append(self, d: IndexDir, rel: str, new, rows: int, merged, save) -> None:
         parts = parts_of(d.manifest.files, rel)

@@ -25,6 +25,14 @@ from gpurag.vectors.faiss_setup import configured_faiss as _faiss
 DEFAULT_HNSW = hnsw_options(BuildProfile())
 
 
+def index_kind(n: int, ivf_threshold: int = 200_000, hnsw_threshold: int | None = None) -> str:
+    """The kind of index :func:`build_index` builds over ``n`` vectors: ``"hnsw"`` at or above
+    ``hnsw_threshold`` (None: never), else ``"flat"`` below ``ivf_threshold``, else ``"ivf"``."""
+    if hnsw_threshold is not None and n >= hnsw_threshold:
+        return "hnsw"
+    return "flat" if n < ivf_threshold else "ivf"
+
+
 def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 42,
                 hnsw_threshold: int | None = None, codec: VectorCodec | None = None,
                 hnsw: tuple[int, int, int] = DEFAULT_HNSW):
@@ -39,7 +47,8 @@ def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 4
     n, dim = vectors.shape
     qt = codec.quantizer_type() if codec is not None else None
     ip = faiss.METRIC_INNER_PRODUCT
-    if hnsw_threshold is not None and n >= hnsw_threshold:
+    kind = index_kind(n, ivf_threshold, hnsw_threshold)
+    if kind == "hnsw":
         m, ef_construction, ef_search = hnsw
         if qt is None:
             index = faiss.IndexHNSWFlat(dim, m, ip)
@@ -49,7 +58,7 @@ def build_index(vectors: np.ndarray, ivf_threshold: int = 200_000, seed: int = 4
             index.is_trained = True
         index.hnsw.efConstruction = ef_construction
         index.hnsw.efSearch = ef_search
-    elif n < ivf_threshold:
+    elif kind == "flat":
         if qt is None:
             index = faiss.IndexFlatIP(dim)
         else:

@@ -6,22 +6,20 @@ The count is fixed once, when the runtime is created (:func:`configure`) or else
 FAISS call, and never changes after. OpenMP keeps it per thread (``nthreads-var`` is a per-task
 setting, and a new thread starts at the library's default, not at what another thread set), so
 each thread is put at the process's count the first time it calls FAISS, and never again: no
-search sets a thread count, so the service's worker threads, searching at once, all run at the
-one count and none can change another's.
+search changes a thread's count (a small one puts it back as it was), so the service's worker
+threads, searching at once, all run at the one count and none can change another's.
 
 A small search (fewer than ``SINGLE_THREAD_WORK`` query rows x indexed vectors) runs on one
-OpenMP thread, where start-up and barriers would cost more than the scan: on a worker thread
-of :func:`small_search_pool`, each put at one OpenMP thread once, when it starts. The results
-are those of one thread, as before (BLAS splits a batch of 8 or more rows differently on two
+OpenMP thread, where start-up and barriers would cost more than the scan: on the calling
+thread, put at one OpenMP thread for the call (:func:`on_one_thread`). The results are those
+of one thread, as before (BLAS splits a batch of 8 or more rows differently on two
 threads, which changes the last bits of the scores).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from gpurag.config import threads_from_env
@@ -33,7 +31,6 @@ _THREADS = 0  # the process's FAISS thread count, fixed on the first FAISS call
 _FAISS = None  # the faiss module, once configured
 _LOCAL = threading.local()  # whether this thread was put at the process's count
 SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one thread is faster
-_SMALL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool) of the small searches
 
 
 def configure(threads: int | None = None) -> None:
@@ -74,39 +71,24 @@ def process_threads() -> int:
     return _THREADS
 
 
-def small_search_pool() -> ThreadPoolExecutor | None:
-    """The worker threads of small searches, each at one OpenMP thread (set once, when it
-    starts), as many as the process's FAISS threads; None when that is one thread (a caller's
-    thread is then at one thread already). Made again in a forked child."""
-    global _SMALL
-    if process_threads() <= 1:
-        return None
-    pool = _SMALL
-    if pool is None or pool[0] != os.getpid():
-        with _LOCK:
-            if _SMALL is None or _SMALL[0] != os.getpid():
-                _SMALL = (os.getpid(), ThreadPoolExecutor(
-                    max_workers=_THREADS, thread_name_prefix="gpurag-faiss-small",
-                    initializer=_one_thread))
-            pool = _SMALL
-    return pool[1]
-
-
 def on_one_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)`` on one OpenMP thread: on a worker of :func:`small_search_pool`
-    (at one thread since it started), or here when the process runs FAISS on one thread. For
-    FAISS calls whose result must not depend on the thread count (BLAS splits a product among
-    threads, which changes the last bits of the sums) or that are too small to share."""
-    if getattr(_LOCAL, "one", False):  # already on a worker (never wait for another)
+    """``fn(*args, **kwargs)`` on one OpenMP thread, here on the calling thread: its count is
+    put at one for the call and back at what it was after (OpenMP keeps the count per thread,
+    so no other thread sees it). For FAISS calls whose result must not depend on the thread
+    count (BLAS splits a product among threads, which changes the last bits of the sums) or
+    that are too small to share. Handing the call to another thread instead cost a wake-up
+    of that thread each time: about 6 ms a search on 2 cores at a load of 16, where the
+    search itself takes well under one."""
+    if getattr(_LOCAL, "one", False):  # already at one thread (nested, or a pool worker)
         return fn(*args, **kwargs)
-    pool = small_search_pool()
-    if pool is None:
-        configured_faiss()
+    faiss = configured_faiss()
+    before = faiss.omp_get_max_threads()
+    if before <= 1:
         return fn(*args, **kwargs)
-    return pool.submit(fn, *args, **kwargs).result()
-
-
-def _one_thread() -> None:
-    _FAISS.omp_set_num_threads(1)
-    _LOCAL.ready = True  # this worker stays at one thread: configured_faiss() leaves it
+    faiss.omp_set_num_threads(1)
     _LOCAL.one = True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _LOCAL.one = False
+        faiss.omp_set_num_threads(before)

@@ -149,7 +149,7 @@ def _ivf_of(index: Any) -> Any:
 
     try:
         return faiss.try_extract_index_ivf(index)
-    except (AttributeError, RuntimeError):  # not an IVF index (or an older faiss)
+    except (AttributeError, RuntimeError, TypeError):  # not an IVF index (or not FAISS)
         return None
 
 

@@ -292,3 +292,16 @@ def test_power_chunks_rejects_bad_settings_before_the_first_chunk(bad):
     if name == "check_every":
         with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
             DeviceWalk("cpu", check_every=bad[name])
+
+
+@pytest.mark.parametrize("damping", [1.0, -0.1, 2.0])
+def test_check_settings_uses_the_host_damping_check(damping):
+    """One damping check (graph/ppr.py's): the same message from the kernel's settings."""
+    from gpurag.graph.ppr import _check_damping
+    from gpurag.kernels.ppr_batched import check_settings
+
+    with pytest.raises(ValueError) as host:
+        _check_damping(damping)
+    with pytest.raises(ValueError) as kernel:
+        check_settings(damping, 10, 1)
+    assert str(kernel.value) == str(host.value)

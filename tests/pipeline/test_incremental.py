@@ -25,8 +25,8 @@ from gpurag.cli import main
 from gpurag.errors import IndexBusyError, InputError
 from gpurag.metrics import gold_ranks, recall_at
 from gpurag.pipeline import graph_stage, incremental
-from gpurag.runtime import Runtime
 from gpurag.store import WriteLock, layout, open_index_dir
+from tests.conftest import _build_shared, copy_index
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample"
@@ -42,8 +42,8 @@ def _small_batches(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def runtime():
-    return Runtime.create(device="cpu", progress=False)
+def runtime(split_runtime):
+    return split_runtime  # tests/pipeline/conftest.py: CPU, one embedding cache a session
 
 
 def _records() -> list[dict]:
@@ -96,10 +96,10 @@ def corpus(tmp_path_factory):
             "b_ids": [r["id"] for r in records[SPLIT:]]}
 
 
-def test_build_then_insert_equals_build_of_the_union(tmp_path, corpus, runtime):
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+def test_build_then_insert_equals_build_of_the_union(split_index, tmp_path, corpus, runtime):
+    base = split_index("A", tmp_path / "inc", runtime)
     grown = base.insert(corpus["B"], show_progress=False, exact=True)
-    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    full = split_index("AB", tmp_path / "full", runtime)
     assert_equivalent(grown, full)
     r = grown.last_update
     assert r.version == 2 and r.documents == corpus["b_ids"] and r.chunks == 27
@@ -122,10 +122,10 @@ def test_build_then_insert_equals_build_of_the_union(tmp_path, corpus, runtime):
     assert base.query("Who founded Kestrel Dynamics?").passages  # the old object still reads
 
 
-def test_delete_equals_build_of_what_remains(tmp_path, corpus, runtime):
-    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+def test_delete_equals_build_of_what_remains(split_index, tmp_path, corpus, runtime):
+    full = split_index("AB", tmp_path / "full", runtime)
     shrunk = full.delete(corpus["b_ids"], show_progress=False, exact=True)
-    only_a = Index.build(corpus["A"], tmp_path / "a", runtime=runtime, show_progress=False)
+    only_a = split_index("A", tmp_path / "a", runtime)
     assert_equivalent(shrunk, only_a)
     assert shrunk.last_update.reextracted_chunks == SPLIT - (SPLIT // BATCH) * BATCH
     assert shrunk.manifest.extra["change"]["documents"]["count"] == 27
@@ -148,14 +148,24 @@ def _all_text(index_dir: Path) -> list[str]:
     return texts
 
 
-@pytest.mark.parametrize("exact", [True, False], ids=["exact", "local"])
-def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact):
+@pytest.fixture(scope="module")
+def secret_index_path(tmp_path_factory, runtime) -> Path:
+    """The sample corpus with a secret document among it, built once (read-only: copy it)."""
     records = _records()
     secret = {"id": "secret-doc", "title": f"{MARKER} Institute",
               "text": f"The {MARKER} Institute was founded by Elvira {MARKER} in Varnholt. "
                       f"{MARKER} later moved the Institute to Brenmoor University."}
-    src = _write(tmp_path / "src" / "docs.jsonl", [*records[:20], secret, *records[20:]])
-    index = Index.build(src, tmp_path / "idx", runtime=runtime, show_progress=False)
+    src = _write(tmp_path_factory.mktemp("secret") / "docs.jsonl",
+                 [*records[:20], secret, *records[20:]])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(graph_stage, "EXTRACT_BATCH", BATCH)
+        mp.setattr(incremental, "EXTRACT_BATCH", BATCH)
+        return _build_shared(tmp_path_factory, "secret", src, runtime=runtime)
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "local"])
+def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact, secret_index_path):
+    index = Index.open(copy_index(secret_index_path, tmp_path / "idx"), runtime=runtime)
     assert any(MARKER in t for t in _all_text(index.path))  # the check can see it
     assert MARKER in index.dir.table(layout.ENTITIES)["name"].str.cat(sep="|")
 
@@ -180,8 +190,9 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact):
         assert not decode_all(after.retriever.entity_index.index, blank).any()
 
 
-def test_insert_skips_known_ids_and_nothing_new_changes_nothing(tmp_path, corpus, runtime):
-    index = Index.build(corpus["A"], tmp_path / "idx", runtime=runtime, show_progress=False)
+def test_insert_skips_known_ids_and_nothing_new_changes_nothing(split_index, tmp_path, corpus,
+                                                               runtime):
+    index = split_index("A", tmp_path / "idx", runtime)
     again = index.insert(corpus["A"], show_progress=False)
     assert again.last_update.version is None
     assert again.last_update.skipped == {"already in the index": SPLIT}
@@ -192,8 +203,8 @@ def test_insert_skips_known_ids_and_nothing_new_changes_nothing(tmp_path, corpus
     assert grown.last_update.documents == [r["id"] for r in _records()[SPLIT : SPLIT + 2]]
 
 
-def test_delete_errors_and_lock(tmp_path, corpus, runtime):
-    index = Index.build(corpus["A"], tmp_path / "idx", runtime=runtime, show_progress=False)
+def test_delete_errors_and_lock(split_index, tmp_path, corpus, runtime):
+    index = split_index("A", tmp_path / "idx", runtime)
     with pytest.raises(InputError, match="none of the 1 document ids"):
         index.delete(["no-such-doc"])
     with pytest.raises(InputError, match="empty"):
@@ -207,9 +218,9 @@ def test_delete_errors_and_lock(tmp_path, corpus, runtime):
     assert Index.open(index.path).manifest.extra["version"] == 2
 
 
-def test_cli_insert_and_delete(tmp_path, corpus, runtime, capsys):
+def test_cli_insert_and_delete(split_index, tmp_path, corpus, runtime, capsys):
     out = tmp_path / "idx"
-    Index.build(corpus["A"], out, runtime=runtime, show_progress=False)
+    split_index("A", out, runtime)
     assert main(["-q", "insert", str(out), str(corpus["B"])]) == 0
     assert "version 2: 27 documents (27 chunks) added" in capsys.readouterr().out
     ids = tmp_path / "ids.txt"
@@ -223,10 +234,10 @@ def test_cli_insert_and_delete(tmp_path, corpus, runtime, capsys):
     assert main(["-q", "delete", str(out), "--doc-ids", "nope"]) == 2
 
 
-def test_stored_extraction_matches_a_fresh_extraction(tmp_path, corpus, runtime):
+def test_stored_extraction_matches_a_fresh_extraction(split_index, tmp_path, corpus, runtime):
     """The raw extraction kept in the index is what the extractor gives (so reusing it is
     sound), with per-batch counters summing to the manifest's."""
-    index = Index.build(corpus["AB"], tmp_path / "idx", runtime=runtime, show_progress=False)
+    index = split_index("AB", tmp_path / "idx", runtime)
     stored = incremental.load_stored(index.dir)
     extractor = incremental._extractor(stored.config, runtime, False)
     fresh, _ = incremental.extract_from(index.chunks, extractor, 0)
@@ -238,22 +249,20 @@ def test_stored_extraction_matches_a_fresh_extraction(tmp_path, corpus, runtime)
     assert os.path.getsize(index.dir.file(layout.NAMES_FAISS)) > 0
 
 
-def test_dense_only_index_and_an_index_without_stored_extraction(tmp_path, corpus, runtime,
-                                                                 monkeypatch):
+def test_dense_only_index_and_an_index_without_stored_extraction(split_index, tmp_path, corpus,
+                                                                 runtime, monkeypatch):
     """A dense index grows like a dense build; an index written before the extraction was kept
     (simulated: nothing stored) is re-extracted whole and still equals a rebuild."""
-    dense = Index.build(corpus["A"], tmp_path / "dense", runtime=runtime, show_progress=False,
-                        graph=False).insert(corpus["B"], show_progress=False)
-    assert_equivalent(dense, Index.build(corpus["AB"], tmp_path / "dense-full", runtime=runtime,
-                                         show_progress=False, graph=False))
+    dense = split_index("A", tmp_path / "dense", runtime, graph=False).insert(
+        corpus["B"], show_progress=False)
+    assert_equivalent(dense, split_index("AB", tmp_path / "dense-full", runtime, graph=False))
     with monkeypatch.context() as m:
         m.setattr(graph_stage, "write_extraction", lambda *a, **k: None)
         old = Index.build(corpus["A"], tmp_path / "old", runtime=runtime, show_progress=False)
     assert not old.dir.has(layout.EXTRACT_MENTIONS)
     grown = old.insert(corpus["B"], show_progress=False)
     assert grown.last_update.reextracted_chunks == 57
-    assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", runtime=runtime,
-                                         show_progress=False))
+    assert_equivalent(grown, split_index("AB", tmp_path / "full", runtime))
 
 
 def test_insert_into_a_triples_index_equals_build_of_the_union(tmp_path, corpus, runtime):
@@ -273,13 +282,13 @@ def test_insert_into_a_triples_index_equals_build_of_the_union(tmp_path, corpus,
     assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", **opts))
 
 
-def test_an_exact_update_opens_the_index_once(tmp_path, corpus, runtime, monkeypatch):
+def test_an_exact_update_opens_the_index_once(split_index, tmp_path, corpus, runtime,
+                                              monkeypatch):
     """The exact fallback loads the version it opened to decide (updates.py opened and
     checked every file of the index a second time)."""
     from gpurag.pipeline import updates
 
-    base = Index.build(corpus["A"], tmp_path / "dense", runtime=runtime, show_progress=False,
-                       graph=False)
+    base = split_index("A", tmp_path / "dense", runtime, graph=False)
     opened: list[str] = []
 
     def counting(path, *a, **k):

@@ -92,3 +92,30 @@ def test_recovered_counts_give_back_every_stored_weight_by_the_shared_formula(tm
     data[np.argmax(data)] *= 0.97  # no whole tf gives this weight
     model.scores = {**model.scores, "data": data}
     assert recover_counts(model) is None
+
+
+def test_new_pairs_are_inserted_in_term_then_passage_order():
+    """The new passages' pairs go in at the end of their terms' runs (no sort of the stored
+    pairs): the same order a sort of all pairs gives, and a stored model not in that order is
+    sorted."""
+    from gpurag.pipeline.incremental_lexical import _merged_pairs
+
+    rng = np.random.default_rng(0)
+    term = rng.integers(0, 40, 500)
+    doc = rng.integers(0, 60, 500)
+    pairs = np.unique(np.stack([term, doc], 1), axis=0)  # sorted by (term, doc)
+    stored = (rng.random(len(pairs)), pairs[:, 0], pairs[:, 1])
+    new = (rng.random(30), rng.integers(0, 45, 30), rng.integers(60, 63, 30))
+    new = tuple(a[np.unique(np.stack([new[1], new[2]], 1), axis=0, return_index=True)[1]]
+                for a in new)
+
+    def sorted_all(a, b):
+        cat = [np.concatenate([x, y]) for x, y in zip(a, b, strict=True)]
+        order = np.lexsort((cat[2], cat[1]))
+        return [c[order] for c in cat]
+
+    for got, want in zip(_merged_pairs(stored, new), sorted_all(stored, new), strict=True):
+        assert np.array_equal(got, want)
+    shuffled = tuple(a[::-1] for a in stored)
+    for got, want in zip(_merged_pairs(shuffled, new), sorted_all(shuffled, new), strict=True):
+        assert np.array_equal(got, want)

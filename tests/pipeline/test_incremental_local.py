@@ -17,8 +17,8 @@ from gpurag.graph.csr import build_csr
 from gpurag.pipeline import graph_stage, incremental
 from gpurag.pipeline import incremental_local as local_mod
 from gpurag.pipeline.incremental_local import grown_index, repair_communities
-from gpurag.runtime import Runtime
 from gpurag.store import layout
+from gpurag.vectors.codec import decode_all
 from tests.pipeline.test_incremental import (
     BATCH,
     SPLIT,
@@ -37,8 +37,8 @@ def _small_batches(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def runtime():
-    return Runtime.create(device="cpu", progress=False)
+def runtime(split_runtime):
+    return split_runtime  # tests/pipeline/conftest.py: CPU, one embedding cache a session
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +58,8 @@ def _within_tolerance(got: Index, want: Index) -> None:
     assert same >= 0.95 and abs(rec_a - rec_b) <= 0.01, (same, rec_a, rec_b)
 
 
-def test_local_insert_touches_only_the_new_documents(tmp_path, corpus, runtime):
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+def test_local_insert_touches_only_the_new_documents(split_index, tmp_path, corpus, runtime):
+    base = split_index("A", tmp_path / "inc", runtime)
     grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"],
                                                                   show_progress=False)
     r = grown.last_update
@@ -69,7 +69,7 @@ def test_local_insert_touches_only_the_new_documents(tmp_path, corpus, runtime):
     assert info["mode"] == "local" and info["exact_below"] == SPLIT
     assert info["local_updates"] == 2 and "tolerance" in info
     assert info["recomputed"] == [local_mod.lexical_note("delta")]  # BM25 not rebuilt
-    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    full = split_index("AB", tmp_path / "full", runtime)
     assert _file_digests(grown) != _file_digests(full)  # local: not the build's bytes
     _within_tolerance(grown, full)
     # the stored entities keep their ids; every table agrees with the others
@@ -113,31 +113,30 @@ def test_repair_communities_places_new_entities_by_their_strongest_stored_link()
     assert repair_communities(stored.iloc[1:], g, 3) is None  # entity 0 not covered
 
 
-def test_compact_equals_the_full_build_byte_for_byte(tmp_path, corpus, runtime):
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+def test_compact_equals_the_full_build_byte_for_byte(split_index, tmp_path, corpus, runtime):
+    base = split_index("A", tmp_path / "inc", runtime)
     grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"],
                                                                   show_progress=False)
     compacted = grown.compact(show_progress=False)
-    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    full = split_index("AB", tmp_path / "full", runtime)
     assert_equivalent(compacted, full)
     assert "incremental" not in compacted.manifest.extra
     assert compacted.last_update.reextracted_chunks == 57 - (SPLIT // BATCH) * BATCH
     assert compacted.compact(show_progress=False).last_update.version is None  # already exact
 
 
-def test_exact_insert_after_local_ones_equals_a_build(tmp_path, corpus, runtime):
+def test_exact_insert_after_local_ones_equals_a_build(split_index, tmp_path, corpus, runtime):
     """The exact path re-extracts what local inserts extracted in their own batches."""
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    base = split_index("A", tmp_path / "inc", runtime)
     grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"], exact=True,
                                                                   show_progress=False)
-    assert_equivalent(grown, Index.build(corpus["AB"], tmp_path / "full", runtime=runtime,
-                                         show_progress=False))
+    assert_equivalent(grown, split_index("AB", tmp_path / "full", runtime))
     assert "incremental" not in grown.manifest.extra
 
 
-def test_cli_compact(tmp_path, corpus, runtime, capsys):
+def test_cli_compact(split_index, tmp_path, corpus, runtime, capsys):
     out = tmp_path / "idx"
-    Index.build(corpus["A"], out, runtime=runtime, show_progress=False)
+    split_index("A", out, runtime)
     assert main(["-q", "insert", str(out), str(corpus["B1"])]) == 0
     assert "local update" in capsys.readouterr().out
     assert main(["-q", "compact", str(out)]) == 0
@@ -166,24 +165,23 @@ def test_grown_index_adds_or_rebuilds_when_a_build_would_pick_another_kind():
     assert np.array_equal(decode_all(grown), decode_all(want))
 
 
-def test_delete_after_a_local_insert_equals_a_build(tmp_path, corpus, runtime):
+def test_delete_after_a_local_insert_equals_a_build(split_index, tmp_path, corpus, runtime):
     """An exact delete re-extracts what the local insert extracted in its own batches, so
     deleting the inserted documents gives the build of the rest back."""
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    base = split_index("A", tmp_path / "inc", runtime)
     grown = base.insert(corpus["B1"], show_progress=False)
     ids = list(dict.fromkeys(grown.chunks["doc_id"].astype(str)))[SPLIT:]
     shrunk = grown.delete(ids, show_progress=False, exact=True)
-    assert_equivalent(shrunk, Index.build(corpus["A"], tmp_path / "a", runtime=runtime,
-                                          show_progress=False))
+    assert_equivalent(shrunk, split_index("A", tmp_path / "a", runtime))
     assert "incremental" not in shrunk.manifest.extra
 
 
-def test_local_delete_touches_only_the_removed_documents(tmp_path, corpus, runtime):
+def test_local_delete_touches_only_the_removed_documents(split_index, tmp_path, corpus, runtime):
     """A delete from the middle and one at the end, both local: answers within the tolerance
     of a build of what stays, entity ids stable, no node of a removed passage left, and
     ``compact`` gives that build's files byte for byte."""
     records = _records()
-    full = Index.build(corpus["AB"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    full = split_index("AB", tmp_path / "inc", runtime)
     middle = [r["id"] for r in records[10:13]]
     cut = full.delete(middle, show_progress=False)
     shrunk = cut.delete(corpus["b_ids"][5:], show_progress=False)
@@ -213,13 +211,13 @@ def test_local_delete_touches_only_the_removed_documents(tmp_path, corpus, runti
     assert compacted.last_update.reextracted_chunks == len(want.chunks) - 8  # batch of chunk 10
 
 
-def test_local_insert_after_a_local_delete(tmp_path, corpus, runtime):
+def test_local_insert_after_a_local_delete(split_index, tmp_path, corpus, runtime):
     """Inserting back what a local delete removed: its names resolve again (the blanked rows
     are never matched), Recall@5 within 0.01 of the build, and compact is the build. (The
     share of questions with the same top-5 is checked on the shared set,
     test_incremental_tolerance.py: on this sample's 12 questions one question is 8%, and this
     change, 10 of 57 documents out and back in, moves one tail rank.)"""
-    full = Index.build(corpus["AB"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    full = split_index("AB", tmp_path / "inc", runtime)
     back = full.delete(corpus["b_ids"][:10], show_progress=False).insert(
         _write(tmp_path / "b" / "B.jsonl", _records()[SPLIT:SPLIT + 10]), show_progress=False)
     assert back.manifest.extra["incremental"]["local_updates"] == 2
@@ -235,7 +233,8 @@ def test_local_insert_after_a_local_delete(tmp_path, corpus, runtime):
 
 APPENDED = (layout.CHUNKS, layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS,
             layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_STATS,
-            layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES)
+            layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES,
+            layout.PASSAGES_FAISS, layout.NAMES_FAISS, layout.FACTS_FAISS)
 
 
 def _inodes(path) -> dict[str, int]:
@@ -257,12 +256,20 @@ def _whole_writes(monkeypatch) -> None:
         stored = d.array(rel, mmap=False)
         self.write_array(rel, np.concatenate([stored, values]).astype(stored.dtype))
 
+    def faiss(self, d, rel, vectors, make):
+        from gpurag.vectors import save_index
+
+        index = local_mod._writable_index(d, rel)  # the stored vectors, parts included
+        index.add(vectors)
+        save_index(index, self.path(rel))
+
     monkeypatch.setattr(IndexWriter, "append_table", table)
     monkeypatch.setattr(IndexWriter, "append_array", array)
+    monkeypatch.setattr(IndexWriter, "append_faiss", faiss)
 
 
-def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(tmp_path, corpus, runtime,
-                                                                  monkeypatch):
+def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(split_index, tmp_path, corpus,
+                                                                  runtime, monkeypatch):
     """Files written per change: the appended tables' stored files keep their inodes (only
     a new part of each is written), and the version reads exactly as the same insert written
     as whole files; ``compact`` folds the parts into the full build's files."""
@@ -270,7 +277,7 @@ def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(tmp_path, corp
 
     from gpurag.store.parts import part_rel
 
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    base = split_index("A", tmp_path / "inc", runtime)
     base.close()
     shutil.copytree(tmp_path / "inc", tmp_path / "whole")
     before = _inodes(tmp_path / "inc")
@@ -297,20 +304,26 @@ def test_a_local_insert_writes_new_parts_and_reads_as_whole_files(tmp_path, corp
         elif rel.endswith(".npy"):
             a, b = grown.dir.array(rel), whole.dir.array(rel)
             assert a.dtype == b.dtype and np.array_equal(a, b), rel
+        elif rel.endswith(".faiss"):  # the base and its parts hold the whole file's vectors
+            a, b = grown.dir.faiss(rel), whole.dir.faiss(rel)
+            assert np.array_equal(decode_all(a), decode_all(b)), rel
     assert grown.manifest.counts == whole.manifest.counts
     assert _retrieval(grown) == _retrieval(whole)
     compacted = grown.compact(show_progress=False)
     assert not any(".part" in rel for rel in compacted.manifest.files)
-    full = Index.build(corpus["AB"], tmp_path / "full", runtime=runtime, show_progress=False)
+    full = split_index("AB", tmp_path / "full", runtime)
     assert_equivalent(compacted, full)
 
 
-def test_a_local_insert_reads_no_stored_chunk_text(tmp_path, corpus, runtime, monkeypatch):
+def test_a_local_insert_reads_no_stored_chunk_text(split_index, tmp_path, corpus, runtime,
+                                                   monkeypatch):
     """The stored chunks are read as ids only (their text was read whole on every insert);
-    the new chunks are extracted at their global positions all the same."""
+    the new chunks are extracted at their global positions all the same. The stored stats
+    table is not read (its parts grow with the inserts): the counts carry forward and equal
+    the sums of the stats table."""
     from gpurag.store.reader import IndexDir
 
-    base = Index.build(corpus["A"], tmp_path / "inc", runtime=runtime, show_progress=False)
+    base = split_index("A", tmp_path / "inc", runtime)
     n_old = len(base.chunks)
     base.close()
     reads: list[object] = []
@@ -319,6 +332,7 @@ def test_a_local_insert_reads_no_stored_chunk_text(tmp_path, corpus, runtime, mo
     def recording(self, rel, columns=None):
         if rel == layout.CHUNKS:
             reads.append(columns)
+        assert rel != layout.EXTRACT_STATS
         return real(self, rel, columns)
 
     from gpurag.pipeline.updates import insert_documents
@@ -334,3 +348,6 @@ def test_a_local_insert_reads_no_stored_chunk_text(tmp_path, corpus, runtime, mo
     assert new_chunks and new_chunks[-1] < len(grown.chunks)
     stats = grown.dir.table(layout.EXTRACT_STATS)
     assert stats["start"].max() >= n_old  # the new batches start at their global positions
+    summed = stats.groupby("key")["value"].sum()
+    assert {f"extract_{k}": int(v) for k, v in summed.items()} == {
+        k: v for k, v in grown.manifest.counts.items() if k.startswith("extract_")}

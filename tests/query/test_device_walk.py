@@ -241,3 +241,16 @@ def test_walk_chunks_count_the_allocators_free_cache(monkeypatch):
     assert DeviceWalk("cuda")._columns(n, 10**6) == int(0.6 * 3 * gb // (_BYTES_PER_ENTRY * n))
     assert DeviceWalk("cuda")._columns(n, 5) == 5
     assert DeviceWalk("cpu")._columns(n, 10**6) is None
+
+
+def test_the_walks_ppr_is_named_as_the_runtime_names_its_parts(graph_index):
+    """The retriever names its PPR part by ``backends.part.implementation_name`` (a plain
+    function by its qualified name, a Part by its implementation)."""
+    from gpurag.backends.part import implementation_name
+    from gpurag.graph.ppr_top import host_ppr_topk
+
+    index = Index.open(graph_index.path, runtime=Runtime.create(device="cpu", ppr=host_ppr_topk))
+    assert index.retriever.ppr_name == "host_ppr_topk"
+    cpu = Runtime(device="cpu")
+    named = Index.open(graph_index.path, runtime=cpu).retriever.ppr_name
+    assert named == implementation_name(cpu.ppr) and named.startswith("scipy")

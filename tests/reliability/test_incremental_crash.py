@@ -172,11 +172,12 @@ def test_killed_local_delete_keeps_the_old_version_and_a_rerun_completes(tmp_pat
     assert done.query("Who founded Kestrel Dynamics?").passages and not tmp.exists()
 
 
-def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_path):
+@pytest.mark.parametrize("part", [layout.CHUNKS, layout.PASSAGES_FAISS])
+def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_path, part):
     """kill -9 while a local insert writes its parts (its new version links the stored files
-    and absorbs the previous insert's part): the previous version verifies byte for byte
-    (sha256 of every file: nothing was written through a link), and a rerun commits a version
-    that verifies too (issue 34)."""
+    and absorbs the previous insert's part; a table's or a FAISS index's): the previous
+    version verifies byte for byte (sha256 of every file: nothing was written through a
+    link), and a rerun commits a version that verifies too (issue 34)."""
     from gpurag.store.parts import part_rel
 
     records = read_jsonl(SAMPLE)
@@ -191,8 +192,7 @@ def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_pat
     source = write_jsonl(tmp_path / "c.jsonl", records[40:])
     tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
     proc = _start_insert(index, source)
-    _kill_when(lambda: (tmp / part_rel(layout.CHUNKS, 2)).exists(), proc,
-               "the new version's chunks part")
+    _kill_when(lambda: (tmp / part_rel(part, 2)).exists(), proc, f"the new version's {part} part")
     assert (tmp / layout.CHUNKS).stat().st_ino == (index / layout.CHUNKS).stat().st_ino
     with Index.open(index, verify=True) as old:
         assert old.manifest.checksum == checksum and len(old.chunks) == n
@@ -201,6 +201,8 @@ def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_pat
     assert grown.manifest.extra["version"] == 3 and len(grown.chunks) == n + len(records) - 40
     grown.close()
     with Index.open(index, verify=True) as done:
-        assert part_rel(layout.CHUNKS, 2) in done.manifest.files
-        assert part_rel(layout.CHUNKS, 1) not in done.manifest.files
+        for rel in (layout.CHUNKS, layout.PASSAGES_FAISS):  # one row a chunk: part 1 absorbed
+            assert part_rel(rel, 2) in done.manifest.files, rel
+            assert part_rel(rel, 1) not in done.manifest.files, rel
+        assert done.query("Who founded Kestrel Dynamics?").passages
     assert not tmp.exists()
