@@ -109,6 +109,8 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
     return PPRTop(values, ids, gathered, scores if full else None, local)
 
 
-# Host memory one chunk of a batch's (rows, n) PPR iterate may take (at least the rows below).
-HOST_CHUNK_BYTES = 8 << 20
+# Host memory one chunk of a batch's (rows, n) PPR iterate may take (at least the rows below):
+# the iterate and its buffer near the cache (2k prefix, batch of 1,024: 2.9 ms per question in
+# 8 MiB chunks, 1.9 in 2 MiB ones; bench/walk_replay.py, load 5.6).
+HOST_CHUNK_BYTES = 2 << 20
 HOST_CHUNK_MIN_ROWS = 64

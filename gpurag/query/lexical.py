@@ -33,6 +33,7 @@ def _bm25s():
     return bm25s
 
 
+SMALL_SORT = 8192  # entries up to which a top-k sorts them all (the bucket pass costs more)
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default pattern
 
 
@@ -256,7 +257,7 @@ def _top_buckets(scores: sp.csr_array, k: int) -> sp.csr_array:
     indptr = scores.indptr.astype(np.int64)
     counts = np.diff(indptr)
     q = len(counts)
-    if scores.nnz <= 4 * k * q:
+    if scores.nnz <= max(4 * k * q, SMALL_SORT):  # sorted as they are: cheaper than the pass
         return scores
     data = np.asarray(scores.data, np.float32)
     if not float(data.min()) > 0:

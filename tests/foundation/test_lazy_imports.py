@@ -25,3 +25,26 @@ def test_an_unknown_memory_name_is_an_attribute_error():
         assert "Nope" in str(exc)
     else:
         raise AssertionError("gpurag.memory.Nope resolved")
+
+
+def test_the_command_line_does_not_load_the_http_client_until_a_model_is_asked():
+    """httpx (which also loads rich, click and pygments) costs every ``gpurag`` process about
+    an eighth of its start-up; only the commands that talk to a model need it."""
+    code = ("import sys, gpurag.cli; print(sorted({'httpx', 'rich', 'json_repair'} & "
+            "set(sys.modules))); import gpurag.llm as llm; "
+            "print(llm.LLMClient.__module__, llm.LLMConfig.__module__, llm.parse_json.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "gpurag.llm.client gpurag.llm.config gpurag.llm.jsonrepair"
+
+
+def test_an_unknown_llm_name_is_an_attribute_error():
+    import gpurag.llm
+
+    try:
+        gpurag.llm.Nope  # noqa: B018
+    except AttributeError as exc:
+        assert "Nope" in str(exc)
+    else:
+        raise AssertionError("gpurag.llm.Nope resolved")

@@ -4,12 +4,14 @@ Markdown markup or a repeated title."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from gpurag import Index
 from gpurag.query.lexical import BM25Index
-from tests.foundation.test_cli import gpurag
+from tests.foundation.test_cli import main_in_process
 
 QUESTION = "Where is the headquarters of the company founded by the inventor of the Pellucid cell?"
 
@@ -17,6 +19,17 @@ QUESTION = "Where is the headquarters of the company founded by the inventor of 
 @pytest.fixture(scope="module")
 def dense_index(sample_index):
     return sample_index  # the session's dense sample index (tests/conftest.py)
+
+
+@pytest.fixture
+def gpurag(capsys):
+    """``gpurag ARGS`` run through ``gpurag.cli.main`` in this process (what is checked is the
+    commands' words and output; the real process: tests/foundation/test_cli.py)."""
+    def run(*args):
+        code, out, err = main_in_process(capsys, *args)
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run
 
 
 def test_bm25_mode_in_python_equals_the_eval_baseline(dense_index):
@@ -29,7 +42,7 @@ def test_bm25_mode_in_python_equals_the_eval_baseline(dense_index):
                                rtol=1e-6)
 
 
-def test_query_cli_takes_bm25_and_a_config_file(dense_index, tmp_path):
+def test_query_cli_takes_bm25_and_a_config_file(gpurag, dense_index, tmp_path):
     proc = gpurag("query", dense_index.path, QUESTION, "--mode", "bm25", "-k", "3")
     assert proc.returncode == 0, proc.stderr
     assert "[bm25]" in proc.stdout and proc.stdout.count("\n   3. ") + proc.stdout.count(
@@ -59,7 +72,7 @@ def test_help_names_every_registered_command():
     assert "``" not in text
 
 
-def test_passage_previews_have_no_markup_or_repeated_title(tmp_path):
+def test_passage_previews_have_no_markup_or_repeated_title(gpurag, tmp_path):
     corpus = tmp_path / "docs"
     corpus.mkdir()
     (corpus / "haymo.md").write_text(
@@ -77,7 +90,7 @@ def test_passage_previews_have_no_markup_or_repeated_title(tmp_path):
     assert stored.startswith("# Haymo of Faversham")  # the stored text is as written
 
 
-def test_eval_takes_a_config_file(tmp_path):
+def test_eval_takes_a_config_file(gpurag, tmp_path):
     from tests.conftest import SAMPLE_DIR
 
     config = tmp_path / "e.toml"

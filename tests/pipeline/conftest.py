@@ -1,7 +1,12 @@
 """The split builds of the incremental tests, each built once per session: the sample corpus's
 first ``SPLIT`` documents ("A") or all of it ("AB"), with the small extractor batch those tests
 use. A test gets a private copy (copying ~300 kB is far cheaper than a build) and may change
-it; the built folders themselves stay read-only (``tests/conftest.py`` checks that)."""
+it; the built folders themselves stay read-only (``tests/conftest.py`` checks that).
+
+Those tests' runtime keeps one embedding cache (gpurag.embed.cache, outside every index) for
+the session: the texts of the sample corpus are embedded by the model once, and the builds and
+updates that compare against each other read the same float32 vectors back (what the model
+gives again: batched and single vectors are bitwise equal, tests/embed/test_batching.py)."""
 
 from __future__ import annotations
 
@@ -10,17 +15,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE_CORPUS, _build_shared, read_jsonl, write_jsonl
+from tests.conftest import (
+    SAMPLE_CORPUS,
+    _build_shared,
+    read_jsonl,
+    session_embeddings,
+    write_jsonl,
+)
 
 
 @pytest.fixture(scope="session")
-def split_index(tmp_path_factory):
+def split_runtime(tmp_path_factory):
+    """The CPU runtime of the incremental tests, behind the session's embedding cache."""
+    from gpurag.runtime import Runtime, Settings
+
+    cache = session_embeddings(tmp_path_factory)
+    return Runtime.create(Settings(embed_cache=str(cache)), device="cpu", progress=False)
+
+
+@pytest.fixture(scope="session")
+def split_index(tmp_path_factory, split_runtime):
     """``split_index(part, dst, runtime, **options)``: what ``Index.build(corpus[part], dst,
     runtime=runtime, show_progress=False, **options)`` gives under the tests' extractor batch
     (``part``: "A" or "AB"), opened on a copy of the session's build at ``dst``."""
     from gpurag import Index
     from gpurag.pipeline import graph_stage, incremental
-    from gpurag.runtime import Runtime
     from tests.pipeline.test_incremental import BATCH, SPLIT
 
     records = read_jsonl(SAMPLE_CORPUS)
@@ -37,7 +56,7 @@ def split_index(tmp_path_factory):
                 mp.setattr(incremental, "EXTRACT_BATCH", BATCH)
                 built[key] = _build_shared(
                     tmp_path_factory, f"split-{part}", sources[part],
-                    runtime=Runtime.create(device="cpu", progress=False), **options)
+                    runtime=split_runtime, **options)
         shutil.copytree(built[key], dst)
         return Index.open(dst, runtime=runtime)
 

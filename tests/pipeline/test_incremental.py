@@ -25,7 +25,6 @@ from gpurag.cli import main
 from gpurag.errors import IndexBusyError, InputError
 from gpurag.metrics import gold_ranks, recall_at
 from gpurag.pipeline import graph_stage, incremental
-from gpurag.runtime import Runtime
 from gpurag.store import WriteLock, layout, open_index_dir
 from tests.conftest import _build_shared, copy_index
 
@@ -43,8 +42,8 @@ def _small_batches(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def runtime():
-    return Runtime.create(device="cpu", progress=False)
+def runtime(split_runtime):
+    return split_runtime  # tests/pipeline/conftest.py: CPU, one embedding cache a session
 
 
 def _records() -> list[dict]:

@@ -17,7 +17,6 @@ from gpurag.graph.csr import build_csr
 from gpurag.pipeline import graph_stage, incremental
 from gpurag.pipeline import incremental_local as local_mod
 from gpurag.pipeline.incremental_local import grown_index, repair_communities
-from gpurag.runtime import Runtime
 from gpurag.store import layout
 from gpurag.vectors.codec import decode_all
 from tests.pipeline.test_incremental import (
@@ -38,8 +37,8 @@ def _small_batches(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def runtime():
-    return Runtime.create(device="cpu", progress=False)
+def runtime(split_runtime):
+    return split_runtime  # tests/pipeline/conftest.py: CPU, one embedding cache a session
 
 
 @pytest.fixture(scope="module")

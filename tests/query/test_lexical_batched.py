@@ -133,7 +133,7 @@ def test_entries_below_the_top_k_buckets_never_reach_the_sort():
     from gpurag.query.lexical import _top_buckets
 
     rng = np.random.default_rng(5)
-    q, n, k = 12, 4000, 5
+    q, n, k = 12, 8000, 5  # ~19k entries: above SMALL_SORT, so the pass runs
     dense = np.where(rng.random((q, n)) < 0.2, rng.choice([0.1, 0.3, 0.9], (q, n)), 0)
     dense = dense.astype(np.float32)
     dense[0, [7, 9, 11, 13, 15, 17]] = [4.0, 2.0, 2.0, 2.0, 2.0, 2.0]  # a tie across the cut
@@ -151,3 +151,20 @@ def test_entries_below_the_top_k_buckets_never_reach_the_sort():
     want = np.take_along_axis(dense, order, axis=1)
     np.testing.assert_array_equal(scores, want)
     np.testing.assert_array_equal(rows, np.where(want > 0, order, -1))
+
+
+def test_a_few_thousand_entries_are_sorted_without_the_bucket_pass():
+    """Up to ``SMALL_SORT`` entries the pass costs more than it saves (one question's row):
+    the entries go to the sort as they are, with the full sort's top-k."""
+    from gpurag.query.lexical import SMALL_SORT, _top_buckets
+
+    rng = np.random.default_rng(3)
+    dense = np.where(rng.random((1, 2000)) < 0.4, rng.choice([0.1, 0.3, 0.9, 2.0], (1, 2000)),
+                     0).astype(np.float32)
+    mat = sp.csr_array(dense)
+    assert 4 * 5 < mat.nnz <= SMALL_SORT
+    assert _top_buckets(mat, 5) is mat
+    scores, rows = sparse_topk(mat, 5)
+    order = np.lexsort((np.arange(2000), -dense[0]))[:5]
+    np.testing.assert_array_equal(rows[0], order)
+    np.testing.assert_array_equal(scores[0], dense[0, order])

@@ -27,6 +27,7 @@ from gpurag.config import IndexConfig
 from gpurag.errors import GpuragError, WriteError
 from gpurag.pipeline import build as build_mod
 from gpurag.store import IndexWriter, layout
+from tests.conftest import copy_index
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
@@ -102,9 +103,9 @@ def _answer(index_path: Path) -> list[str]:
         return [p.chunk_id for p in index.query(QUESTION, k=3, mode="dense").passages]
 
 
-def test_full_disk_during_faiss_write_keeps_the_previous_version(tmpfs, tmp_path, monkeypatch):
-    out = tmpfs / "index"
-    Index.build(SAMPLE, out, config=DENSE, show_progress=False).close()
+def test_full_disk_during_faiss_write_keeps_the_previous_version(tmpfs, tmp_path, monkeypatch,
+                                                                 sample_index_path):
+    out = copy_index(sample_index_path, tmpfs / "index")  # the sample corpus, dense
     before = _answer(out)
     manifest = (out / layout.MANIFEST).read_bytes()
 

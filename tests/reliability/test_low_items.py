@@ -57,10 +57,9 @@ def test_a_resume_that_keeps_nothing_says_it_starts_over(tmp_path, caplog):
 
 
 @pytest.fixture
-def dense_index(tmp_path) -> Path:
-    out = tmp_path / "index"
-    Index.build(SAMPLE, out, config=DENSE, show_progress=False).close()
-    return out
+def dense_index(index_copy) -> Path:
+    """A private copy of the session's dense index of the sample corpus."""
+    return index_copy
 
 
 def test_delete_says_re_extracted(dense_index, capsys):

@@ -158,15 +158,23 @@ def test_non_finite_serve_settings_are_refused(field):
     (["--header-timeout", "0"], "--header-timeout (header_timeout_s) must be > 0"),
     (["--port", "70000"], "--port (port) must be 0 to 65535"),
 ])
-def test_serve_refuses_bad_numbers_with_one_line(tiny_index, args, needle):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "gpurag", "serve", str(tiny_index),
-                           "--insecure-no-auth", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and needle in lines[0], proc.stderr
-    assert ConfigError.__name__ not in proc.stderr
+def test_serve_refuses_bad_numbers_with_one_line(tiny_index, args, needle, capsys,
+                                                 monkeypatch):
+    """In this process (argument checks; a real ``gpurag serve`` process's exit and stderr:
+    test_serve_takes_a_config_file): the console script's ``main``, stopped with an error
+    should the settings pass and the service start opening its index."""
+    from gpurag.cli import main
+    from gpurag.serve import holder
+
+    def started(*a, **k):
+        raise AssertionError("gpurag serve accepted the settings and started")
+
+    monkeypatch.setattr(holder, "IndexHolder", started)
+    assert main(["serve", str(tiny_index), "--insecure-no-auth", *args]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], err
+    assert ConfigError.__name__ not in err
 
 
 def test_serve_takes_a_config_file(tiny_index, tmp_path):

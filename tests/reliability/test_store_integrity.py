@@ -20,6 +20,9 @@ from gpurag.errors import ConfigError, IndexFormatError
 from gpurag.store import IndexWriter, layout, open_index_dir
 from gpurag.store import manifest as manifest_mod
 
+# Builds of texts embedded before in the session read their vectors back.
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
 QUESTION = "Who founded Kestrel Dynamics?"
@@ -264,9 +267,8 @@ def test_symlinks_out_of_the_index_are_refused(copy, tmp_path, rel):
         Index.open(copy)
 
 
-def test_rebuild_keeps_files_it_did_not_write(tmp_path):
-    out = tmp_path / "index"
-    Index.build(SAMPLE, out, graph=False, show_progress=False).close()
+def test_rebuild_keeps_files_it_did_not_write(index_copy):
+    out = index_copy  # the sample corpus, dense
     note = out / "tables" / "my-notes.txt"
     note.write_text("keep me", encoding="utf-8")
     with pytest.raises(IndexFormatError, match=r"did not write.*tables/my-notes\.txt"):
@@ -289,10 +291,9 @@ def test_an_older_format_is_refused_with_a_rebuild_hint(copy, version):
         Index.open(copy)
 
 
-def test_rebuild_over_a_corrupt_index(tmp_path):
+def test_rebuild_over_a_corrupt_index(index_copy):
     """A corrupt index is rebuilt in place, but files that are not gpurag's still stop it."""
-    out = tmp_path / "index"
-    Index.build(SAMPLE, out, graph=False, show_progress=False).close()
+    out = index_copy  # the sample corpus, dense
     (out / layout.MANIFEST).write_text("{", encoding="utf-8")
     (out / "thesis.tex").write_text("mine", encoding="utf-8")
     with pytest.raises(IndexFormatError, match=r"did not write \(thesis\.tex\)"):
