@@ -103,14 +103,39 @@ def _files(folder: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+_EMBEDDINGS: dict[str, Path] = {}
+
+
+def session_embeddings(tmp_path_factory) -> Path:
+    """The session's embedding cache folder (gpurag.embed.cache, outside every index): a
+    text is embedded by the model once, and a later build reads its vector back (the model's
+    own float32 bytes: batched and single vectors are bitwise equal,
+    tests/embed/test_batching.py), so a build gives the index it gives without the cache."""
+    if "dir" not in _EMBEDDINGS:
+        _EMBEDDINGS["dir"] = tmp_path_factory.mktemp("embeddings")
+    return _EMBEDDINGS["dir"]
+
+
+@pytest.fixture
+def shared_embeddings(monkeypatch, tmp_path_factory) -> Path:
+    """Builds in this test use the session's embedding cache (opt in, with
+    ``pytestmark = pytest.mark.usefixtures("shared_embeddings")``, where no test counts the
+    embedder's calls or times a process that embeds)."""
+    path = session_embeddings(tmp_path_factory)
+    monkeypatch.setenv("GPURAG_EMBED_CACHE", str(path))
+    return path
+
+
 def _build_shared(tmp_path_factory, name: str, source: Path, **options) -> Path:
-    """Builds one shared session index under a clean environment; at the end of the session
-    it checks that no test changed it (a test that changes an index works on a copy)."""
+    """Builds one shared session index under a clean environment (and the session's
+    embedding cache); at the end of the session it checks that no test changed it (a test
+    that changes an index works on a copy)."""
     from gpurag import Index
 
     out = tmp_path_factory.mktemp(name) / "index"
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
+        mp.setenv("GPURAG_EMBED_CACHE", str(session_embeddings(tmp_path_factory)))
         for stray in BUILD_STRAY:
             mp.delenv(stray, raising=False)
         Index.build(source, out, show_progress=False, **options).close()

@@ -13,6 +13,9 @@ from gpurag.backends.part import Part
 from gpurag.runtime import Runtime, Settings, read_settings
 from tests.conftest import SAMPLE
 
+# Builds of texts embedded before in the session read their vectors back.
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
+
 CPU_GRAPH_COMPONENTS = {"device", "embed", "vectors", "extract", "knn", "leiden", "lexical"}
 
 

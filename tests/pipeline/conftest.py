@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE_CORPUS, _build_shared, read_jsonl, write_jsonl
+from tests.conftest import (
+    SAMPLE_CORPUS,
+    _build_shared,
+    read_jsonl,
+    session_embeddings,
+    write_jsonl,
+)
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +29,7 @@ def split_runtime(tmp_path_factory):
     """The CPU runtime of the incremental tests, behind the session's embedding cache."""
     from gpurag.runtime import Runtime, Settings
 
-    cache = tmp_path_factory.mktemp("split-embeddings")
+    cache = session_embeddings(tmp_path_factory)
     return Runtime.create(Settings(embed_cache=str(cache)), device="cpu", progress=False)
 
 

@@ -20,6 +20,9 @@ from gpurag.errors import ConfigError, IndexFormatError
 from gpurag.store import IndexWriter, layout, open_index_dir
 from gpurag.store import manifest as manifest_mod
 
+# Builds of texts embedded before in the session read their vectors back.
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample" / "corpus.jsonl"
 QUESTION = "Who founded Kestrel Dynamics?"

@@ -18,6 +18,9 @@ from gpurag.rerank import DEFAULT_CHECKPOINT, auto
 from gpurag.rerank.model import load_checkpoint, save_checkpoint
 from tests.conftest import copy_index
 
+# Builds of texts embedded before in the session read their vectors back.
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
+
 DATA = Path(__file__).parent / "data"
 
 

@@ -13,6 +13,9 @@ from gpurag.vectors import build_index
 from gpurag.vectors.codec import PRECISIONS, VectorCodec, decode_all
 from gpurag.vectors.grouped import GroupedIndex, top_groups
 
+# Builds of texts embedded before in the session read their vectors back.
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
+
 
 def unit(rng: np.random.Generator, n: int, d: int = 384) -> np.ndarray:
     x = rng.standard_normal((n, d)).astype(np.float32)
