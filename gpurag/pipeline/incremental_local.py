@@ -65,7 +65,7 @@ from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.checks import table_rows
 from gpurag.store.diskio import naming
 from gpurag.store.reader import IndexDir
-from gpurag.vectors import build_index, load_index, save_index
+from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
 from gpurag.vectors.faiss_index import faiss_implementation, index_kind, search
 from gpurag.vectors.parted import delta_index
@@ -113,21 +113,8 @@ def _writable_index(d: IndexDir, rel: str):
 
     index = _faiss().read_index(str(d.file(rel)))
     for name in d.parts(rel)[1:]:
-        index.add(decode_all(load_index(d.file(name))))
+        index.add(d.decoded(name))
     return index
-
-
-def grown_index(index, rel: str, new: np.ndarray, cfg: IndexConfig, hnsw: bool,
-                rebuilt: list[str]):
-    """The stored FAISS ``index`` (of file ``rel``, read writable) with ``new`` vectors added,
-    or rebuilt from its stored vectors and ``new`` when the new size needs another index kind
-    (``hnsw``: the kinds of the name and fact indexes; ``rebuilt`` names ``rel`` then)."""
-    if not needs_rebuild(int(index.ntotal), len(new), cfg, hnsw):
-        if len(new):
-            index.add(np.ascontiguousarray(new, dtype=np.float32))
-        return index
-    rebuilt.append(rel)
-    return rebuilt_index(index, new, cfg, hnsw)
 
 
 def needs_rebuild(n_old: int, n_new: int, cfg: IndexConfig, hnsw: bool) -> bool:

@@ -77,6 +77,14 @@ class IndexDir:
 
         return PartedIndex(pieces[0], pieces[1:])
 
+    def decoded(self, name: str) -> np.ndarray:
+        """Float32 vectors of the one FAISS file ``name`` (a base or one part, not the parts
+        after it), decoded from its codec."""
+        from gpurag.vectors.codec import decode_all
+        from gpurag.vectors.faiss_index import load_index
+
+        return decode_all(load_index(self.file(name), shown=self.root / name))
+
     def parts(self, rel: str) -> list[str]:
         """``rel`` and its appended parts (:mod:`gpurag.store.parts`), in reading order."""
         return [rel, *parts_of(self.manifest.files, rel)]

@@ -116,12 +116,11 @@ class IndexWriter:
         """FAISS index ``rel`` of the new version = the stored one (its files kept) and then
         ``vectors`` as a new part, the index ``make(vectors)`` (a part absorbing trailing
         parts gets their decoded vectors first: :mod:`gpurag.vectors.parted`)."""
-        from gpurag.vectors.codec import decode_all
-        from gpurag.vectors.faiss_index import load_index, save_index
+        from gpurag.vectors.faiss_index import save_index
 
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self._append(d, rel, vectors, len(vectors), lambda names: np.concatenate(
-            [decode_all(load_index(d.file(n))) for n in names] + [vectors]),
+            [d.decoded(n) for n in names] + [vectors]),
             lambda data, path: save_index(make(data), path))
 
     def _append(self, d: IndexDir, rel: str, new, rows: int, merged, save) -> None:

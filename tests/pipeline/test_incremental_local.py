@@ -16,7 +16,7 @@ from gpurag.cli import main
 from gpurag.graph.csr import build_csr
 from gpurag.pipeline import graph_stage, incremental
 from gpurag.pipeline import incremental_local as local_mod
-from gpurag.pipeline.incremental_local import grown_index, repair_communities
+from gpurag.pipeline.incremental_local import append_vectors, repair_communities
 from gpurag.store import layout
 from gpurag.vectors.codec import decode_all
 from tests.pipeline.test_incremental import (
@@ -145,24 +145,48 @@ def test_cli_compact(split_index, tmp_path, corpus, runtime, capsys):
     assert "already" in capsys.readouterr().out
 
 
-def test_grown_index_adds_or_rebuilds_when_a_build_would_pick_another_kind():
+def test_append_vectors_rebuilds_a_parted_index_whole_when_a_build_would_pick_another_kind(
+        tmp_path):
+    """An index with a part that a local insert grows past ``hnsw_threshold``: the new
+    version's file is written whole (HNSW, as a build of all its vectors), with no part."""
     from gpurag.config import IndexConfig
-    from gpurag.vectors import build_index
-    from gpurag.vectors.codec import codec_for, decode_all
+    from gpurag.store import IndexWriter, open_index_dir
+    from gpurag.store.parts import parts_of
+    from gpurag.vectors import build_index, save_index
+    from gpurag.vectors.codec import codec_for
+    from gpurag.vectors.parted import PartedIndex, delta_index
 
     rng = np.random.default_rng(0)
     codec = codec_for("int8", 32)
     x = rng.normal(size=(60, 32)).astype(np.float32)
     x = codec.round_trip(x / np.linalg.norm(x, axis=1, keepdims=True))
     cfg = IndexConfig(hnsw_threshold=50)
+    rel, path = layout.PASSAGES_FAISS, tmp_path / "idx"
+
+    def version(write):
+        d = open_index_dir(path) if path.exists() else None
+        w = IndexWriter(path)
+        w.write_table(layout.CHUNKS, pd.DataFrame({"chunk_id": ["c"]}))
+        write(w, d)
+        w.commit({"graph": False}, {}, {})
+        if d is not None:
+            d.close()
+
+    version(lambda w, d: save_index(build_index(x[:30], cfg.ivf_threshold, cfg.seed,
+                                                cfg.hnsw_threshold, codec=codec), w.path(rel)))
+    version(lambda w, d: w.append_faiss(d, rel, x[30:40], lambda v: delta_index(v, codec)))
+    d = open_index_dir(path)
+    assert parts_of(d.manifest.files, rel) and isinstance(d.faiss(rel), PartedIndex)
+    d.close()
     rebuilt: list[str] = []
-    small = build_index(x[:30], cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
-    added = grown_index(small, "f", x[30:40], cfg, True, rebuilt)  # 40 < 50: still flat
-    assert added is small and added.ntotal == 40 and rebuilt == []
-    grown = grown_index(added, "f", x[40:], cfg, True, rebuilt)  # 60 >= 50: HNSW, as a build
+    version(lambda w, d: append_vectors(w, d, rel, d.faiss(rel), x[40:], cfg, True, rebuilt))
+    d = open_index_dir(path)
+    assert rebuilt == [rel] and parts_of(d.manifest.files, rel) == []
+    got = d.faiss(rel)
     want = build_index(x, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
-    assert type(grown) is type(want) and rebuilt == ["f"]
-    assert np.array_equal(decode_all(grown), decode_all(want))
+    assert type(got) is type(want)  # HNSW, one file
+    assert np.array_equal(decode_all(got), decode_all(want))
+    d.close()
 
 
 def test_delete_after_a_local_insert_equals_a_build(split_index, tmp_path, corpus, runtime):
