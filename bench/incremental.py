@@ -93,7 +93,6 @@ def warm_cache(index, directory: Path) -> int:
     from gpurag.embed.cache import CachedEmbedder
     from gpurag.pipeline.chunk_embed import embed_text
     from gpurag.store import layout
-    from gpurag.vectors import load_index
     from gpurag.vectors.codec import decode_all
 
     inner = index.runtime.embedder_for(index.config.embedder, cache=False)
@@ -102,9 +101,9 @@ def warm_cache(index, directory: Path) -> int:
                                               strict=True)]
     vecs = [index.passage_vectors()]  # as stored: a rebuild's round trip leaves them as they are
     texts += index.dir.table(layout.NAMES)["name"].tolist()
-    vecs.append(decode_all(load_index(index.dir.file(layout.NAMES_FAISS))))
+    vecs.append(decode_all(index.dir.faiss(layout.NAMES_FAISS)))  # the base and its parts
     texts += index.dir.table(layout.FACTS)["text"].tolist()
-    vecs.append(decode_all(load_index(index.dir.file(layout.FACTS_FAISS))))
+    vecs.append(decode_all(index.dir.faiss(layout.FACTS_FAISS)))
     allv = np.concatenate(vecs).astype(np.float32)
     db = sqlite3.connect(directory / "embeddings.sqlite")
     with db:

@@ -375,3 +375,37 @@ def test_a_local_insert_reads_no_stored_chunk_text(split_index, tmp_path, corpus
     summed = stats.groupby("key")["value"].sum()
     assert {f"extract_{k}": int(v) for k, v in summed.items()} == {
         k: v for k, v in grown.manifest.counts.items() if k.startswith("extract_")}
+
+
+def test_bench_warm_cache_reads_the_vectors_of_every_part(split_index, tmp_path, corpus,
+                                                          runtime):
+    """bench/incremental.py's warm cache over an index with FAISS parts: each name and fact
+    text gets its own vector (the base's rows, then the parts'), not the base file's alone."""
+    import importlib.util
+    import sqlite3
+    import sys
+    from pathlib import Path
+
+    from gpurag.embed.cache import CachedEmbedder
+    from gpurag.store.parts import parts_of
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "incremental.py"
+    spec = importlib.util.spec_from_file_location("bench_incremental", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    grown = split_index("A", tmp_path / "inc", runtime).insert(corpus["B1"], show_progress=False)
+    files = grown.manifest.files
+    assert parts_of(files, layout.NAMES_FAISS) and parts_of(files, layout.FACTS_FAISS)
+    bench.warm_cache(grown, tmp_path / "cache")
+    names = grown.dir.table(layout.NAMES)["name"].tolist()
+    want = decode_all(grown.dir.faiss(layout.NAMES_FAISS))
+    keys = CachedEmbedder(grown.runtime.embedder_for(grown.config.embedder, cache=False),
+                          tmp_path / "cache")._keys(names)
+    db = sqlite3.connect(tmp_path / "cache" / "embeddings.sqlite")
+    stored = dict(db.execute("SELECT key, vec FROM emb").fetchall())
+    db.close()
+    got = np.stack([np.frombuffer(stored[k], np.float32) for k in keys])
+    last = {k: i for i, k in enumerate(keys)}  # a repeated text: its last row's vector
+    rows = [last[k] for k in keys]
+    assert len(want) == len(names) and np.array_equal(got, want[rows])
