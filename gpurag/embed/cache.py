@@ -110,6 +110,7 @@ class CachedEmbedder:
             found.update(self._db.execute(
                 f"SELECT key, vec FROM emb WHERE key IN ({marks})", part).fetchall())
         size = 4 * self.dim  # a blob of another size (not written by this dim) is a miss
+        stale = {k for k, v in found.items() if len(v) != size}  # replaced, not new rows
         found = {k: v for k, v in found.items() if len(v) == size}
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         hit = np.fromiter((k in found for k in keys), dtype=bool, count=len(keys))
@@ -127,21 +128,22 @@ class CachedEmbedder:
             vecs = compute([first_row[k] for k in first])
             out[missing] = vecs[[pos[keys[i]] for i in missing]]
             if not self._broken:
-                self._store(first, vecs)
+                self._store(first, vecs, replaced=len(stale))
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         return out
 
-    def _store(self, keys: list[bytes], vecs: np.ndarray) -> None:
-        """Remember new vectors; a failed write (a full disk) is logged once and the vectors
-        are still returned: a cache never fails the build it speeds up."""
+    def _store(self, keys: list[bytes], vecs: np.ndarray, replaced: int = 0) -> None:
+        """Remember new vectors (``replaced`` of them overwrite a stored row: not counted as
+        new); a failed write (a full disk) is logged once and the vectors are still
+        returned: a cache never fails the build it speeds up."""
         blob = np.ascontiguousarray(vecs, dtype=np.float32).tobytes()
         size = 4 * self.dim
         rows = [(k, blob[j * size : (j + 1) * size]) for j, k in enumerate(keys)]
         try:
             with self._db:  # one transaction: the batch is stored whole or not at all
                 self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)", rows)
-                self._rows += len(keys)
+                self._rows += len(keys) - replaced
                 self._evict()
         except sqlite3.Error as exc:
             import logging

@@ -136,7 +136,10 @@ def test_a_stored_blob_of_the_wrong_size_is_a_miss(tmp_path, embedder):
     (key,) = cache._keys(["a damaged row"])
     with cache._db:
         cache._db.execute("INSERT INTO emb VALUES (?, ?)", (key, b"\0" * 100))
+    cache.close()
+    cache = CachedEmbedder(embedder, tmp_path / "cache")
     got = cache.encode(["a damaged row", "a fresh row"])
+    assert cache._rows == 2  # the replaced row counted once (the eviction bound reads it)
     np.testing.assert_allclose(got, embedder.encode(["a damaged row", "a fresh row"]),
                                atol=1e-6)
     assert cache.misses == 2
