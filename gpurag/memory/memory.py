@@ -93,7 +93,9 @@ def gc_paused() -> Iterator[None]:
     temporaries (its traces, annotations) promoted into the old generation set them off every
     few batches: at 100k traces about a quarter of an append's CPU time went to them (at 10k,
     a few percent), so appends slowed as the memory grew. Paused, the allocations counted
-    carry over to one young collection after the batch."""
+    carry over to one young collection after the batch. The collector is process-wide
+    (``gc.disable``): while this runs no thread of the host process collects cycles; cycles
+    other threads make meanwhile are collected after it."""
     was = gc.isenabled()
     gc.disable()
     try:
