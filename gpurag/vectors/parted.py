@@ -6,8 +6,10 @@ A local insert writes its new vectors as a part of their own (a flat index in th
 them). :class:`PartedIndex` searches every piece and merges the hits by score: row ids run on
 from piece to piece (the base's rows, then each part's), as if the vectors had been added to
 one index. A flat delta searches its rows exactly, so over an HNSW base the merged results are
-at least as close to exact as the base graph with the rows added; over a flat base they are
-the same. ``gpurag compact`` (and any full write) gives one file again.
+at least as close to exact as the base graph with the rows added; over a flat base the ids
+are the same, and so are the scores for int8 and fp16 storage (bit for bit); fp32 scores may
+differ in the last bits (BLAS sums a product in another order per batch shape, ~5e-8).
+``gpurag compact`` (and any full write) gives one file again.
 
 It offers what the callers use of a FAISS index: ``ntotal``, ``d``, ``metric_type``,
 ``search``, ``reconstruct_n`` and ``reconstruct_batch`` (so :func:`~gpurag.vectors.codec.
@@ -73,11 +75,6 @@ class PartedIndex:
         """FAISS's ``search``: ``(scores, ids)`` of the ``k`` best rows of all pieces."""
         return self._merged(lambda piece, q, kk: _faiss_search(piece, q, kk), x, k)
 
-    def searched_by(self, searcher: Callable[[Any], Any]) -> PartedSearch:
-        """The pieces searched by ``searcher(piece)`` (a device searcher each)."""
-        return PartedSearch([searcher(p) for p in self.pieces], self.offsets, self.d,
-                            self._larger_first())
-
     def _larger_first(self) -> bool:
         from gpurag.vectors.faiss_setup import configured_faiss
 
@@ -104,34 +101,6 @@ class PartedIndex:
             at = np.flatnonzero(piece == i)
             out[at] = decode_all(self.pieces[int(i)], rows[at] - self.offsets[int(i)])
         return out
-
-
-class PartedSearch:
-    """Searchers of a :class:`PartedIndex`'s pieces (e.g. on a device), merged the same way."""
-
-    def __init__(self, searchers: list[Any], offsets: np.ndarray, d: int,
-                 larger_first: bool) -> None:
-        self.searchers = searchers
-        self.offsets = offsets
-        self.d = d
-        self._larger = larger_first
-
-    @property
-    def ntotal(self) -> int:
-        return int(self.offsets[-1])
-
-    def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        x = np.ascontiguousarray(np.atleast_2d(x), dtype=np.float32)
-        hits, offs = [], []
-        for s, off, end in zip(self.searchers, self.offsets[:-1], self.offsets[1:],
-                               strict=True):
-            if end > off:
-                scores, ids = s.search(x, int(min(k, end - off)))
-                hits.append((np.asarray(scores), np.asarray(ids)))
-                offs.append(int(off))
-        if not hits:
-            return (np.zeros((len(x), k), np.float32), np.full((len(x), k), -1, np.int64))
-        return merge_hits(hits, offs, k, self._larger)
 
 
 def _faiss_search(index, x: np.ndarray, k: int):
