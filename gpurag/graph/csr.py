@@ -9,7 +9,7 @@ graspologic-native's ``leiden_csr`` expect.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,11 @@ class CSRGraph:
             raise ValueError("indices and weights must be 1-D arrays of the same length")
         if int(self.indptr[-1]) != self.indices.size or int(self.indptr[0]) != 0:
             raise ValueError("indptr must start at 0 and end at len(indices)")
+
+    def __getstate__(self) -> dict:
+        """The three arrays only: what solvers cache on the graph object (the walk's operator
+        and its lock, :mod:`gpurag.graph.ppr`) is rebuilt on first use after a copy or pickle."""
+        return {f.name: self.__dict__[f.name] for f in fields(self)}
 
     @property
     def n_nodes(self) -> int:

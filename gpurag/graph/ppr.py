@@ -40,6 +40,27 @@ try:  # the kernels behind SciPy's ``csr @ dense`` (called directly into reused 
 except ImportError:  # pragma: no cover - renamed in some future SciPy: plain ``pt @ x``
     _csr_matvec = _csr_matvecs = None
 
+
+def _kernels_agree() -> bool:
+    """Whether SciPy's private kernels take the arguments :func:`_matmul_into` passes and give
+    ``@``'s bits (checked once at import on a small matrix: a SciPy that changed their
+    signature falls back to ``pt @ x`` instead of failing every walk)."""
+    if _csr_matvec is None:
+        return False
+    pt = sp.csr_array(np.array([[0.5, 0.0, 0.25], [0.0, 1.0, 0.0], [0.5, 0.0, 0.75]]))
+    x = np.array([[0.25, 1.0], [0.5, 0.125], [0.25, 2.0]])
+    try:
+        one, two = np.zeros(3), np.zeros((3, 2))
+        _csr_matvec(3, 3, pt.indptr, pt.indices, pt.data, x[:, 0].copy(), one)
+        _csr_matvecs(3, 3, 2, pt.indptr, pt.indices, pt.data, x.reshape(-1), two.reshape(-1))
+    except Exception:  # any failure means: use the public operator
+        return False
+    return bool(np.array_equal(one, pt @ x[:, 0]) and np.array_equal(two, pt @ x))
+
+
+if not _kernels_agree():  # pragma: no cover - only on a SciPy whose kernels changed
+    _csr_matvec = _csr_matvecs = None
+
 # "auto" uses push on graphs with at least this many stored edges while every query has at most
 # this many seeds, power iteration otherwise (measured with bench/graph_algos.py).
 AUTO_PUSH_MIN_EDGES = 500_000
@@ -112,7 +133,7 @@ def _matmul_into(pt: sp.csr_array, x: np.ndarray, out: np.ndarray) -> None:
     into a reused buffer: the same bits without SciPy's per-call dispatch and allocation."""
     m, n = pt.shape
     q = x.shape[1]
-    if _csr_matvec is None:  # pragma: no cover - every SciPy since 0.14 has the kernels
+    if _csr_matvec is None:  # pragma: no cover - SciPy's kernels missing or changed
         out[...] = pt @ x
         return
     out.fill(0)  # the kernels accumulate into ``out``, as into SciPy's zeros

@@ -75,6 +75,31 @@ def titled_pages(title_entity: np.ndarray, titles: pd.Series, names: pd.DataFram
     return e, p
 
 
+def bridge_pages(title_entity: np.ndarray, titles: pd.Series, names: pd.DataFrame, n_ent: int,
+                 max_pages: int, aspects: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (entity, page) pairs an entity bridges to, sorted by entity, then page: the
+    pages it titles (:func:`titled_pages`) and, with ``aspects``, the pages about one side of
+    it (:func:`aspect_keys`). An entity titling more than ``max_pages`` passages names a
+    category and bridges nowhere (its aspects neither); aspect pages are counted apart, so an
+    entity with more than ``max_pages`` of them (a country) keeps its own pages only."""
+    e, p = titled_pages(title_entity, titles, names, n_ent)
+    n_psg = max(len(title_entity), 1)
+    specific = np.bincount(e, minlength=n_ent) <= max_pages
+    keep = specific[e]
+    e, p = e[keep], p[keep]
+    if aspects:
+        rows, keys = aspect_keys(titles)
+        found = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
+        pair = np.unique(found["entity"].to_numpy(np.int64) * n_psg
+                         + found["page"].to_numpy(np.int64))
+        ae, ap = pair // n_psg, pair % n_psg
+        few = np.bincount(ae, minlength=n_ent) <= max_pages
+        ok = specific[ae] & few[ae]
+        both = np.unique(np.concatenate([e * n_psg + p, ae[ok] * n_psg + ap[ok]]))
+        e, p = both // n_psg, both % n_psg
+    return e, p
+
+
 def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.Series,
                   aliases: pd.DataFrame, n_ent: int, max_pages: int) -> sp.csr_array:
     """``(p, p)`` 0/1 matrix: passage -> the other passages titled by an entity it mentions,
@@ -93,18 +118,8 @@ def bridge_matrix(mentions: pd.DataFrame, title_entity: np.ndarray, titles: pd.S
                         shape=(n_psg, n_ent))
     names = pd.DataFrame({"key": alias_keys(aliases),
                           "entity": aliases["entity_id"].to_numpy(np.int64)})
-    e, p = titled_pages(title_entity, titles, names, n_ent)
+    e, p = bridge_pages(title_entity, titles, names, n_ent, max_pages)
     titled = sp.csr_array((np.ones(len(e)), (e, p)), shape=(n_ent, n_psg))
-    specific = (np.diff(titled.indptr) <= max_pages).astype(np.float64)
-    rows, keys = aspect_keys(titles)
-    aspects = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
-    aspect = sp.csr_array((np.ones(len(aspects)), (aspects["entity"].to_numpy(np.int64),
-                                                   aspects["page"].to_numpy(np.int64))),
-                          shape=(n_ent, n_psg))
-    aspect.data[:] = 1.0
-    few = (np.diff(aspect.indptr) <= max_pages).astype(np.float64)
-    titled = sp.csr_array(sp.diags_array(specific) @ titled
-                          + sp.diags_array(specific * few) @ aspect)
     out = sp.csr_array(ment @ titled)
     out.setdiag(0)
     out.eliminate_zeros()

@@ -49,7 +49,7 @@ import pandas as pd
 
 from gpurag.errors import ConfigError
 from gpurag.query.dense import dense_scores
-from gpurag.query.second_hop import aspect_keys, title_keys, titled_pages
+from gpurag.query.second_hop import bridge_pages, title_keys
 from gpurag.resolve.normalize import alias_keys
 from gpurag.store import layout
 
@@ -101,6 +101,7 @@ class SyntheticSet:
     stats: dict[str, dict[str, int]] = field(default_factory=dict)  # per kind: built, trivial,
     # kept
     excluded: int = 0  # questions left out afterwards (training.synthetic.prepare_synthetic)
+    aspects: bool = False  # bridges also went to aspect pages (generate's ``aspects``)
 
     @property
     def empty_reason(self) -> str | None:
@@ -137,7 +138,7 @@ class Corpus:
     _alias_map: dict[int, list[str]] | None = field(default=None, repr=False)
 
     @classmethod
-    def from_index(cls, index) -> Corpus:
+    def from_index(cls, index, aspects: bool = False) -> Corpus:
         r = index.retriever
         if r is None:
             raise ConfigError(f"index {index.path} has no knowledge graph: no synthetic "
@@ -159,7 +160,8 @@ class Corpus:
                    np.asarray(r.entity_names, object),
                    pd.DataFrame({"name": aliases["name"].astype(str).to_numpy(object),
                                  "entity_id": aliases["entity_id"].to_numpy(np.int64),
-                                 "key": aliases["key"].to_numpy(object)}))
+                                 "key": aliases["key"].to_numpy(object)}),
+                   aspects=aspects)
 
     @property
     def n_psg(self) -> int:
@@ -196,23 +198,13 @@ class Corpus:
         return [str(self.entity_names[entity]), *self._alias_map.get(int(entity), [])]
 
     def titled(self, max_pages: int) -> pd.DataFrame:
-        """``entity, page`` pairs: the passages each entity titles, for entities titling at
-        most ``max_pages`` passages (:func:`gpurag.query.second_hop.titled_pages`, as the
-        second hop's bridge pages)."""
+        """``entity, page`` pairs: the pages each entity bridges to, as the second hop's bridge
+        pages (:func:`gpurag.query.second_hop.bridge_pages`; aspect pages with ``aspects``)."""
         names = pd.DataFrame({"key": alias_keys(self.aliases),
                               "entity": self.aliases["entity_id"].to_numpy(np.int64)})
-        e, p = titled_pages(self.title_entity, pd.Series(self.title), names,
-                            len(self.entity_names), max_pages)
-        out = pd.DataFrame({"entity": e, "page": p})
-        if not self.aspects:
-            return out
-        rows, keys = aspect_keys(pd.Series(self.title))
-        asp = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
-        asp = asp.drop_duplicates(["entity", "page"])
-        asp = asp[asp.groupby("entity")["page"].transform("size") <= max_pages]
-        return (pd.concat([out, asp[["entity", "page"]]], ignore_index=True)
-                .drop_duplicates().sort_values(["entity", "page"], kind="stable")
-                .reset_index(drop=True))
+        e, p = bridge_pages(self.title_entity, pd.Series(self.title), names,
+                            len(self.entity_names), max_pages, aspects=self.aspects)
+        return pd.DataFrame({"entity": e, "page": p})
 
     def title_names(self, row: int) -> list[str]:
         """The title of passage ``row``, without its disambiguation, and its title entity's
@@ -657,8 +649,7 @@ def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None
     if bad:
         raise ConfigError(f"unknown synthetic question kinds {sorted(bad)}: use "
                           f"{', '.join(BUILDERS)}")
-    c = Corpus.from_index(index)
-    c.aspects = aspects
+    c = Corpus.from_index(index, aspects=aspects)
     total = sum(w for w in kinds.values() if w > 0) or 1.0
     quota = {k: int(np.floor(n * w / total)) for k, w in kinds.items() if w > 0}
     pools: dict[str, list[SyntheticQuestion]] = {}
@@ -700,7 +691,7 @@ def generate(index, n: int, seed: int = 0, kinds: dict[str, float] | None = None
     prefix = f"syn{seed}"
     out = [SyntheticQuestion(f"{prefix}-{i:05d}", q.question, q.kind, q.gold_ids, q.rows,
                              q.named, q.hidden) for i, q in enumerate(out)]
-    return SyntheticSet(name or f"synthetic:{index.path.name}", out, stats)
+    return SyntheticSet(name or f"synthetic:{index.path.name}", out, stats, aspects=aspects)
 
 
 __all__ = ["BUILDERS", "HOPS", "KINDS", "Corpus", "SyntheticQuestion", "SyntheticSet",

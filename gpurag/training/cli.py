@@ -138,7 +138,8 @@ def _add_synthetic(index, args: argparse.Namespace, cfg, with_real: bool, train_
     t0 = time.perf_counter()
     qs, syn = prepare_synthetic(index, args.synthetic, cfg, draw=args.synthetic_per_epoch,
                                 kinds=parse_kinds(args.synthetic_kinds),
-                                trivial_top=args.synthetic_trivial_top)
+                                trivial_top=args.synthetic_trivial_top,
+                                aspects=args.synthetic_aspects)
     if with_real:
         tr, va = np.arange(len(qs)), np.zeros(0, np.int64)
     else:
@@ -151,7 +152,7 @@ def _add_synthetic(index, args: argparse.Namespace, cfg, with_real: bool, train_
                  "questions": len(qs), "train": len(tr), "val": len(va), "test": 0,
                  "test_ids": [], "val_ids": [qs.ids[j] for j in va], "kinds": syn.stats,
                  "draw_per_epoch": args.synthetic_per_epoch,
-                 "trivial_top": args.synthetic_trivial_top,
+                 "trivial_top": args.synthetic_trivial_top, "aspects": syn.aspects,
                  "examples": [q.question for q in syn.questions[:: max(1, len(qs) // 8)]]})
     if not quiet:
         kinds = ", ".join(f"{k} {v['kept']}" for k, v in syn.stats.items())

@@ -50,7 +50,7 @@ def prepare_synthetic(index, n: int, cfg, seed: int | None = None, draw: int | N
 def add_mix_arguments(p) -> None:
     """The options of how synthetic questions are drawn, made and filtered (``train-scorer``
     and ``crossval`` share them): ``--synthetic-per-epoch``, ``--synthetic-kinds``,
-    ``--synthetic-trivial-top``."""
+    ``--synthetic-aspects``, ``--synthetic-trivial-top``."""
     p.add_argument("--synthetic-per-epoch", type=int, default=None, metavar="M",
                    help="synthetic questions drawn per index and epoch (default: all, or the "
                         "balanced count with --balance-sets)")

@@ -80,3 +80,38 @@ def test_operator_is_kept_on_the_graph_and_built_once_under_threads():
     pt = ppr._transition_transpose(g, got[0], np.dtype(np.float32))
     assert ppr._transition_transpose(g, got[0], np.dtype(np.float32)) is pt
     assert graph(7).__dict__.get(ppr._OPERATOR_ATTR) is None  # another graph: its own
+
+
+def test_a_walked_graph_still_pickles_and_copies_without_its_cache():
+    """The walk keeps its operator (with a lock) on the graph object; pickling or copying the
+    graph (a distributed build ships graphs to workers) carries the arrays only, and the copy
+    walks to the same bits."""
+    import copy
+    import pickle
+
+    g = graph(3)
+    r = resets(300, 2, seed=3)
+    want = ppr.ppr_power(g, r)
+    assert ppr._OPERATOR_ATTR in g.__dict__
+    for other in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        assert ppr._OPERATOR_ATTR not in other.__dict__
+        np.testing.assert_array_equal(other.indices, g.indices)
+        np.testing.assert_array_equal(ppr.ppr_power(other, r), want)
+
+
+def test_the_private_kernels_are_checked_once_and_the_walk_falls_back(monkeypatch):
+    """SciPy's private ``csr_matvec(s)`` are used only when they take our arguments and give
+    ``@``'s bits; with kernels that fail, the walk runs on ``pt @ x`` to the same bits."""
+    assert ppr._kernels_agree()  # the installed SciPy's kernels are the ones in use
+
+    def broken(*args):
+        raise TypeError("csr_matvec() takes 7 arguments")
+
+    g, r = graph(5), resets(300, 3, seed=5)
+    want = ppr.ppr_power(g, r)
+    monkeypatch.setattr(ppr, "_csr_matvec", broken)
+    monkeypatch.setattr(ppr, "_csr_matvecs", broken)
+    assert not ppr._kernels_agree()
+    monkeypatch.setattr(ppr, "_csr_matvec", None)
+    monkeypatch.setattr(ppr, "_csr_matvecs", None)
+    np.testing.assert_array_equal(ppr.ppr_power(g, r), want)

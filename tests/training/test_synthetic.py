@@ -179,3 +179,26 @@ def test_aspect_pages_are_bridge_pages_when_asked():
     assert set(map(tuple, got[["a_row", "b_row"]].to_numpy())) == {(0, 2), (2, 0), (2, 1)}
     # aspect pages are counted apart from the titled ones, as in the second hop's bridges
     assert (2, 1) in set(map(tuple, bridge_triples(c, 1)[["a_row", "b_row"]].to_numpy()))
+
+
+def test_a_category_bridges_to_none_of_its_aspects_as_in_the_second_hop():
+    """An entity titling more than ``max_pages`` passages names a category: the synthetic
+    bridges, like the second hop's bridge matrix, go neither to its pages nor its aspects."""
+    import pandas as pd
+
+    from gpurag.query.second_hop import bridge_matrix
+
+    text = ["Maryland is a state.", "Maryland's flag is old.", "The history begins in 1632.",
+            "Jousting is the official sport of Maryland."]
+    names = np.array(["Maryland", "Jousting"], object)
+    mentions = pd.DataFrame({"entity": [1, 0], "chunk": [0, 3], "start": [0, 35],
+                             "end": [8, 43], "label": ["GPE", "MISC"]})
+    aliases = pd.DataFrame({"name": names, "entity_id": [0, 1], "key": ["maryland", "jousting"]})
+    titles = ["Maryland", "Maryland", "History of Maryland", "Jousting"]
+    c = Corpus(text, titles, np.array(["md", "md2", "mdhist", "joust"], object),
+               np.array([0, 0, -1, 1]), mentions, names, aliases, aspects=True)
+    pairs = set(map(tuple, c.titled(1).to_numpy()))
+    assert pairs == {(1, 3)}  # Maryland titles 2 > 1 pages: no page and no aspect of it
+    matrix = bridge_matrix(mentions, c.title_entity, pd.Series(titles), aliases, 2, 1)
+    assert {(int(a), int(b)) for a, b in zip(*matrix.nonzero(), strict=True)} == {(0, 3)}
+    assert pairs | {(0, 0), (0, 1), (0, 2)} == set(map(tuple, c.titled(2).to_numpy()))

@@ -47,10 +47,12 @@ def test_a_set_with_its_own_draw_stays_out_of_balancing():
 def test_train_scorer_on_synthetic_questions_only(index_dir, tmp_path):
     out = tmp_path / "syn.safetensors"
     rc = main(["-q", "train-scorer", "--index", str(index_dir), "--synthetic", "16",
-               "--synthetic-trivial-top", "0", "--epochs", "2", "--seed", "1", "-o", str(out)])
+               "--synthetic-trivial-top", "0", "--synthetic-aspects", "--epochs", "2",
+               "--seed", "1", "-o", str(out)])
     assert rc == 0 and out.is_file()
     card = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     (entry,) = card["data"]
+    assert entry["aspects"] is True  # --synthetic-aspects reached the generator
     assert entry["synthetic"] and entry["train"] + entry["val"] == entry["questions"] > 0
     assert entry["val"] > 0 and sum(k["kept"] for k in entry["kinds"].values()) == \
         entry["questions"]
