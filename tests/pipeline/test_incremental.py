@@ -122,6 +122,25 @@ def test_build_then_insert_equals_build_of_the_union(split_index, tmp_path, corp
     assert base.query("Who founded Kestrel Dynamics?").passages  # the old object still reads
 
 
+def test_insert_equals_build_with_each_index_embedding_on_its_own(tmp_path, corpus,
+                                                                   monkeypatch):
+    """As in production, without the tests' session embedding cache: A's build, B's insert
+    (which embeds B's new texts in batches of their own) and the build of the union (which
+    embeds them among A's) each embed what they need themselves; the files must still be the
+    same byte for byte (vectors independent of what they were batched with)."""
+    from gpurag.runtime import Runtime, Settings
+
+    monkeypatch.setattr(graph_stage, "EXTRACT_BATCH", BATCH)
+    monkeypatch.setattr(incremental, "EXTRACT_BATCH", BATCH)
+    own = Runtime.create(Settings(), device="cpu", progress=False)  # each index's own cache
+    base = Index.build(corpus["A"], tmp_path / "a" / "inc", runtime=own, show_progress=False)
+    grown = base.insert(corpus["B"], show_progress=False, exact=True)
+    full = Index.build(corpus["AB"], tmp_path / "ab" / "full", runtime=own,
+                       show_progress=False)
+    assert grown.last_update.embedded_texts > 0  # B's names and facts were embedded anew
+    assert_equivalent(grown, full)
+
+
 def test_delete_equals_build_of_what_remains(split_index, tmp_path, corpus, runtime):
     full = split_index("AB", tmp_path / "full", runtime)
     shrunk = full.delete(corpus["b_ids"], show_progress=False, exact=True)
