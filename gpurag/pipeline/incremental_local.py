@@ -68,7 +68,7 @@ from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
 from gpurag.vectors.faiss_index import faiss_implementation, index_kind, search
-from gpurag.vectors.parted import delta_index
+from gpurag.vectors.parted import PartedIndex, delta_index
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
     from gpurag.runtime import Runtime
@@ -140,8 +140,13 @@ def append_vectors(writer: IndexWriter, d: IndexDir, rel: str, stored, new: np.n
     :meth:`IndexDir.faiss` reads it) kept and ``new`` written as a part of its own (a flat
     index in the stored codec: :mod:`gpurag.vectors.parted`), so an insert writes only its
     new vectors; rebuilt whole (``rebuilt`` names ``rel``) when the new size needs another
-    index kind."""
-    if needs_rebuild(int(stored.ntotal), len(new), cfg, hnsw):
+    index kind, or when its parts would hold more vectors than a build keeps flat (over an
+    HNSW or IVF base they are scanned exactly by every query, so they must not grow without
+    bound between compactions)."""
+    in_parts = int(stored.ntotal - stored.base.ntotal) if isinstance(stored, PartedIndex) else 0
+    flat_parts = index_kind(in_parts + len(new), cfg.ivf_threshold,
+                            cfg.hnsw_threshold if hnsw else None) == "flat"
+    if needs_rebuild(int(stored.ntotal), len(new), cfg, hnsw) or not flat_parts:
         rebuilt.append(rel)
         save_index(rebuilt_index(stored, new, cfg, hnsw), writer.path(rel))
         return

@@ -189,6 +189,50 @@ def test_append_vectors_rebuilds_a_parted_index_whole_when_a_build_would_pick_an
     d.close()
 
 
+def test_flat_parts_over_an_hnsw_base_are_folded_in_before_a_build_would_not_keep_them_flat(
+        tmp_path):
+    """Over an HNSW base every insert is "the same kind", so only the parts' own size can
+    bound them: once the parts would reach ``hnsw_threshold`` vectors (a build would not keep
+    them flat) the file is rebuilt whole, as a build of every vector."""
+    from gpurag.config import IndexConfig
+    from gpurag.store import IndexWriter, open_index_dir
+    from gpurag.store.parts import parts_of
+    from gpurag.vectors import build_index, save_index
+    from gpurag.vectors.codec import codec_for
+
+    rng = np.random.default_rng(1)
+    codec = codec_for("int8", 32)
+    x = rng.normal(size=(90, 32)).astype(np.float32)
+    x = codec.round_trip(x / np.linalg.norm(x, axis=1, keepdims=True))
+    cfg = IndexConfig(hnsw_threshold=20)
+    rel, path = layout.PASSAGES_FAISS, tmp_path / "idx"
+
+    def version(write):
+        d = open_index_dir(path) if path.exists() else None
+        w = IndexWriter(path)
+        w.write_table(layout.CHUNKS, pd.DataFrame({"chunk_id": ["c"]}))
+        write(w, d)
+        w.commit({"graph": False}, {}, {})
+        if d is not None:
+            d.close()
+
+    version(lambda w, d: save_index(build_index(x[:50], cfg.ivf_threshold, cfg.seed,
+                                                cfg.hnsw_threshold, codec=codec), w.path(rel)))
+    rebuilt: list[str] = []
+    for lo in (50, 55):  # parts of 5, then 10 vectors: flat below the threshold
+        version(lambda w, d, lo=lo: append_vectors(w, d, rel, d.faiss(rel), x[lo:lo + 5],
+                                                   cfg, True, rebuilt))
+    d = open_index_dir(path)
+    assert rebuilt == [] and parts_of(d.manifest.files, rel)
+    d.close()
+    version(lambda w, d: append_vectors(w, d, rel, d.faiss(rel), x[60:], cfg, True, rebuilt))
+    d = open_index_dir(path)  # the parts would hold 40 >= 20: folded into one file
+    assert rebuilt == [rel] and parts_of(d.manifest.files, rel) == []
+    want = build_index(x, cfg.ivf_threshold, cfg.seed, cfg.hnsw_threshold, codec=codec)
+    assert np.array_equal(decode_all(d.faiss(rel)), decode_all(want))
+    d.close()
+
+
 def test_delete_after_a_local_insert_equals_a_build(split_index, tmp_path, corpus, runtime):
     """An exact delete re-extracts what the local insert extracted in its own batches, so
     deleting the inserted documents gives the build of the rest back."""
