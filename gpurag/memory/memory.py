@@ -296,6 +296,7 @@ class Memory:
         """Append traces (strings or dicts with ``text``, ``session``, ``turn``, ``time``,
         ``meta``) in one durable write; ``vectors`` are precomputed unit-norm embeddings."""
         keys = self._key_index()
+        batch: dict[str, int] = {}  # this call's keys: into ``keys`` only once written
         items: list[Trace] = []
         ids: list[int] = []
         fresh: list[int] = []  # positions in ``traces`` of the traces actually added
@@ -303,12 +304,12 @@ class Memory:
             for i, t in enumerate(traces):
                 last = items[-1] if items else None
                 item = self._validate(t, self._n + len(items), last)
-                known = keys.get(item.key) if item.key else None
+                known = keys.get(item.key, batch.get(item.key)) if item.key else None
                 if known is not None:  # added before (a rerun after a kill, say): keep it
                     ids.append(known)
                     continue
                 if item.key:
-                    keys[item.key] = item.id
+                    batch[item.key] = item.id
                 items.append(item)
                 ids.append(item.id)
                 fresh.append(i)
@@ -327,13 +328,8 @@ class Memory:
             raise InputError(f"vectors have shape {vectors.shape}, expected "
                              f"({len(items)}, {self.dim})")
         with gc_paused():
-            try:
-                self.log.append(items, vectors)
-            except BaseException:
-                for t in items:
-                    if t.key:
-                        keys.pop(t.key, None)
-                raise
+            self.log.append(items, vectors)
+            keys.update(batch)
             self._ingest(items, vectors, learn=True)
         return ids
 

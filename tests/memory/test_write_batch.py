@@ -45,6 +45,16 @@ TRICKY = [
 ]
 
 
+class _Emb:
+    """A 4-dimensional stand-in embedder (every vector the same): these tests are about the
+    write path, not the ranking."""
+
+    name, dim, max_tokens = "e", 4, 64
+
+    def encode(self, texts, batch_size=64):
+        return np.ones((len(texts), 4), np.float32) / 2
+
+
 def _plain_names(text: str) -> list[str]:
     return [m.group() for m in ENTITY_PATTERN.finditer(text)
             if m.lastgroup in ("NAME", "WORK", "DATE") and len(m.group()) <= MAX_NAME_CHARS]
@@ -180,12 +190,6 @@ def test_log_lines_and_content_keys_spelled_out_equal_the_encoders(time):
 def test_validation_keeps_defaults_errors_and_keys(tmp_path):
     from gpurag.errors import InputError
 
-    class _Emb:
-        name, dim, max_tokens = "e", 4, 64
-
-        def encode(self, texts, batch_size=64):
-            return np.ones((len(texts), 4), np.float32) / 2
-
     mem = Memory.create(tmp_path / "m", embedder=_Emb())
     ids = mem.add_many(["a first", {"text": "b", "session": "s", "time": 5, "turn": True},
                         {"text": "c", "session": "s", "time": "2023-05-08"},
@@ -207,12 +211,6 @@ def test_validation_keeps_defaults_errors_and_keys(tmp_path):
 def test_no_garbage_collection_runs_during_a_bulk_append_and_the_collector_is_restored(
         tmp_path):
     import gc
-
-    class _Emb:
-        name, dim, max_tokens = "e", 4, 64
-
-        def encode(self, texts, batch_size=64):
-            return np.ones((len(texts), 4), np.float32) / 2
 
     mem = Memory.create(tmp_path / "m", embedder=_Emb())
     texts = [f"Ann{i % 50} Berg{i % 7} met Ann{i % 13} at Porto{i % 5} about {i}" for i in
@@ -243,3 +241,17 @@ def test_no_garbage_collection_runs_during_a_bulk_append_and_the_collector_is_re
     # (unpaused: one per 700 container allocations, ~100 here, and full ones as it grows)
     assert len(mem) == 2500
     mem.close()
+
+
+def test_a_failed_batch_leaves_no_idempotency_key_behind(tmp_path):
+    """A batch whose later trace is refused writes nothing, and none of its keys is kept: a
+    retry of its first trace is added (it was not), and the next trace gets the next id."""
+    from gpurag.errors import InputError
+
+    mem = Memory.create(tmp_path / "m", embedder=_Emb())
+    with pytest.raises(InputError):
+        mem.add_many([{"text": "first", "key": "a"}, {"text": " "}])
+    assert len(mem) == 0
+    assert mem.add_many([{"text": "first", "key": "a"}]) == [0]
+    assert mem.add_many([{"text": "second"}, {"text": "first", "key": "a"}]) == [1, 0]
+    assert mem.texts == ["first", "second"]
