@@ -444,8 +444,7 @@ def chain_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int 
         about = about_words(c, c_row_, [*hidden, a_name], rng)
         if hop1 is None or not rel or not about:
             continue
-        desc_b = (descriptor(c, b_row).split()[-1:] or ["one"])[0].lower()
-        desc_c = (descriptor(c, c_row_).split()[-1:] or ["one"])[0].lower()
+        desc_b, desc_c = _head(c, b_row), _head(c, c_row_)
         rel_s = " ".join(rel)
         hop2 = (f"the {desc_c} that the {desc_b} {hop1} {rel_s}" if before
                 else f"the {desc_c} {rel_s} the {desc_b} {hop1}")

@@ -240,6 +240,9 @@ def test_no_garbage_collection_runs_during_a_bulk_append_and_the_collector_is_re
     assert len(during) <= 2  # the young collections the batch's allocations carry over to
     # (unpaused: one per 700 container allocations, ~100 here, and full ones as it grows)
     assert len(mem) == 2500
+    gc.collect()
+    mem.add_many(texts[2500:], vectors=vecs[2500:])
+    assert gc.collect() == 0  # the write path makes no cycles: pausing the collector is safe
     mem.close()
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from gpurag import Index
 from gpurag.errors import ConfigError
+from gpurag.query.synthetic import BUILDERS, KINDS
 from gpurag.rerank.train import TrainConfig
 from gpurag.training.synthetic import (
     Corpus,
@@ -149,8 +150,11 @@ def test_four_hop_chains_follow_three_bridges_and_name_only_the_first_hop(index)
         assert all(matrix[a, b] == 1 for a, b in pairwise(q.rows))  # bridge pages
         assert q.record()["hops"] == 4
         assert not any(_names(q.question, h) for h in q.hidden), q.question
-    # not in the default mix: rerank=auto's questions are the same as before
+    # not in the default mix, and after the default kinds in BUILDERS (each kind's random
+    # stream is seeded by its place there): rerank=auto's questions are the same as before
     assert "chain4" not in generate(index, 20, seed=0, trivial_top=0).stats
+    assert list(BUILDERS)[:len(KINDS)] == list(KINDS) == ["bridge", "chain", "comparison",
+                                                          "shared"]
 
 
 def _aspect_corpus() -> Corpus:
