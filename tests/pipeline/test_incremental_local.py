@@ -233,6 +233,25 @@ def test_flat_parts_over_an_hnsw_base_are_folded_in_before_a_build_would_not_kee
     d.close()
 
 
+def test_an_unrecoverable_bm25_model_is_rebuilt_over_all_chunks_and_the_manifest_says_so(
+        split_index, tmp_path, corpus, runtime, monkeypatch):
+    """Where the stored BM25 weights cannot be traced back to whole counts (a model written
+    by another bm25s, say), a local insert rebuilds BM25 over every chunk: the files a build
+    of the same chunks writes, and ``recomputed`` names the rebuild (as the README says)."""
+    from gpurag.pipeline import incremental_lexical
+
+    monkeypatch.setattr(incremental_lexical, "recover_counts", lambda model: None)
+    base = split_index("A", tmp_path / "inc", runtime)
+    grown = base.insert(corpus["B1"], show_progress=False).insert(corpus["B2"],
+                                                                  show_progress=False)
+    info = grown.manifest.extra["incremental"]
+    assert info["recomputed"] == [local_mod.lexical_note("rebuilt")]
+    full = split_index("AB", tmp_path / "full", runtime)
+    got, want = _file_digests(grown), _file_digests(full)
+    assert [got[rel] for rel in layout.LEXICAL_FILES] == [want[rel] for rel in
+                                                           layout.LEXICAL_FILES]
+
+
 def test_delete_after_a_local_insert_equals_a_build(split_index, tmp_path, corpus, runtime):
     """An exact delete re-extracts what the local insert extracted in its own batches, so
     deleting the inserted documents gives the build of the rest back."""
