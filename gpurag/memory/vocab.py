@@ -18,8 +18,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from gpurag.extract.fast import (
+    _SEP,  # joins a batch's texts: no name, word or token crosses it
+    ENTITY_PATTERN,
+    SINGLE_WORD_DROP,
+)
 from gpurag.extract.fast import _U as _CAPITAL  # the pattern's own class of capitals
-from gpurag.extract.fast import ENTITY_PATTERN, SINGLE_WORD_DROP
 from gpurag.resolve.normalize import normalize_name
 
 MAX_TOKENS = 6
@@ -28,7 +32,6 @@ _TOKEN = re.compile(r"[^\W_]+")
 _LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
-_SEP = "\x00"  # joins a batch's texts: no name, word or token crosses it
 # every position a match of ENTITY_PATTERN can start at (a superset): each of its
 # alternatives opens with an upper/title-case letter (names, month names, quoted titles) or a
 # digit (dates, years), or follows a curly opening quote; the pattern is tried only there
