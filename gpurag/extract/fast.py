@@ -17,22 +17,27 @@ from gpurag.extract.base import Extraction
 _SEP = "\x00"  # joins chunk texts: not a word or space character, so no match crosses it
 
 
-def _char_class(pred: Any) -> str:
-    """A regex character class of all BMP characters satisfying ``pred`` (as ranges)."""
-    codes = [c for c in range(0x10000) if pred(chr(c))]
-    parts: list[str] = []
-    i = 0
-    while i < len(codes):
-        j = i
-        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
-            j += 1
-        lo, hi = chr(codes[i]), chr(codes[j])
-        parts.append(re.escape(lo) if i == j else f"{re.escape(lo)}-{re.escape(hi)}")
-        i = j + 1
+def _char_class(*preds: Any) -> str:
+    """A regex character class of all BMP characters satisfying any of ``preds`` (unbound
+    ``str`` methods such as ``str.isupper``), as ranges. The tests run as C loops over one
+    string of the plane and the runs are found with NumPy: at import this costs a few
+    milliseconds instead of 65,536 Python calls."""
+    plane = "".join(map(chr, range(0x10000)))
+    hit = np.zeros(len(plane), dtype=bool)
+    for pred in preds:
+        hit |= np.fromiter(map(pred, plane), dtype=bool, count=len(plane))
+    codes = np.flatnonzero(hit)
+    if not len(codes):
+        return "[]"
+    breaks = np.flatnonzero(np.diff(codes) != 1)
+    starts = codes[np.r_[0, breaks + 1]].tolist()
+    ends = codes[np.r_[breaks, len(codes) - 1]].tolist()
+    parts = [re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+             for lo, hi in zip(starts, ends, strict=True)]
     return "[" + "".join(parts) + "]"
 
 
-_U = _char_class(lambda ch: ch.isupper() or ch.istitle())
+_U = _char_class(str.isupper, str.istitle)
 _MONTHS = (
     "January|February|March|April|May|June|July|August|September|October|November|December|"
     "Jan\\.|Feb\\.|Mar\\.|Apr\\.|Jun\\.|Jul\\.|Aug\\.|Sept?\\.|Oct\\.|Nov\\.|Dec\\."
