@@ -100,7 +100,8 @@ class SyntheticSet:
     questions: list[SyntheticQuestion]
     stats: dict[str, dict[str, int]] = field(default_factory=dict)  # per kind: built, trivial,
     # kept
-    excluded: int = 0  # questions left out afterwards (training.synthetic.prepare_synthetic)
+    excluded: int = 0  # questions left out afterwards (training.synthetic.prepare_synthetic;
+    # each kind's stats count its own as "excluded", not "kept")
     aspects: bool = False  # bridges also went to aspect pages (generate's ``aspects``)
 
     @property
@@ -116,6 +117,13 @@ class SyntheticSet:
                    "comparison": "no two pages share a descriptor",
                    "shared": "no specific entity is shared by two documents"}
             return ", ".join(why[k] for k in self.stats) or "no question kind was asked"
+        if self.excluded:  # left out afterwards (prepare_synthetic's exclude)
+            trivial = sum(s.get("trivial", 0) for s in self.stats.values())
+            dense = (f"; {trivial} of the {built} candidates were answered by dense retrieval "
+                     "alone" if trivial else "")
+            return (f"all {self.excluded} questions made were left out: their gold documents "
+                    "are those of questions kept apart (the ones rerank=auto decides on)"
+                    f"{dense}")
         return f"all {built} candidate questions were answered by dense retrieval alone"
 
 
