@@ -144,6 +144,11 @@ class RankingProfile(Profile):
     evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
     # Personalized PageRank: probability of following an edge.
     damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
+    # The local push's threshold (a node pushes while its residual exceeds push_eps times its
+    # out-degree), where the walk pushes: on graphs of at least
+    # gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES stored edges (smaller ones use power iteration).
+    # Chosen in bench/walk_cv.py (5-fold over questions; bench/results/walk_cv_2026-12-01.md).
+    push_eps: float = constant(3e-6, float, lo=0, hi=1, open_lo=True)
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = constant(10, int, **NONNEG_INT)
     seed_facts: int = constant(10, int, **NONNEG_INT)
