@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpurag.extract.fast import _SEP  # joins a batch's texts: no word searched for holds it
+
 SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,2})\s*:\s*")
 PRONOUN = re.compile(r"\b(?:he|him|his|she|her|hers|they|them|their|theirs)\b", re.IGNORECASE)
 FIRST_PERSON = re.compile(r"\b(?:I|[Mm]y|[Mm]e|[Mm]ine|[Ww]e|[Oo]ur|[Uu]s)\b")
@@ -115,7 +117,6 @@ _OWNER_WORDS = ("my", "our", "his", "her", "their")
 
 # what a batch's texts are searched for at once (:func:`batch_flags`), as bits
 PRONOUNS, OWNERS, RELATIVES, ATTRIBUTE_WORDS = 1, 2, 4, 8
-_SEP = "\x00"  # joins a batch's texts: none of the words searched for holds it
 
 
 _PRONOUN_LOWER = re.compile(PRONOUN.pattern)  # PRONOUN on lower-cased ASCII text

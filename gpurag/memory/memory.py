@@ -53,6 +53,7 @@ FORMAT_VERSION = 1
 CONFIG_FILE = "memory.json"
 SNAPSHOT = "compact"
 LOCK_TIMEOUT = 30.0  # seconds a writable open waits for another writer by default
+TAG_BLOCK = 10_000  # traces tagged per call when all are tagged again (compact)
 
 
 def acquire_lock(path: Path, timeout: float):
@@ -550,13 +551,17 @@ class Memory:
         self._read, self._discourse, self._claim_index = r.read, r.discourse, r.claim_index
 
     def _reannotate(self) -> None:
-        """Tags and discourse annotations of every trace against the current vocabulary."""
-        raws = [self.vocab.tag(t) for t in self.texts]
+        """Tags and discourse annotations of every trace against the current vocabulary (the
+        texts, and the referents, tagged a block at a time: :meth:`Vocabulary.tag_many`)."""
+        raws = self._tag_blocks(self.texts)
         if self.config.discourse and derived.unchanged(  # the rules would read the same
                 self._read, self.texts, self.vocab.canonical(), self.vocab.surfaces, raws):
-            tag = self.vocab.tag
-            self._tags = [list(dict.fromkeys([*raw, *tag(" ".join(self._refs[i]))]))
-                          if i in self._refs else raw for i, raw in enumerate(raws)]
+            tags = list(raws)
+            held = list(self._refs)
+            more = self._tag_blocks([" ".join(self._refs[i]) for i in held])
+            for i, extra in zip(held, more, strict=True):
+                tags[i] = list(dict.fromkeys([*raws[i], *extra]))
+            self._tags = tags
             self._raw_n = [len(r) for r in raws]
             return
         self._discourse = Discourse()
@@ -565,6 +570,13 @@ class Memory:
         traces = [Trace(i, self.texts[i], self.sessions[i], self.turns[i], self.times[i], {})
                   for i in range(self._n)]
         self._tags = self._annotate(traces, raws)
+
+    def _tag_blocks(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`Vocabulary.tag_many` of ``texts``, ``TAG_BLOCK`` at a time (bounded
+        temporaries)."""
+        tag_many = self.vocab.tag_many
+        return [tags for lo in range(0, len(texts), TAG_BLOCK)
+                for tags in tag_many(texts[lo:lo + TAG_BLOCK])]
 
     def info(self) -> dict[str, Any]:
         """Counts and settings."""

@@ -111,6 +111,20 @@ def test_a_batch_learned_and_tagged_at_once_equals_one_text_at_a_time():
     assert batch.tag_many([]) == []
 
 
+def test_a_batch_is_tagged_as_each_text_alone_across_its_joins_and_separators():
+    """The batch is tokenized joined: an entry never runs from one text into the next, and a
+    text that holds the separator itself is tagged as it would be alone (its tokens on either
+    side of it are neighbours there)."""
+    v = Vocabulary()
+    v.learn(["Ann Lee met Bob Stone at Porto Alegre.", "Ann Lee again", "Bob Stone"])
+    texts = ["see you Ann", "Lee and Bob", "", "Stone and Ann Lee", "Porto", "Alegre Bob Stone",
+             "Ann\x00Lee", "\x00", "Bob\x00"]
+    want = [_plain_tag(v, t) for t in texts]
+    assert want[0] == [] and want[1] == [] and want[6] != []
+    for batch in (texts, texts[:6], texts[6:], texts[3:7]):
+        assert v.tag_many(batch) == [_plain_tag(v, t) for t in batch]
+
+
 def test_batch_flags_clear_a_bit_only_where_its_test_fails():
     texts = [*TRICKY, *_conversation_texts(), *_random_texts(300, seed=2), "HIS dog", "tHeIr",
              "Ünïcode his", "I moved last week", "they", "the hen", "hıs (dotless i)"]

@@ -142,3 +142,20 @@ def test_crossval_decides_rerank_auto_per_fold_on_questions_it_did_not_train_on(
         mode = "graph+gat" if choice == "gat" else "graph"
         assert all(ranks["graph+auto"][i] == ranks[mode][i] for i in parts[k])
     assert set(res["sets"][ds.name]) >= {"graph", "graph+gat", "graph+auto"}
+
+
+def test_crossvals_auto_judge_decides_as_decide_does_at_any_candidate_count(index_dir):
+    """The judge and ``auto.decide`` share their rankings: at a count other than the index's
+    (crossval's --candidates) and at the index's own (``rerank_candidates``, the default)."""
+    from gpurag.config import QueryConfig
+    from gpurag.rerank import auto
+
+    index = Index.open(index_dir)
+    small = auto.AutoProfile(questions=40)
+    judge = crossval._AutoJudge(index, small)
+    at_n, at_30 = auto.decide(index, small, candidates=4), auto.decide(index, small)
+    assert at_n["questions"] > 0 and (at_n["candidates"], at_30["candidates"]) == (4, 30)
+    assert at_n["gat"] != at_30["gat"]  # the count changes the reranked ranking here
+    assert judge.decide(4) == at_n and judge.decide() == at_30
+    index.query_config = QueryConfig(rerank_candidates=4)  # rerank="auto" queries rerank 4
+    assert auto.decide(index, small) == at_n == judge.decide()
