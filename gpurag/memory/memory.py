@@ -689,7 +689,12 @@ class Memory:
         def build(lo: int, hi: int):
             frame = pd.DataFrame({"title": [""] * (hi - lo),
                                   "text": [self.lexical_text(i) for i in range(lo, hi)]})
-            return BM25Retriever(frame), lo, hi
+            try:
+                return BM25Retriever(frame), lo, hi
+            except ValueError:  # bm25s refuses documents without one word it indexes
+                if _indexes_a_word(frame["text"].tolist()):
+                    raise
+                return None, lo, hi  # ("?", "ok then": nothing to score in these traces)
 
         if self._lex is None or self._n - self._lex[2] > self.config.bm25_rebuild:
             self._lex, self._lex_tail = build(0, self._n), None
@@ -698,6 +703,8 @@ class Memory:
         parts = [p for p in (self._lex, self._lex_tail if self._lex[2] < self._n else None) if p]
         out: list[dict[int, float]] = [{} for _ in questions]
         for retriever, lo, _ in parts:
+            if retriever is None:
+                continue
             scores, rows = retriever.search(questions, k)
             for d, srow, rrow in zip(out, scores, rows, strict=True):
                 for s, r in zip(srow, rrow, strict=True):
@@ -873,6 +880,14 @@ class Memory:
                             self.doc(i), self._dates.get(i, [])))
         confidence = max((h.views["dense"] for h in hits), default=0.0)
         return MemoryResult(question, hits, v["anchors"], w_rel, confidence, dropped)
+
+
+def _indexes_a_word(texts: list[str]) -> bool:
+    """Whether BM25 (bm25s, English stop words: what BM25Retriever indexes) keeps a word of
+    ``texts``."""
+    import bm25s
+
+    return bool(bm25s.tokenize(texts, stopwords="en", show_progress=False).vocab)
 
 
 def _values_of(scores: dict[int, float], ids: np.ndarray) -> np.ndarray:
