@@ -559,8 +559,8 @@ def choose_method(g: CSRGraph, reset: ResetLike) -> Literal["power", "push"]:
     scores; at 260k stored edges power iteration is as fast (18 ms per query in a batch) and
     exact. On the 148k-passage index (528,851 nodes, 4.78M stored edges, damping 0.8, the
     graph queries' 40-121 seeds; bench/results/walk_push_2026-12-01_cpu_148k.md) power
-    iteration at tol 1e-4 costs ~740 CPU ms per question, the push at the ranking profile's
-    ``push_eps`` ~26, with the same top-20 passages for ~99.8% of them. Below the size rule
+    iteration at tol 1e-4 costs ~910 CPU ms per question, the push at the ranking profile's
+    ``push_eps`` (3e-6) ~29, with 99.8% of the same top-20 passages. Below the size rule
     the walk stays power iteration (the shared evaluation sets' ranks are its ranks).
     With ~1000 seeds per query each seed's mass can fall under the push threshold and push
     returns little more than the reset vector, so such rows take power iteration.
