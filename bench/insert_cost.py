@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from incremental import _inodes, _written  # noqa: E402  (the files an update wrote)
 
 CHILD = r"""
 import json, os, resource, sys, time
@@ -68,20 +70,20 @@ for src in sources:
 """
 
 
-def _inodes(path: Path) -> dict[str, tuple[int, int]]:
-    return {p.relative_to(path).as_posix(): (p.stat().st_ino, p.stat().st_size)
-            for p in path.rglob("*") if p.is_file()}
-
-
-def _written(before: dict, after: dict) -> dict:
-    new = {rel: size for rel, (ino, size) in after.items() if before.get(rel, (None,))[0] != ino}
-    top = sorted(new.items(), key=lambda kv: -kv[1])[:6]
-    return {"files": len(new), "of_files": len(after), "mb": round(sum(new.values()) / 2**20, 2),
-            "largest_mb": {rel: round(size / 2**20, 2) for rel, size in top}}
-
-
 def _env(tree: Path) -> dict:
-    return {**os.environ, "GPURAG_PROGRESS": "0", "PYTHONPATH": str(tree)}
+    """The child's environment: ``tree`` first on the path, bytecode cached as an installed
+    package has it (with ``PYTHONDONTWRITEBYTECODE`` set, every child would compile gpurag's
+    hundred modules from source, ~0.7 s CPU that no installed ``gpurag`` pays)."""
+    env = {**os.environ, "GPURAG_PROGRESS": "0", "PYTHONPATH": str(tree)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def compiled(tree: Path) -> None:
+    """Write the bytecode of ``tree``'s gpurag and bench modules (as ``pip install`` does)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "gpurag"),
+                    str(tree / "bench")], env=_env(tree), check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def one_insert(tree: Path, base: Path, new: Path, work: Path) -> dict:
@@ -122,6 +124,8 @@ def compare(args) -> dict:
     if args.baseline:
         trees = {"before": args.baseline.resolve(), **trees}
     work = Path(tempfile.mkdtemp(prefix="gpurag-insert-cost-", dir=args.work))
+    for tree in trees.values():
+        compiled(tree)
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     for i in range(args.runs):
         for name, tree in trees.items():
@@ -158,6 +162,7 @@ def repeat(args) -> dict:
         src.write_text(line + "\n", encoding="utf-8")
         sources.append(str(src))
     rows = []
+    compiled(HERE.parent)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", REPEAT, str(HERE.parent), str(target),
                              *sources], env=_env(HERE.parent), stdout=subprocess.PIPE,

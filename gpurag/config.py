@@ -43,6 +43,7 @@ from gpurag.rules import (  # noqa: F401  (FALSE_WORDS, TRUE_WORDS, machine_core
     Rule,
     bounded_workers,
     machine_cores,
+    named_keywords,
 )
 
 # Extractor names known without importing gpurag.extract (gpurag.registry holds the others).
@@ -64,6 +65,13 @@ NONNEG = {"lo": 0}
 UNIT = {"lo": 0, "hi": 1}
 
 
+def _unknown_keyword(cls: type, key: str, value: Any) -> None:
+    """``IndexConfig(key=...)``/``QueryConfig(key=...)`` for no field: the error of a config
+    file's unknown key (a profile constant's, else the known settings)."""
+    check_value(cls, key, value, cls.__name__)
+
+
+@named_keywords(_unknown_keyword)
 @dataclass
 class IndexConfig:
     """How an index is built: what a user decides. Stored in the manifest so queries use
@@ -72,6 +80,7 @@ class IndexConfig:
     :data:`BuildPlan` of both, :func:`build_plan`)."""
 
     PROFILE: ClassVar[type[Profile]] = BuildProfile
+    EXPLICIT: ClassVar[str] = "Index.build"  # where a profile constant can be set
     embedder: str = setting("minilm", str)
     chunk_tokens: int = setting(256, int, **POS_INT)
     chunk_overlap: int = setting(32, int, **NONNEG_INT)  # and less than chunk_tokens
@@ -118,12 +127,14 @@ class IndexConfig:
         return get_build_profile(self.profile)
 
 
+@named_keywords(_unknown_keyword)
 @dataclass
 class QueryConfig:
     """How questions are answered: what a user decides. The evaluated constants of the
     ranking live in the :class:`~gpurag.profile.RankingProfile` that ``profile`` names."""
 
     PROFILE: ClassVar[type[Profile]] = RankingProfile
+    EXPLICIT: ClassVar[str] = "Index.query"  # where a profile constant can be set
     mode: str = setting("graph", str, choices=("dense", "graph", "global", "bm25"))
     k: int = setting(5, int, **POS_INT)
     # The ranking profile (gpurag/profile.py): chosen by name, never changed field by field
@@ -255,7 +266,8 @@ def check_value(cls_or_obj: Any, name: str, value: Any, source: str,
         raise ConfigError(f"{source}: {label or name}={value!r}: {name} is a constant of the "
                           f"{profile.KIND} (gpurag/profile.py {profile.__name__}), "
                           "which cannot be changed field by field here: choose a profile by "
-                          f"name (profile), or pass {name}= explicitly in Python")
+                          f"name (profile), or pass {name}= explicitly in Python (to "
+                          f"{cls_or_obj.EXPLICIT})")
     if spec is None:
         known = ", ".join(f.name for f in dataclasses.fields(cls_or_obj))
         raise ConfigError(f"{source}: unknown setting {label or name!r} (known: {known})")

@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
 from gpurag.errors import ConfigError
-from gpurag.rules import Rule
+from gpurag.rules import Rule, named_keywords
 
 HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+title+ppr",
                 "dense+bm25+title+ppr")
@@ -129,6 +129,15 @@ def _constant_rules(cls: type) -> MappingProxyType[str, Rule]:
                              if "rule" in f.metadata})
 
 
+def _unknown_constant(cls: type, key: str, value: Any) -> None:
+    """``RankingProfile(key=...)``/``BuildProfile(key=...)`` for no field: a one-line error
+    naming it and the valid ones."""
+    known = ", ".join(sorted(cls.rules()))
+    raise ConfigError(f"{cls.__name__}: {key}={value!r}: {key!r} is not a {cls.KIND} "
+                      f"constant (known: {known}; and name, version, evaluated_by)")
+
+
+@named_keywords(_unknown_constant)
 @dataclass(frozen=True)
 class RankingProfile(Profile):
     """The evaluated constants of the ranking (see the module docstring for their runs)."""
@@ -139,6 +148,11 @@ class RankingProfile(Profile):
     evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
     # Personalized PageRank: probability of following an edge.
     damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
+    # The local push's threshold (a node pushes while its residual exceeds push_eps times its
+    # out-degree), where the walk pushes: on graphs of at least
+    # gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES stored edges (smaller ones use power iteration).
+    # Chosen in bench/walk_cv.py (5-fold over questions; bench/results/walk_cv_2026-12-01.md).
+    push_eps: float = constant(3e-6, float, lo=0, hi=1, open_lo=True)
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = constant(10, int, **NONNEG_INT)
     seed_facts: int = constant(10, int, **NONNEG_INT)
@@ -208,6 +222,7 @@ class RankingProfile(Profile):
     shared_entity_temperature: float = constant(0.1, float, **NONNEG)
 
 
+@named_keywords(_unknown_constant)
 @dataclass(frozen=True)
 class BuildProfile(Profile):
     """The evaluated constants of the build (see the module docstring for their runs). A

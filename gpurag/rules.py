@@ -4,6 +4,8 @@ both :mod:`gpurag.config` and :mod:`gpurag.settings` build on it."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -12,6 +14,28 @@ from typing import Any
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def named_keywords(unknown: Callable[[type, str, Any], None]) -> Callable[[type], type]:
+    """A settings dataclass's decorator: a constructor keyword that names no field goes to
+    ``unknown(cls, key, value)``, which raises an error naming it and the valid ones (instead
+    of Python's bare ``TypeError: unexpected keyword argument``)."""
+
+    def wrap(cls: type) -> type:
+        init = cls.__init__
+        names = frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+
+        @functools.wraps(init)
+        def checked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            for key in kwargs:
+                if key not in names:
+                    unknown(cls, key, kwargs[key])
+            init(self, *args, **kwargs)
+
+        cls.__init__ = checked_init
+        return cls
+
+    return wrap
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,15 @@ PARTS = ("embedders", "searcher", "knn", "ppr", "ppr_scores", "leiden", "topk", 
          "rerankers", "query_walk")
 
 
+@dataclass(frozen=True)
+class _Resolved:
+    """What a runtime resolved for ``key`` (device, GAT checkpoint): part name -> object."""
+
+    key: tuple[str, str | None]
+    parts: dict[str, Any]
+    walk_off: bool
+
+
 @dataclass
 class Runtime:
     """The composition root: the device and every part a build or a query runs, each resolved
@@ -58,6 +67,11 @@ class Runtime:
       ``ppr`` in unreranked graph queries, so it is resolved only when ``ppr`` is not the
       user's own (``Runtime.create(ppr=mine)`` walks with ``mine``); ``query_walk=False``
       turns it off (stored as None).
+
+    ``dataclasses.replace`` resolves again what the runtime resolved itself and the change
+    bears on: ``replace(rt, ppr=mine)`` drops a resolved device walk (the query walks with
+    ``mine``), a new ``device`` or ``gat_checkpoint`` resolves that device's parts; the
+    user's own parts, and a walk turned off, stay as they were.
     """
 
     device: str = "cpu"
@@ -78,21 +92,38 @@ class Runtime:
     embed_cache: str | None = None
     gat_checkpoint: str | None = None
     llm_config: LLMConfig | None = None
+    # what __post_init__ resolved (copied by dataclasses.replace, so a copy knows which parts
+    # are derived and which are the user's own)
+    _resolved: _Resolved | None = field(default=None, repr=False, compare=False)
     _embedders: dict[str, Embedder] = field(default_factory=dict, repr=False, init=False)
 
     def __post_init__(self) -> None:
         self.device = resolve_device(self.device)  # a device that is not there: DeviceError
-        missing = [name for name in PARTS if getattr(self, name) is None]
-        if self.query_walk is False:  # off: the host stages, with the runtime's ppr
+        prior, self._resolved = self._resolved, None
+        # off: the host stages, with the runtime's ppr (a copy of a runtime whose walk is
+        # off keeps it off)
+        walk_off = self.query_walk is False or (
+            self.query_walk is None and prior is not None and prior.walk_off)
+        if self.query_walk is False:
             self.query_walk = None
-        if "query_walk" in missing and "ppr" not in missing:  # the user's own ppr walks
-            missing.remove("query_walk")
+        if prior is not None:  # a copy: what the original resolved is derived, not the user's
+            for name, part in prior.parts.items():
+                if getattr(self, name) is part:
+                    setattr(self, name, None)
+        missing = [name for name in PARTS if getattr(self, name) is None]
+        if walk_off or ("query_walk" in missing and "ppr" not in missing):
+            missing.remove("query_walk")  # off, or the user's own ppr walks
         if missing:
-            from gpurag.backends import parts_for
+            same = prior is not None and prior.key == (self.device, self.gat_checkpoint)
+            resolved = prior.parts if same else {}
+            if any(name not in resolved for name in missing):
+                from gpurag.backends import parts_for
 
-            resolved = parts_for(self.device, self.gat_checkpoint)
+                resolved = {**parts_for(self.device, self.gat_checkpoint), **resolved}
             for name in missing:
                 setattr(self, name, resolved[name])
+        self._resolved = _Resolved((self.device, self.gat_checkpoint),
+                                   {name: getattr(self, name) for name in missing}, walk_off)
 
     @classmethod
     def create(cls, settings: Settings | None = None, *, device: str | None = None,

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,15 @@ def write_jsonl(path: Path, records: list, gz: bool = False) -> Path:
 def copy_index(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def llm_url(tmp_path_factory) -> Iterator[str]:
+    """Base URL (``.../v1``) of the session's real local OpenAI-compatible server, started once
+    for every test folder that asks for it (tests/llm/conftest.py says how, and when it skips)."""
+    from tests.llm.conftest import serve_llm
+
+    yield from serve_llm(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

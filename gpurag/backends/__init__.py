@@ -7,7 +7,7 @@ component): the only code that asks which device, library or GPU is there.
   for a stored FAISS index (the index itself on the CPU, FAISS-GPU or ``kernels.knn`` on cuda);
 * :mod:`~gpurag.backends.knn` -- the build's kNN (alias candidates);
 * :mod:`~gpurag.backends.ppr` -- ``ppr(g, reset, *, k, lo=0, hi=None, gather=None, damping,
-  tol, max_iter=100, method="auto", full=False, local_fanout=None) -> PPRTop``, and the
+  tol, max_iter=100, method="auto", eps=1e-6, full=False, local_fanout=None) -> PPRTop``, and the
   full-output PPR (``scores_part``) that memory uses;
 * :mod:`~gpurag.backends.leiden` -- ``leiden(g, *, max_cluster_size, seed) -> DataFrame``;
 * :mod:`~gpurag.backends.topk` -- ``topk(scores, k) -> (values, ids)``;

@@ -196,8 +196,10 @@ def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
 
     def ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
                  gather: np.ndarray | None = None, damping: float, tol: float,
-                 max_iter: int = 100, method: str = "auto", full: bool = False,
-                 local_fanout: Sequence[int] | None = None) -> PPRTop:
+                 max_iter: int = 100, method: str = "auto", eps: float = 1e-6,
+                 full: bool = False, local_fanout: Sequence[int] | None = None) -> PPRTop:
+        """``method`` and ``eps`` are accepted for the host call shape and ignored (the device
+        runs power iteration)."""
         import torch
 
         r = sp.csr_array(reset) if sp.issparse(reset) else sp.csr_array(np.atleast_2d(reset))

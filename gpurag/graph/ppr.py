@@ -61,10 +61,10 @@ def _kernels_agree() -> bool:
 if not _kernels_agree():  # pragma: no cover - only on a SciPy whose kernels changed
     _csr_matvec = _csr_matvecs = None
 
-# "auto" uses push on graphs with at least this many stored edges while every query has at most
-# this many seeds, power iteration otherwise (measured with bench/graph_algos.py).
+# "auto" pushes each query with at most AUTO_PUSH_MAX_SEEDS seeds on a graph with at least
+# AUTO_PUSH_MIN_EDGES stored edges, power iteration otherwise (see :func:`choose_method`).
 AUTO_PUSH_MIN_EDGES = 500_000
-AUTO_PUSH_MAX_SEEDS = 64
+AUTO_PUSH_MAX_SEEDS = 256
 
 
 @dataclass(eq=False)
@@ -76,7 +76,9 @@ class _Operator:
     degree: np.ndarray  # int64 out-degree
     dangling: np.ndarray  # int64 ids of nodes without out-edges
     transposes: dict  # dtype -> P^T as csr_array (lazily built)
-    lock: threading.Lock = field(default_factory=threading.Lock)  # guards ``transposes``
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards the lazy parts
+    push: dict | None = None  # the push's per-graph arrays (lazily built, _push_arrays)
+    scratch: threading.local = field(default_factory=threading.local)  # per-thread work arrays
 
 
 # The operator lives on the graph object itself (an opened index's graph, shared by the
@@ -307,6 +309,35 @@ def _power(
     return np.ascontiguousarray(x.T, dtype=np.float32)
 
 
+def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
+    """What the push reads per graph, kept on the operator: the CSR arrays as plain ndarrays
+    (an opened index's are memory maps, whose indexing costs ~10x more per call), each edge's
+    transition probability, and ``max(out_degree, 1)`` as floats (the threshold's scale)."""
+    arrays = op.push
+    if arrays is None:
+        with op.lock:
+            arrays = op.push
+            if arrays is None:
+                indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
+                rows = np.repeat(np.arange(g.n_nodes, dtype=np.int64), op.degree)
+                prob = np.asarray(g.weights, dtype=np.float64) * op.inv_out_weight[rows]
+                arrays = {"indptr": indptr, "indices": indices, "prob": prob,
+                          "scale": np.maximum(op.degree, 1).astype(np.float64)}
+                op.push = arrays
+    return arrays
+
+
+def _scratch(op: _Operator, n: int) -> dict:
+    """This thread's dense work arrays for the push (allocated once per thread and graph;
+    :func:`_push_one` hands them back zeroed)."""
+    scratch = getattr(op.scratch, "arrays", None)
+    if scratch is None:
+        scratch = {"p": np.zeros(n), "r": np.zeros(n),
+                   "stamp": np.full(n, -1, dtype=np.int64), "seen": np.zeros(n, dtype=bool)}
+        op.scratch.arrays = scratch
+    return scratch
+
+
 def _push_one(
     g: CSRGraph,
     op: _Operator,
@@ -314,56 +345,57 @@ def _push_one(
     seed_weights: np.ndarray,
     damping: float,
     eps: float,
-    scratch: dict,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Frontier push for one query; returns (touched node ids, estimate p, residual r) there.
 
-    ``seeds`` are unique with weights summing to 1. ``scratch`` holds dense work arrays that
-    are returned zeroed, so a batch allocates them once.
+    ``seeds`` are unique with weights summing to 1. Each round pushes every node whose
+    residual exceeds ``eps * max(out_degree, 1)``: ``1 - damping`` of it settles in ``p``, the
+    rest goes to its out-neighbours by transition probability (a dangling node's to the
+    seeds). Each round's receivers are summed with one ``bincount`` over their distinct ids.
     """
-    n = g.n_nodes
-    if not scratch:
-        scratch["p"] = np.zeros(n)
-        scratch["r"] = np.zeros(n)
-        scratch["stamp"] = np.full(n, -1, dtype=np.int64)
-        scratch["seen"] = np.zeros(n, dtype=bool)
+    arrays = _push_arrays(g, op)
+    scratch = _scratch(op, g.n_nodes)
+    op.scratch.arrays = None  # taken: an error below leaves none half-written behind
     p, r, stamp, seen = scratch["p"], scratch["r"], scratch["stamp"], scratch["seen"]
-    indptr, indices, weights = g.indptr, g.indices, g.weights
+    indptr, indices, prob, scale = (arrays["indptr"], arrays["indices"], arrays["prob"],
+                                    arrays["scale"])
+    degree = op.degree
     r[seeds] = seed_weights
     seen[seeds] = True
     touched = [seeds]
     cand = seeds
     while cand.size:
-        active = cand[r[cand] > eps * np.maximum(op.degree[cand], 1)]
+        active = cand[r[cand] > eps * scale[cand]]
         if active.size == 0:
             break
         mass = r[active]
         r[active] = 0.0
         p[active] += (1.0 - damping) * mass
-        starts = indptr[active]
-        counts = op.degree[active]
-        edges = ranges(starts, counts)
-        nbrs = indices[edges].astype(np.int64)
-        share = damping * mass * op.inv_out_weight[active]
-        vals = np.repeat(share, counts) * weights[edges]
-        np.add.at(r, nbrs, vals)
+        counts = degree[active]
+        edges = ranges(indptr[active], counts)
+        nbrs = indices[edges]
+        vals = np.repeat(damping * mass, counts) * prob[edges]
         dangling_mass = damping * float(mass[counts == 0].sum())
         if dangling_mass > 0.0:
-            r[seeds] += dangling_mass * seed_weights
             nbrs = np.concatenate([nbrs, seeds])
-        # Deduplicate the receivers in O(len) with a stamp array (last writer wins).
+            vals = np.concatenate([vals, dangling_mass * seed_weights])
+        # The distinct receivers in O(len) with a stamp array (last writer wins), then each
+        # one's sum by position: one bincount, not an unbuffered add per entry.
         pos = np.arange(nbrs.size, dtype=np.int64)
         stamp[nbrs] = pos
         cand = nbrs[stamp[nbrs] == pos]
+        stamp[cand] = np.arange(cand.size, dtype=np.int64)
+        r[cand] += np.bincount(stamp[nbrs], weights=vals, minlength=cand.size)
         stamp[cand] = -1
         new = cand[~seen[cand]]
         seen[new] = True
         touched.append(new)
-    nodes = np.sort(np.concatenate(touched))
+    nodes = np.sort(np.concatenate(touched).astype(np.int64))
     p_out, r_out = p[nodes].copy(), r[nodes].copy()
     p[nodes] = 0.0
     r[nodes] = 0.0
     seen[nodes] = False
+    op.scratch.arrays = scratch  # zeroed again: the next call of this thread reuses it
     return nodes, p_out, r_out
 
 
@@ -415,7 +447,7 @@ def ppr_push(
     _check_damping(damping)
     _check_eps(eps)
     seeds, w = _seed_arrays(g.n_nodes, seeds, seed_weights)
-    nodes, p, r = _push_one(g, _operator(g), seeds, w, damping, eps, {})
+    nodes, p, r = _push_one(g, _operator(g), seeds, w, damping, eps)
     return nodes, (p + r).astype(np.float32)
 
 
@@ -435,14 +467,13 @@ def _push_batch(g: CSRGraph, r: sp.csr_array, damping: float, eps: float) -> sp.
     """Push for each row of a validated, row-normalized reset matrix."""
     n = g.n_nodes
     op = _operator(g)
-    scratch: dict = {}
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
     counts = np.zeros(r.shape[0], dtype=np.int64)
     for i in range(r.shape[0]):
         lo, hi = r.indptr[i], r.indptr[i + 1]
         seeds = r.indices[lo:hi].astype(np.int64)
-        nodes, p, res = _push_one(g, op, seeds, r.data[lo:hi], damping, eps, scratch)
+        nodes, p, res = _push_one(g, op, seeds, r.data[lo:hi], damping, eps)
         cols.append(nodes)
         vals.append((p + res).astype(np.float32))
         counts[i] = nodes.size
@@ -526,8 +557,13 @@ def choose_method(g: CSRGraph, reset: ResetLike) -> Literal["power", "push"]:
     push takes ~20 ms per query, single or batched, against ~60-140 ms for power iteration
     (~50-110 ms per query in a batch of 64), with a top-20 agreement of ~0.98 with the exact
     scores; at 260k stored edges power iteration is as fast (18 ms per query in a batch) and
-    exact. With ~1000 seeds per query each seed's mass falls under the push threshold and push
-    returns little more than the reset vector (top-20 agreement ~0.85), so power is used.
+    exact. On the 148k-passage index (528,851 nodes, 4.78M stored edges, damping 0.8, the
+    graph queries' 40-121 seeds; bench/results/walk_push_2026-12-01_cpu_148k.md) power
+    iteration at tol 1e-4 costs ~910 CPU ms per question, the push at the ranking profile's
+    ``push_eps`` (3e-6) ~29, with 99.8% of the same top-20 passages. Below the size rule
+    the walk stays power iteration (the shared evaluation sets' ranks are its ranks).
+    With ~1000 seeds per query each seed's mass can fall under the push threshold and push
+    returns little more than the reset vector, so such rows take power iteration.
     """
     rows = push_rows(g, reset)
     return "push" if rows.size and rows.all() else "power"

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph.csr import CSRGraph
-from gpurag.graph.ppr_local import DenseScores, LocalScores
+from gpurag.graph.ppr_local import DenseScores, LocalScores, rank_within
 
 
 @dataclass
@@ -75,12 +75,59 @@ def local_roots(ids: np.ndarray, gather: np.ndarray | None, lo: int) -> np.ndarr
     return np.where(rel >= 0, rel + lo, -1)
 
 
+def sparse_topk(rows: sp.csr_array, k: int, lo: int = 0, hi: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`numpy_topk` of ``rows[:, lo:hi]`` (CSR, nonnegative) without the dense rows:
+    the same values and ids (ties by id), from the stored entries alone; a row with fewer than
+    ``k`` positive entries in the range is completed as the dense row would be (its zeros by
+    id), through the dense form of those rows only."""
+    q, n = rows.shape
+    hi = n if hi is None else hi
+    kk = min(k, max(hi - lo, 0))
+    values = np.full((q, k), -np.inf, dtype=np.float32)
+    ids = np.full((q, k), -1, dtype=np.int64)
+    if kk <= 0 or q == 0:
+        return values, ids
+    row = np.repeat(np.arange(q, dtype=np.int64), np.diff(rows.indptr))
+    col = np.asarray(rows.indices, dtype=np.int64)
+    val = np.asarray(rows.data, dtype=np.float32)
+    keep = (col >= lo) & (col < hi) & (val > 0)
+    row, col, val = row[keep], col[keep] - lo, val[keep]
+    order = np.lexsort((col, -val, row))
+    row, col, val = row[order], col[order], val[order]
+    rank = rank_within(row)
+    sel = rank < kk
+    values[row[sel], rank[sel]] = val[sel]
+    ids[row[sel], rank[sel]] = col[sel]
+    short = np.flatnonzero(np.bincount(row[sel], minlength=q) < kk)
+    if short.size:  # the dense row's zeros complete it
+        v, i = numpy_topk(rows[short].toarray()[:, lo:hi], k)
+        values[short], ids[short] = v, i
+    return values, ids
+
+
+def sparse_gather(rows: sp.csr_array, gather: np.ndarray, lo: int) -> np.ndarray:
+    """:func:`gather_at` of ``rows[:, lo:]`` (CSR with sorted column ids per row) at the
+    ``(q, g)`` ids ``gather`` (relative to ``lo``; -1 and unstored entries: 0), float32."""
+    q, n = rows.shape
+    gather = np.asarray(gather, dtype=np.int64)
+    keys = (np.repeat(np.arange(q, dtype=np.int64), np.diff(rows.indptr)) * n
+            + np.asarray(rows.indices, dtype=np.int64))
+    want = np.arange(q, dtype=np.int64)[:, None] * n + lo + gather.clip(0)
+    pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+    hit = (keys[pos] == want) & (gather >= 0) if keys.size else np.zeros(gather.shape, bool)
+    data = np.asarray(rows.data, dtype=np.float32)
+    return np.where(hit, data[pos] if keys.size else 0, 0).astype(np.float32)
+
+
 def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
                   gather: np.ndarray | None = None, damping: float, tol: float,
-                  max_iter: int = 100, method: str = "auto", full: bool = False,
-                  local_fanout: Sequence[int] | None = None) -> PPRTop:
-    """The host PPR component: :func:`gpurag.graph.ppr.ppr`, then the top-``k`` over
-    ``[lo, hi)`` (the scores are computed in host memory, where they already live).
+                  max_iter: int = 100, method: str = "auto", eps: float = 1e-6,
+                  full: bool = False, local_fanout: Sequence[int] | None = None) -> PPRTop:
+    """The host PPR component: :func:`gpurag.graph.ppr.ppr` (``method``, ``eps`` as there),
+    then the top-``k`` over ``[lo, hi)`` (the scores are computed in host memory, where they
+    already live). Pushed rows stay sparse: their top-``k`` and gathered scores are read from
+    the touched nodes (:func:`sparse_topk`, :func:`sparse_gather`: the dense rows' values).
 
     A batch whose ``(q, n)`` iterate would outgrow :data:`HOST_CHUNK_BYTES` runs in chunks of
     questions (each question's arithmetic is its own, so the scores are the same): at 1,024
@@ -91,13 +138,16 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
     if q_all > rows and not full and local_fanout is None:
         parts = [host_ppr_topk(g, r[c0:c0 + rows], k=k, lo=lo, hi=hi,
                                gather=None if gather is None else gather[c0:c0 + rows],
-                               damping=damping, tol=tol, max_iter=max_iter, method=method)
+                               damping=damping, tol=tol, max_iter=max_iter, method=method,
+                               eps=eps)
                  for c0 in range(0, q_all, rows)]
         return PPRTop(np.concatenate([p.values for p in parts]),
                       np.concatenate([p.ids for p in parts]),
                       np.concatenate([p.gathered for p in parts]), None, None)
+    if not full and local_fanout is None:
+        return _split_topk(g, r, k, lo, hi, gather, damping, tol, max_iter, method, eps)
     scores = host_ppr.ppr(g, r, method=method, damping=damping, tol=tol,
-                          max_iter=max_iter, output="dense")
+                          max_iter=max_iter, eps=eps, output="dense")
     part = scores[:, lo:hi]
     values, ids = numpy_topk(part, k)
     q = scores.shape[0]
@@ -107,6 +157,41 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
     # the local scores would only redo its own neighbour selection over more roots).
     local = DenseScores(scores) if local_fanout is not None else None
     return PPRTop(values, ids, gathered, scores if full else None, local)
+
+
+def _split_topk(g: CSRGraph, r: sp.csr_array, k: int, lo: int, hi: int | None,
+                gather: np.ndarray | None, damping: float, tol: float, max_iter: int,
+                method: str, eps: float) -> PPRTop:
+    """:func:`host_ppr_topk` without the full rows: each row by the method ``ppr`` gives it,
+    pushed rows' top-``k`` from their sparse scores, power rows' from their dense ones."""
+    if method not in ("auto", "power", "push"):
+        raise ValueError(f"unknown PPR method {method!r}")
+    host_ppr._check_damping(damping)
+    host_ppr._check_eps(eps)
+    rn = host_ppr.normalized_reset(r, g.n_nodes)
+    q = rn.shape[0]
+    push = (host_ppr.push_rows(g, rn) if method == "auto"
+            else np.full(q, method == "push", dtype=bool))
+    n_gather = 0 if gather is None else np.asarray(gather).shape[1]
+    values = np.full((q, k), -np.inf, dtype=np.float32)
+    ids = np.full((q, k), -1, dtype=np.int64)
+    gathered = np.zeros((q, n_gather), np.float32)
+    for rows, pushed in ((np.flatnonzero(push), True), (np.flatnonzero(~push), False)):
+        if rows.size == 0:
+            continue
+        sub = rn[rows]
+        want = None if gather is None else np.asarray(gather, np.int64)[rows]
+        if pushed:
+            x = host_ppr._push_batch(g, sub, damping, eps)
+            values[rows], ids[rows] = sparse_topk(x, k, lo, hi)
+            if want is not None:
+                gathered[rows] = sparse_gather(x, want, lo)
+        else:
+            part = host_ppr._power(g, sub, damping, tol, max_iter, np.dtype(np.float32))[:, lo:hi]
+            values[rows], ids[rows] = numpy_topk(part, k)
+            if want is not None:
+                gathered[rows] = gather_at(part, want)
+    return PPRTop(values, ids, gathered, None, None)
 
 
 # Host memory one chunk of a batch's (rows, n) PPR iterate may take (at least the rows below):

@@ -76,7 +76,8 @@ class Trace:
 def content_key(session: str, turn: int | None, time: float, text: str) -> str:
     """The idempotency key of a trace without a caller-given one: a digest of its session,
     turn (when given), time and text."""
-    # _PLAIN.encode([session, turn, time or None, text]), written out (tests/memory/test_log)
+    # _PLAIN.encode([session, turn, time or None, text]), written out
+    # (tests/memory/test_write_batch.py)
     body = (f"[{_STR(session)}, {'null' if turn is None else _int(turn)}, "
             f"{'null' if time != time else _float(time)}, {_STR(text)}]")
     return "d:" + hashlib.blake2b(body.encode("utf-8"), digest_size=12).hexdigest()
@@ -124,8 +125,8 @@ def record(trace: Trace) -> bytes:
 
 def line(trace: Trace) -> str:
     """:func:`record` as text: the canonical body (what ``_crc`` hashes: the fields in key
-    order as ``_SORTED`` writes them, spelled out, see tests/memory/test_log.py) with the CRC
-    spliced in."""
+    order as ``_SORTED`` writes them, spelled out, see tests/memory/test_write_batch.py) with
+    the CRC spliced in."""
     t = trace.time
     body = "".join((
         '{"id": ', _int(trace.id),

@@ -14,25 +14,31 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from itertools import compress
 
 import numpy as np
 import pandas as pd
 
+from gpurag.extract.fast import (
+    _SEP,  # joins a batch's texts: no name, word or token crosses it
+    ENTITY_PATTERN,
+    SINGLE_WORD_DROP,
+)
 from gpurag.extract.fast import _U as _CAPITAL  # the pattern's own class of capitals
-from gpurag.extract.fast import ENTITY_PATTERN, SINGLE_WORD_DROP
 from gpurag.resolve.normalize import normalize_name
 
 MAX_TOKENS = 6
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _TOKEN = re.compile(r"[^\W_]+")
+_TOKEN_OR_SEP = re.compile(rf"[^\W_]+|{_SEP}")
 _LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
-_SEP = "\x00"  # joins a batch's texts: no name, word or token crosses it
 # every position a match of ENTITY_PATTERN can start at (a superset): each of its
-# alternatives opens with an upper/title-case letter (names, month names, quoted titles) or a
-# digit (dates, years), or follows a curly opening quote; the pattern is tried only there
-_CANDIDATE = re.compile(rf"{_CAPITAL}|\d|(?<=“)(?s:.)")
+# alternatives opens with an upper/title-case letter (names, month names, quoted titles), or
+# with a digit at a word boundary (dates, years: those alternatives open with \b), or follows
+# a curly opening quote; the pattern is tried only there (not at the digits inside "Ann12")
+_CANDIDATE = re.compile(rf"{_CAPITAL}|\d(?<=\b\d)|(?<=“)(?s:.)")
 CACHE_MAX = 1_000_000  # entries of a tokenization cache before it is emptied
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
 INTERJECTIONS = frozenset((
@@ -140,40 +146,61 @@ class Vocabulary:
         return self.tag_many([text])[0]
 
     def tag_many(self, texts: Sequence[str]) -> list[list[int]]:
-        """:meth:`tag` of each of ``texts``, the batch's new tokens normalized in one call."""
-        raws = [_TOKEN.findall(split_camel(t)) for t in texts]
+        """:meth:`tag` of each of ``texts``: the batch tokenized in one pass (its texts joined
+        by the separator, which no token holds; text by text where a text holds it), its new
+        tokens normalized in one call, and entries looked up from each token that may start
+        one, never past its text's last token."""
+        n_texts = len(texts)
+        if not n_texts:
+            return []
+        joined = _SEP.join(texts)
+        if joined.count(_SEP) == n_texts - 1:
+            flat = _TOKEN_OR_SEP.findall(split_camel(joined))
+        else:  # a text holds the separator itself
+            flat = []
+            for t in texts:
+                flat.extend(_TOKEN.findall(split_camel(t)))
+                flat.append(_SEP)
+            flat.pop()
         cache, starts = self._tok_cache, self._tok_start
-        missing = list(dict.fromkeys(t for raw in raws for t in raw if t not in cache))
+        missing = [t for t in dict.fromkeys(flat) if t not in cache and t != _SEP]
         if missing:
             if len(cache) + len(missing) > CACHE_MAX:
                 cache.clear()
                 starts.clear()
-                missing = list(dict.fromkeys(t for raw in raws for t in raw))
+                missing = [t for t in dict.fromkeys(flat) if t != _SEP]
             cache.update(zip(missing, (k.replace(" ", "") for k in normalize_name(missing)),
                              strict=True))
             starts.update(t for t in missing if t[0].isupper() or t[0].isdigit())
-        index = self.index
+        toks = list(map(cache.get, flat, flat))  # (the separator stays itself)
         prefixes = self._key_prefixes()
-        out = []
-        for raw in raws:
-            at = [i for i, t in enumerate(raw) if t in starts]
-            if not at:
-                out.append([])
-                continue
-            toks = list(map(cache.__getitem__, raw))
-            n = len(toks)
-            found: list[int] = []
-            for i in at:
-                key = ""
-                for j in range(i, min(n, i + MAX_TOKENS)):
-                    key += toks[j]
-                    if key not in prefixes:  # no entry starts so: no longer run is one either
-                        break
-                    hit = index.get(key)
-                    if hit is not None:
-                        found.append(hit)
-            out.append(list(dict.fromkeys(found)) if len(found) > 1 else found)
-        return out
+        # tokens that may start an entry and whose own key starts one (else no run does)
+        at = [i for i in compress(range(len(flat)), map(starts.__contains__, flat))
+              if toks[i] in prefixes]
+        ends = [i for i, t in enumerate(flat) if t == _SEP]  # where each text's tokens end
+        ends.append(len(flat))
+        get = self.index.get
+        out: list[list[int]] = [[] for _ in range(n_texts)]
+        k, stop = 0, ends[0]
+        for i in at:
+            while i > stop:
+                k += 1
+                stop = ends[k]
+            key = toks[i]
+            hit = get(key)
+            if hit is not None:
+                out[k].append(hit)
+            j = i + 1
+            last = i + MAX_TOKENS if i + MAX_TOKENS < stop else stop
+            while j < last:
+                key += toks[j]
+                if key not in prefixes:  # no entry starts so: no longer run is one either
+                    break
+                hit = get(key)
+                if hit is not None:
+                    out[k].append(hit)
+                j += 1
+        return [list(dict.fromkeys(f)) if len(f) > 1 else f for f in out]
 
     def _key_prefixes(self) -> set[str]:
         """Every prefix of every key (the keys too), extended as keys are appended."""

@@ -166,6 +166,14 @@ def batch_stats_frame(batches: list[dict[str, Any]]) -> pd.DataFrame:
                          "value": pd.Series([r[2] for r in rows], dtype="int64")})
 
 
+def batch_stats_sums(stats: pd.DataFrame | None) -> dict[str, int]:
+    """Per key, the sum of a :func:`batch_stats_frame`'s values in first-seen key order (what
+    a full build sums over its batches: the manifest's ``extract_*`` counts)."""
+    if stats is None or not len(stats):
+        return {}
+    return {str(k): int(v) for k, v in stats.groupby("key", sort=False)["value"].sum().items()}
+
+
 def _to_arrow(frame: pd.DataFrame):
     import pyarrow as pa
 

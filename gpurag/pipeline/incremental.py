@@ -49,6 +49,7 @@ from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.graph_stage import (
     EXTRACT_BATCH,
     batch_stats_frame,
+    batch_stats_sums,
     make_stage_extractor,
     run_graph_stage,
 )
@@ -237,8 +238,7 @@ def join_extractions(kept: Extraction, kept_stats: pd.DataFrame, new: Extraction
     ex.descriptions = pd.concat(descs, ignore_index=True) if descs else None
     stats = pd.concat([kept_stats, new_stats], ignore_index=True)
     ex.batch_stats = stats
-    ex.stats = Counter({str(k): int(v) for k, v in
-                        stats.groupby("key", sort=False)["value"].sum().items()})
+    ex.stats = Counter(batch_stats_sums(stats))
     return ex
 
 

@@ -51,6 +51,7 @@ from gpurag.store.reader import IndexDir
 from gpurag.vectors import build_index, save_index
 from gpurag.vectors.codec import codec_for, decode_all
 from gpurag.vectors.faiss_index import index_kind
+from gpurag.vectors.parted import PartedIndex
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
     from gpurag.runtime import Runtime
@@ -62,15 +63,18 @@ COMMUNITIES_DELETE = ("kept from the previous version: entities a delete left wi
 # -- vectors --------------------------------------------------------------------------------
 def shrunk_index(index, drop_rows: np.ndarray, rel: str, cfg: IndexConfig, hnsw: bool,
                  rebuilt: list[str]):
-    """``index`` (read writable) without the vectors ``drop_rows``, later ids shifted down:
-    ``remove_ids`` on a flat index, the kept vectors added again to an emptied IVF index (its
-    trained lists kept), a rebuild when the new size needs another index kind (``rebuilt``
-    names ``rel`` then)."""
+    """``index`` (read writable; a :class:`~gpurag.vectors.parted.PartedIndex` of a writable
+    base and its parts) without the vectors ``drop_rows``, later ids shifted down:
+    ``remove_ids`` on a flat index (its parts added first), the kept vectors added again to an
+    emptied IVF index (its trained lists kept), a rebuild when the new size needs another
+    index kind (``rebuilt`` names ``rel`` then)."""
     from gpurag.vectors.faiss_index import _faiss
 
     faiss = _faiss()
+    parted = isinstance(index, PartedIndex)
+    base = index.base if parted else index
     drop_rows = np.asarray(drop_rows, np.int64)
-    if not len(drop_rows):
+    if not len(drop_rows) and not parted:
         return index
     n_old = int(index.ntotal)
     hnsw_threshold = cfg.hnsw_threshold if hnsw else None
@@ -78,14 +82,16 @@ def shrunk_index(index, drop_rows: np.ndarray, rel: str, cfg: IndexConfig, hnsw:
     keep[drop_rows] = False
     same_kind = index_kind(n_old, cfg.ivf_threshold, hnsw_threshold) == index_kind(
         int(keep.sum()), cfg.ivf_threshold, hnsw_threshold)
-    if same_kind and not isinstance(index, faiss.IndexIVF | faiss.IndexHNSW):
-        index.remove_ids(drop_rows)
-        return index
+    if same_kind and not isinstance(base, faiss.IndexIVF | faiss.IndexHNSW):
+        for part in index.parts if parted else []:
+            base.add(decode_all(part))
+        base.remove_ids(drop_rows)
+        return base
     kept = decode_all(index)[keep]
-    if same_kind and isinstance(index, faiss.IndexIVF):
-        index.reset()
-        index.add(kept)
-        return index
+    if same_kind and isinstance(base, faiss.IndexIVF):
+        base.reset()
+        base.add(kept)
+        return base
     rebuilt.append(rel)
     return build_index(kept, cfg.ivf_threshold, cfg.seed, hnsw_threshold,
                        codec=codec_for(cfg.vector_precision, kept.shape[1]),
@@ -236,7 +242,7 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     try:
         t0 = time.perf_counter()
         writer.write_table(layout.CHUNKS, chunks)
-        save_index(shrunk_index(local._writable_index(d, layout.PASSAGES_FAISS),
+        save_index(shrunk_index(local._writable_index(d, layout.PASSAGES_FAISS, True),
                                 np.flatnonzero(drop), layout.PASSAGES_FAISS, cfg, False,
                                 rebuilt), writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
@@ -258,8 +264,11 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
                            (layout.FACTS, facts),
                            (layout.EXTRACT_MENTIONS, raw_m), (layout.EXTRACT_RELATIONS, raw_r)):
             writer.write_table(rel, frame)
-        communities = d.table(layout.COMMUNITIES)  # read for the counts only
-        stats = d.table(layout.EXTRACT_STATS) if d.has(layout.EXTRACT_STATS) else None
+        # the counts need only the community levels and the stored extraction totals (the
+        # stats table is kept as it is: its sums are the stored version's ``extract_*``)
+        communities = d.table(layout.COMMUNITIES, columns=["level"])
+        stats = (local.carried_stats(manifest.counts, None) if d.has(layout.EXTRACT_STATS)
+                 else None)
         # unchanged by a delete: carried over as stored (linked), not re-encoded
         for rel in (layout.COMMUNITIES, layout.EXTRACT_STATS):
             for name in (rel, *parts_of(manifest.files, rel)):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gpurag.errors import InputError
 from gpurag.pipeline import incremental as inc
-from gpurag.pipeline import incremental_delete, incremental_local
+from gpurag.pipeline import incremental_local
 from gpurag.pipeline.incremental import UpdateResult
 from gpurag.store import WriteLock, open_index_dir
 from gpurag.store.diskio import naming
@@ -79,6 +79,8 @@ def delete_documents(index: str | Path, doc_ids: Sequence[str], *, runtime: Runt
         try:
             why = "asked for" if exact else _why_not_local(d)
             if why is None:
+                from gpurag.pipeline import incremental_delete
+
                 return incremental_delete.delete_local(out, lock, d, wanted, runtime, show)
             log.info("exact delete: %s", why)
             stored = inc.load_stored(d)

@@ -39,8 +39,29 @@ def _taker(column: pd.Series) -> Taker:
     if isinstance(column.dtype, pd.StringDtype) and hasattr(array, "__arrow_array__"):
         arrow = array.__arrow_array__()
         if arrow.null_count == 0:
-            return lambda rows: arrow.take(rows).to_pylist()
+            return _arrow_taker(arrow)
     if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iuf":
         values = column.to_numpy()
         return lambda rows: values[rows].tolist()
     return lambda rows: list(column.iloc[rows])
+
+
+def _arrow_taker(arrow) -> Taker:
+    """Arrow's take, chunk by chunk: ``ChunkedArray.take`` over several chunks concatenates the
+    whole column first (32 ms a call for the text of 148k passages in two chunks); each
+    chunk's own take reads only the rows asked for."""
+    chunks = list(getattr(arrow, "chunks", [arrow]))
+    if len(chunks) <= 1:
+        one = chunks[0] if chunks else arrow
+        return lambda rows: one.take(rows).to_pylist()
+    starts = np.cumsum([0] + [len(c) for c in chunks])
+
+    def take(rows: np.ndarray) -> list:
+        which = np.searchsorted(starts, rows, side="right") - 1
+        out = np.empty(len(rows), dtype=object)
+        for c in np.unique(which).tolist():  # the few chunks the rows fall in
+            sel = np.flatnonzero(which == c)
+            out[sel] = chunks[c].take(rows[sel] - starts[c]).to_pylist()
+        return out.tolist()
+
+    return take

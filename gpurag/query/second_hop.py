@@ -500,8 +500,11 @@ class BridgePages:
                 tokens = lexical.tokens(questions)
             names, at = np.unique(entity, return_inverse=True)
             name_tokens = lexical.tokens(r.entity_names[names].tolist())
-            scores, rows = lexical.search_tokens(tokens.concat(owner, name_tokens, at),
-                                                 EXPANSION_HITS)
+            # == search_tokens(tokens.concat(owner, name_tokens, at)), each question read once
+            from gpurag.query.expansion_bm25 import expansion_topk
+
+            scores, rows = expansion_topk(lexical, tokens, owner, name_tokens, at,
+                                          EXPANSION_HITS)
         else:
             texts = [f"{questions[i]} {r.entity_names[e]}" for i, e in
                      zip(owner.tolist(), entity.tolist(), strict=True)]

@@ -59,13 +59,51 @@ def decision_questions(index, profile: AutoProfile = PROFILE):
     return generate(index, profile.questions, seed=profile.seed)
 
 
+def depth(profile: AutoProfile = PROFILE) -> int:
+    """How deep the decision ranks: R@5 and all-gold@k read ``max(k, 5)`` documents."""
+    return max(profile.k, 5)
+
+
+def ranked(index, syn, profile: AutoProfile = PROFILE, rerank: str = "none",
+           candidates: int | None = None) -> list[list[str]]:
+    """Graph mode's ranked document ids of ``syn``'s questions, as :func:`decide` ranks them:
+    to :func:`depth`, reranked by ``rerank`` from ``candidates`` candidates (None: the
+    index's ``rerank_candidates``)."""
+    options = {} if candidates is None else {"rerank_candidates": candidates}
+    texts = [q.question for q in syn.questions]
+    return [r.doc_ids for r in index.query_batch(texts, k=depth(profile), mode="graph",
+                                                 evidence=False, rerank=rerank, **options)]
+
+
+def no_questions(syn) -> dict[str, Any] | None:
+    """The decision where ``syn`` holds no question (``"none"``, saying why), else None."""
+    if not syn.empty_reason:
+        return None
+    return {"rerank": "none", "reason": f"no synthetic questions: {syn.empty_reason}"}
+
+
+def verdict(index, syn, base: list[list[str]], profile: AutoProfile = PROFILE,
+            reranker: str = "gat", candidates: int | None = None) -> dict[str, Any]:
+    """The decision on ``syn``'s questions (not empty) from graph mode's ranking of them
+    (``base``: :func:`ranked` without a reranker) and ``reranker``'s, ranked now from
+    ``candidates`` candidates (None: the index's ``rerank_candidates``); both recorded."""
+    from gpurag.profile import get_profile
+
+    n = int(candidates if candidates is not None else index.query_config.rerank_candidates)
+    got = ranked(index, syn, profile, reranker, n)
+    # the ranking profile and candidate count the two rankings ran on (the decision holds
+    # for them)
+    return {**judge(base, got, syn, profile, reranker), "candidates": n,
+            "query_profile": get_profile(index.query_config.profile).label}
+
+
 def judge(base: list[list[str]], reranked: list[list[str]], syn, profile: AutoProfile = PROFILE,
           reranker: str = "gat") -> dict[str, Any]:
     """The decision from graph mode's (``base``) and the reranker's ranked document ids of
     ``syn``'s questions: ``reranker`` when its mean gain in R@5 + all-gold@k is at least the
     margin and it wins more questions than it loses, else ``"none"``."""
     gold = [q.gold_ids for q in syn.questions]
-    k = max(profile.k, 5)
+    k = depth(profile)
     a, b = _per_question(base, gold, k), _per_question(reranked, gold, k)
     gain = float((b - a).mean())
     wins, losses = int((b > a).sum()), int((b < a).sum())
@@ -79,12 +117,14 @@ def judge(base: list[list[str]], reranked: list[list[str]], syn, profile: AutoPr
             "kinds": {kind: s.get("kept", 0) for kind, s in syn.stats.items()}}
 
 
-def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict[str, Any]:
-    """Whether ``reranker`` pays on ``index``: ``{"rerank": "gat" | "none", "reason", ...}``
-    with the synthetic questions' scores. An index without a graph, without synthetic
-    questions, or without the reranker's packages gets ``"none"`` and says why."""
+def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat",
+           candidates: int | None = None) -> dict[str, Any]:
+    """Whether ``reranker`` pays on ``index``, reranking ``candidates`` candidates (None: the
+    index's ``rerank_candidates``, what its ``rerank="auto"`` queries use):
+    ``{"rerank": "gat" | "none", "reason", ...}`` with the synthetic questions' scores. An
+    index without a graph, without synthetic questions, or without the reranker's packages
+    gets ``"none"`` and says why."""
     from gpurag.errors import ConfigError
-    from gpurag.profile import get_profile
 
     if index.retriever is None:
         return {"rerank": "none", "reason": "the index has no knowledge graph"}
@@ -95,17 +135,10 @@ def decide(index, profile: AutoProfile = PROFILE, reranker: str = "gat") -> dict
     except ConfigError as exc:
         return {"rerank": "none", "reason": str(exc)}
     syn = decision_questions(index, profile)
-    if syn.empty_reason:
-        return {"rerank": "none", "reason": f"no synthetic questions: {syn.empty_reason}"}
-    texts = [q.question for q in syn.questions]
-    k = max(profile.k, 5)
-    base = [r.doc_ids for r in index.query_batch(texts, k=k, mode="graph", evidence=False,
-                                                 rerank="none")]
-    gat = [r.doc_ids for r in index.query_batch(texts, k=k, mode="graph", evidence=False,
-                                                rerank=reranker)]
-    # the ranking profile the two rankings ran on (the decision holds for it)
-    return {**judge(base, gat, syn, profile, reranker),
-            "query_profile": get_profile(index.query_config.profile).label}
+    empty = no_questions(syn)
+    if empty is not None:
+        return empty
+    return verdict(index, syn, ranked(index, syn, profile), profile, reranker, candidates)
 
 
 def record(path: str | os.PathLike, decision: dict[str, Any]) -> Manifest:

@@ -9,7 +9,8 @@ mode without a reranker runs on the same questions for comparison. With ``--synt
 N synthetic questions generated from each set's index (:mod:`gpurag.training.synthetic`) join
 every fold's training part, never its validation or test part. With ``--auto``, each fold's
 model also makes ``rerank="auto"``'s decision on each index (:mod:`gpurag.rerank.auto`: its
-synthetic questions, which are then left out of the synthetic training questions), and the
+synthetic questions, which are then left out of the synthetic training questions; reranking
+``--candidates`` candidates, as ``auto.decide(index, candidates=N)`` does), and the
 fold's questions of that index are ranked as the decision says ("graph+auto").
 
     python -m gpurag.training.crossval OUT.json DATA:INDEX [DATA:INDEX ...] [--balance-sets]
@@ -83,34 +84,31 @@ def _add_synthetic(index, n: int, cfg: TrainConfig, draw: int | None,
 
 
 class _AutoJudge:
-    """``rerank="auto"``'s decision on one index for any model: its synthetic questions and
-    graph mode's ranking of them, made once."""
+    """``rerank="auto"``'s decision on one index for any model, as
+    :func:`gpurag.rerank.auto.decide` makes it (the same :func:`~gpurag.rerank.auto.ranked`
+    rankings and :func:`~gpurag.rerank.auto.verdict`): its synthetic questions and graph
+    mode's ranking of them, made once."""
 
-    def __init__(self, index) -> None:
-        from gpurag.rerank.auto import PROFILE, decision_questions
+    def __init__(self, index, profile=None) -> None:
+        from gpurag.rerank import auto
 
-        self.index, self.k = index, max(PROFILE.k, 5)
-        self.syn = decision_questions(index)
-        self.texts = [q.question for q in self.syn.questions]
-        self.base = self._docs(rerank="none") if self.texts else []
+        self.index, self.profile = index, profile or auto.PROFILE
+        self.syn = auto.decision_questions(index, self.profile)
+        self.base = auto.ranked(index, self.syn, self.profile) if self.syn.questions else []
 
     @property
     def gold(self) -> set[frozenset[str]]:
         return {frozenset(q.gold_ids) for q in self.syn.questions}
 
-    def _docs(self, **options) -> list[list[str]]:
-        return [r.doc_ids for r in self.index.query_batch(self.texts, k=self.k, mode="graph",
-                                                          evidence=False, **options)]
+    def decide(self, candidates: int | None = None) -> dict[str, Any]:
+        """The decision with the ``gat`` reranker installed now, reranking ``candidates``
+        candidates (None: the index's): ``auto.decide(index, candidates=candidates)``."""
+        from gpurag.rerank import auto
 
-    def decide(self, candidates: int) -> dict[str, Any]:
-        """The decision with the ``gat`` reranker installed now."""
-        from gpurag.rerank.auto import judge
-
-        if not self.texts:
-            return {"rerank": "none", "reason": f"no synthetic questions: "
-                                                f"{self.syn.empty_reason}"}
-        got = self._docs(rerank="gat", rerank_candidates=candidates)
-        return judge(self.base, got, self.syn)
+        empty = auto.no_questions(self.syn)
+        if empty is not None:
+            return empty
+        return auto.verdict(self.index, self.syn, self.base, self.profile, "gat", candidates)
 
 
 def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
@@ -148,8 +146,12 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
                 index, synthetic, cfg, synthetic_draw, synthetic_kinds, trivial_top, extra,
                 synthetic_aspects, judges[len(sets) - 1].gold if auto else None)
             if progress:
-                print(f"{lab}: {synthetic_info[lab]['questions']} synthetic questions "
-                      f"({time.perf_counter() - t0:.0f}s)", flush=True)
+                made = synthetic_info[lab]
+                why = (f"skipped: {made['skipped']}" if "skipped" in made else
+                       f"{made['excluded']} left out: rerank=auto decides on them"
+                       if made["excluded"] else "")
+                print(f"{lab}: {made['questions']} synthetic questions "
+                      f"({f'{why}; ' if why else ''}{time.perf_counter() - t0:.0f}s)", flush=True)
     oof: dict[str, list] = {lab: [None] * len(qs) for lab, (_, _, qs, _) in zip(labels, sets,
                                                                                  strict=True)}
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)

@@ -2,8 +2,10 @@
 sends 1-19 queries down a slow scalar path), and one thread count for every FAISS call of the
 process: the runtime's ``threads`` setting (``GPURAG_THREADS``), else OpenMP's default.
 
-The count is fixed once, when the runtime is created (:func:`configure`) or else on the first
-FAISS call, and never changes after. OpenMP keeps it per thread (``nthreads-var`` is a per-task
+The count is fixed on the first FAISS call, and never changes after: the last count a runtime
+asked for before then (:func:`configure`, when the runtime is created), else ``GPURAG_THREADS``
+or OpenMP's default; a runtime that asks for another count later is told, in a warning, that
+it is not applied. OpenMP keeps it per thread (``nthreads-var`` is a per-task
 setting, and a new thread starts at the library's default, not at what another thread set), so
 each thread is put at the process's count the first time it calls FAISS, and never again: no
 search changes a thread's count (a small one puts it back as it was), so the service's worker
@@ -18,6 +20,7 @@ threads, which changes the last bits of the scores).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -34,13 +37,24 @@ SINGLE_THREAD_WORK = 2_000_000  # query rows x indexed vectors below which one t
 
 
 def configure(threads: int | None = None) -> None:
-    """Record the process's FAISS thread count (``threads``; 0 or None: ``GPURAG_THREADS``,
-    else OpenMP's default) without loading FAISS: the runtime calls this when it is created.
-    The first call wins; once FAISS ran, the count is fixed and later calls change nothing."""
+    """Record the process's FAISS thread count (``threads``; 0 or None: no count asked for,
+    ``GPURAG_THREADS`` else OpenMP's default) without loading FAISS: the runtime calls this
+    when it is created. Until FAISS runs, a later count replaces an earlier one; once it ran,
+    the count is fixed (every thread of the process runs at it), and a call asking for
+    another count logs a warning naming both and changes nothing."""
     global _REQUESTED
+    asked = int(threads or 0)
     with _LOCK:
-        if _REQUESTED is None and _FAISS is None:
-            _REQUESTED = int(threads or 0)
+        if _FAISS is None:
+            if asked or _REQUESTED is None:
+                _REQUESTED = asked
+            return
+        fixed = _THREADS
+    if asked and asked != fixed:
+        logging.getLogger(__name__).warning(
+            "FAISS threads: %d asked for, not applied: this process's count was fixed at %d "
+            "by its first FAISS call; set GPURAG_THREADS before the first index is built or "
+            "opened", asked, fixed)
 
 
 def configured_faiss():

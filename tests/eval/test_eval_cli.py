@@ -13,6 +13,8 @@ from gpurag.errors import ConfigError
 from gpurag.eval.datasets import load_dataset
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
+# Builds read the session's embedding cache (no test here counts the embedder's calls).
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
 
 
 def test_dataset_loader_skips_questions_without_gold(tmp_path):

@@ -15,6 +15,8 @@ from gpurag.eval.plot import DPI, EVAL_FIGSIZE, PlotError, plot_eval
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
 EXPECTED = (int(EVAL_FIGSIZE[0] * DPI), int(EVAL_FIGSIZE[1] * DPI))
+# Builds read the session's embedding cache (no test here counts the embedder's calls).
+pytestmark = pytest.mark.usefixtures("shared_embeddings")
 
 
 def png_size(path: Path) -> tuple[int, int]:

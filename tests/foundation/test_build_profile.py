@@ -108,7 +108,7 @@ def test_a_setting_that_moved_to_the_profile_says_where(tmp_path, name):
     assert str(info.value) == (
         f"{toml}: [index] {name}=0.85: {name} is a constant of the build profile "
         "(gpurag/profile.py BuildProfile), which cannot be changed field by field here: choose "
-        f"a profile by name (profile), or pass {name}= explicitly in Python")
+        f"a profile by name (profile), or pass {name}= explicitly in Python (to Index.build)")
 
 
 def test_misspelled_index_settings_are_errors(tmp_path):

@@ -117,3 +117,45 @@ def test_non_numeric_env_value_is_config_error(monkeypatch):
     monkeypatch.setenv("GPURAG_INDEX_CHUNK_TOKENS", "abc")
     with pytest.raises(ConfigError, match="chunk_tokens"):
         load_config()
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: IndexConfig(merge_threshold=0.5),  # a setting that moved to the build profile
+     "IndexConfig: merge_threshold=0.5: merge_threshold is a constant of the build profile "
+     "(gpurag/profile.py BuildProfile), which cannot be changed field by field here: choose a "
+     "profile by name (profile), or pass merge_threshold= explicitly in Python (to "
+     "Index.build)"),
+    (lambda: QueryConfig(damping=0.5),
+     "QueryConfig: damping=0.5: damping is a constant of the ranking profile"),
+    (lambda: IndexConfig(chunk_size=10),
+     "IndexConfig: unknown setting 'chunk_size' (known: embedder, chunk_tokens, "),
+    (lambda: QueryConfig(k=3, top_k=3), "QueryConfig: unknown setting 'top_k' (known: mode, k, "),
+])
+def test_an_unknown_keyword_of_a_config_is_a_config_error_naming_it(make, message):
+    """Not Python's bare TypeError ('unexpected keyword argument'): the config file's error,
+    one line, naming the setting and where it can go (or the settings there are)."""
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_an_unknown_profile_constant_is_a_config_error_naming_the_known_ones():
+    from gpurag.profile import BuildProfile, RankingProfile
+
+    with pytest.raises(ConfigError, match=r"^BuildProfile: mergethreshold=0\.7: 'mergethreshold'"
+                       r" is not a build profile constant \(known: acronym_merges, .*"
+                       r"merge_threshold, .*; and name, version, evaluated_by\)$"):
+        BuildProfile(name="loose", mergethreshold=0.7)
+    with pytest.raises(ConfigError, match="'merge_threshold' is not a ranking profile constant"):
+        RankingProfile(merge_threshold=0.7)
+    assert BuildProfile(name="loose", merge_threshold=0.7).merge_threshold == 0.7
+
+
+def test_an_unknown_flag_of_the_cli_is_an_error_line_naming_it(tmp_path, capsys):
+    from gpurag.cli import main
+
+    with pytest.raises(SystemExit) as info:  # argparse's: the usage, then the error line
+        main(["index", str(tmp_path), "-o", str(tmp_path / "out"), "--merge-threshold", "0.5"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "gpurag: error: unrecognized arguments: --merge-threshold 0.5")

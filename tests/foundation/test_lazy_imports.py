@@ -48,3 +48,19 @@ def test_an_unknown_llm_name_is_an_attribute_error():
         assert "Nope" in str(exc)
     else:
         raise AssertionError("gpurag.llm.Nope resolved")
+
+
+def test_the_insert_path_loads_neither_scipys_graph_algorithms_nor_the_delete_module():
+    """A local insert resolves names (connected components) but needs neither
+    ``scipy.sparse.csgraph`` (it loads ``scipy.sparse.linalg`` and ``scipy.linalg``: about a
+    third of a second of every insert process) nor the local delete."""
+    code = ("import sys, numpy as np; import gpurag.pipeline.updates; "
+            "import gpurag.pipeline.incremental_local; import gpurag.resolve.aliases; "
+            "from gpurag.resolve.groups import components; "
+            "print(components(4, np.array([0, 2]), np.array([1, 3])).tolist()); "
+            "print(sorted({'scipy.sparse.csgraph', 'scipy.sparse.linalg', "
+            "'gpurag.pipeline.incremental_delete'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[0] == "[0, 0, 1, 1]"
+    assert out[1] == "[]"

@@ -24,7 +24,9 @@ V1 = {"damping": 0.8, "seed_entities": 10, "seed_facts": 10, "seed_passages": 20
       "second_hop_weight": 0.35, "second_hop_from": 5, "second_hop_temperature": 0.05,
       "second_hop_rank_constant": 2.0, "second_hop_max_pages": 3, "second_hop_expansions": 3,
       "second_hop_expansion_weight": 0.5, "second_hop_expansion_keep": 5,
-      "second_hop_triples": 4, "chain_rounds": 0}
+      "second_hop_triples": 4, "chain_rounds": 0,
+      # the walk's push threshold: read only on graphs past the size rule (>= 500k edges)
+      "push_eps": 3e-6}
 # v2: v1 and shared-entity pages (docs/RECALL.md "Shared-entity pages"); weight 0 is v1's ranks
 V2 = {**V1, "shared_entity_weight": 0.25, "shared_entity_from": 3, "shared_entity_max_df": 50,
       "shared_entity_temperature": 0.1}

@@ -130,3 +130,47 @@ def test_llm_extractor_gets_the_runtime_settings_not_the_environment(monkeypatch
     assert llm.config.model == "cfg-model" and llm.config.url.startswith("http://cfg:1")
     assert llm.config.concurrency == 3 and llm.progress is False
     assert ex.base.name.startswith("fast") and ex.name == f"{llm.name}+{ex.base.name}"
+
+
+@pytest.fixture
+def walk_resolved(monkeypatch):
+    """The runtime's resolution as on a GPU machine: a device walk (on CPU tensors here)."""
+    pytest.importorskip("torch")
+    import gpurag.backends as backends
+    from gpurag.backends.query_device import DeviceWalk
+
+    walk, real = DeviceWalk("cpu"), backends.parts_for
+    monkeypatch.setattr(backends, "parts_for",
+                        lambda device, ckpt=None: {**real(device, ckpt), "query_walk": walk})
+    return walk
+
+
+def test_a_replaced_ppr_is_the_one_a_query_walks_with(walk_resolved, graph_index,
+                                                       sample_questions):
+    rt = Runtime(device="cpu")
+    assert rt.query_walk is walk_resolved
+    calls = []
+
+    def ppr(g, reset, **kw):
+        calls.append(reset.shape[0])
+        return rt.ppr(g, reset, **kw)
+
+    mine = dataclasses.replace(rt, ppr=ppr)
+    assert mine.query_walk is None and mine.ppr is ppr  # the resolved device walk is dropped
+    assert mine.searcher is rt.searcher and mine.rerankers is rt.rerankers  # the rest kept
+    qs = [q["question"] for q in sample_questions[:3]]
+    index = Index.open(graph_index.path, runtime=mine)
+    got = index.query_batch(qs, k=4, mode="graph")
+    assert calls == [3] and walk_resolved.batches == 0
+    want = Index.open(graph_index.path, runtime=rt).query_batch(qs, k=4, mode="graph")
+    assert walk_resolved.batches == 1  # the original still walks on the device
+    assert [[p.chunk_id for p in r.passages] for r in got] == [
+        [p.chunk_id for p in r.passages] for r in want]
+    # replacing another part keeps the walk; a walk turned off stays off; the ppr back walks
+    assert dataclasses.replace(rt, progress=False).query_walk is walk_resolved
+    assert dataclasses.replace(mine, ppr=None).query_walk is walk_resolved
+    off = Runtime(device="cpu", query_walk=False)
+    assert off.query_walk is None
+    assert dataclasses.replace(off, progress=False).query_walk is None
+    # a new checkpoint resolves the reranker loader again (it loads that checkpoint)
+    assert dataclasses.replace(rt, gat_checkpoint="/w").rerankers is not rt.rerankers

@@ -111,14 +111,13 @@ def old_push_batch(g: CSRGraph, r: sp.csr_array, damping: float, eps: float) -> 
     """Push for each row of a validated, row-normalized reset matrix."""
     n = g.n_nodes
     op = _operator(g)
-    scratch: dict = {}
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
     counts = np.zeros(r.shape[0], dtype=np.int64)
     for i in range(r.shape[0]):
         lo, hi = r.indptr[i], r.indptr[i + 1]
         seeds = r.indices[lo:hi].astype(np.int64)
-        nodes, p, res = _push_one(g, op, seeds, r.data[lo:hi], damping, eps, scratch)
+        nodes, p, res = _push_one(g, op, seeds, r.data[lo:hi], damping, eps)
         cols.append(nodes)
         vals.append((p + res).astype(np.float32))
         counts[i] = nodes.size

@@ -126,7 +126,7 @@ def test_push_within_documented_bound(symmetric, eps):
         est[nodes] = scores
         err = np.abs(est - exact_ppr(g, row, d)).sum()
         s, w = _seed_arrays(g.n_nodes, seeds, row[seeds])
-        touched, _, res = _push_one(g, _operator(g), s, w, d, eps, {})
+        touched, _, res = _push_one(g, _operator(g), s, w, d, eps)
         bound = 2 * d * res.sum()
         assert err <= bound + 1e-6
         assert res.sum() <= eps * np.maximum(g.degree()[touched], 1).sum() + 1e-12

@@ -234,9 +234,9 @@ def test_a_large_host_batch_runs_in_chunks_with_the_same_results(monkeypatch, me
     monkeypatch.setattr(backend, "HOST_CHUNK_BYTES", 1)
     monkeypatch.setattr(backend, "HOST_CHUNK_MIN_ROWS", 5)
     calls = []
-    inner = host_ppr.ppr
-    monkeypatch.setattr(host_ppr, "ppr", lambda g, r, **o: calls.append(r.shape[0])
-                        or inner(g, r, **o))
+    inner = backend._split_topk  # the walk of one chunk (no full rows asked)
+    monkeypatch.setattr(backend, "_split_topk", lambda g, r, *a: calls.append(r.shape[0])
+                        or inner(g, r, *a))
     chunked = backend.host_ppr_topk(g, reset, **kw)
     assert calls == [5, 5, 5, 5, 3]
     np.testing.assert_array_equal(chunked.values, whole.values)

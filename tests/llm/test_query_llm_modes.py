@@ -54,6 +54,7 @@ def test_global_mode_answers_from_community_reports(small_index, llm_config):
     assert isinstance(out[0].answer, str)
 
 
+@pytest.mark.usefixtures("shared_embeddings")  # the sample index's vectors, from the cache
 def test_eval_with_answers_reports_exact_match_and_f1(tmp_path, llm_config):
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import evaluate, open_or_build_index

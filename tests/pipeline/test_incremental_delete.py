@@ -63,3 +63,24 @@ def test_shrunk_graph_takes_out_passages_and_relation_weights():
     assert np.array_equal(out.indptr, want.indptr)
     assert np.array_equal(out.indices, want.indices)
     assert np.allclose(out.weights, want.weights)
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf"])
+def test_shrunk_index_of_a_parted_index_holds_the_kept_rows_of_base_and_parts(kind):
+    """A local delete hands the stored index with its parts (local inserts' vectors) to
+    ``shrunk_index`` as they are; over an IVF base the parts are not assigned to its lists
+    first (the kept vectors are added again anyway): base and part rows kept, in order."""
+    from gpurag.vectors.parted import PartedIndex, delta_index
+
+    x = _vectors(340)
+    codec = codec_for("int8", 16)
+    cfg = IndexConfig(ivf_threshold=100 if kind == "ivf" else 10_000)
+    base = build_index(x[:300], cfg.ivf_threshold, cfg.seed, None, codec=codec)
+    parted = PartedIndex(base, [delta_index(x[300:320], codec), delta_index(x[320:], codec)])
+    drop = np.array([0, 150, 305, 339])
+    rebuilt: list[str] = []
+    out = shrunk_index(parted, drop, "p", cfg, False, rebuilt)
+    keep = np.setdiff1d(np.arange(340), drop)
+    assert not isinstance(out, PartedIndex) and out.ntotal == len(keep) and rebuilt == []
+    assert type(out) is type(base)
+    assert np.array_equal(decode_all(out), x[keep])

@@ -111,6 +111,10 @@ def test_repair_communities_places_new_entities_by_their_strongest_stored_link()
     assert rows[6] == [[0, 5, -1, True]]
     assert out.dtypes.to_dict() == stored.dtypes.to_dict()
     assert repair_communities(stored.iloc[1:], g, 3) is None  # entity 0 not covered
+    twice = stored.assign(node=stored["node"].where(stored.index != 1, 0))  # 0 twice, no 1
+    assert repair_communities(twice, g, 3) is None
+    assert local_mod._distinct(np.array([5, 1, 5, 9, 1])) == 3
+    assert local_mod._distinct(np.zeros(0, np.int64)) == 0
 
 
 def test_compact_equals_the_full_build_byte_for_byte(split_index, tmp_path, corpus, runtime):
@@ -472,3 +476,36 @@ def test_bench_warm_cache_reads_the_vectors_of_every_part(split_index, tmp_path,
     last = {k: i for i, k in enumerate(keys)}  # a repeated text: its last row's vector
     rows = [last[k] for k in keys]
     assert len(want) == len(names) and np.array_equal(got, want[rows])
+
+
+def test_a_local_delete_reads_neither_the_stats_table_nor_whole_communities(
+        split_index, tmp_path, corpus, runtime, monkeypatch):
+    """A delete keeps the stats and community tables as stored; its counts take the stored
+    extraction totals and the community levels only (every stats part and the whole
+    communities table were read to count them), and equal what those tables give."""
+    from gpurag.store.reader import IndexDir
+
+    base = split_index("AB", tmp_path / "inc", runtime)
+    levels = int(base.dir.table(layout.COMMUNITIES)["level"].max()) + 1
+    base.close()
+    reads: list[tuple[str, object]] = []
+    real = IndexDir.table
+
+    def recording(self, rel, columns=None):
+        reads.append((rel, columns))
+        assert rel != layout.EXTRACT_STATS
+        return real(self, rel, columns)
+
+    from gpurag.pipeline.updates import delete_documents
+
+    with monkeypatch.context() as m:
+        m.setattr(IndexDir, "table", recording)
+        delete_documents(tmp_path / "inc", corpus["b_ids"][:3], runtime=runtime,
+                         show_progress=False)
+    assert [c for rel, c in reads if rel == layout.COMMUNITIES] == [["level"]], reads
+    shrunk = Index.open(tmp_path / "inc", runtime=runtime)
+    assert shrunk.manifest.extra["incremental"]["mode"] == "local"
+    assert shrunk.manifest.counts["community_levels"] == levels
+    summed = shrunk.dir.table(layout.EXTRACT_STATS).groupby("key")["value"].sum()
+    assert {f"extract_{k}": int(v) for k, v in summed.items()} == {
+        k: v for k, v in shrunk.manifest.counts.items() if k.startswith("extract_")}

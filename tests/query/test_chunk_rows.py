@@ -32,3 +32,20 @@ def test_take_gives_the_values_iloc_gives():
             assert len(values) == len(want)
             for g, w in zip(values, want, strict=True):
                 assert type(g) is type(w) and (g == w or (g != g and w != w)), (name, g, w)
+
+
+def test_take_over_a_column_of_several_arrow_chunks():
+    """A string column read from parquet comes in chunks (two at 148k passages); each chunk is
+    taken on its own, the values and their order those of ``iloc``."""
+    import pyarrow as pa
+
+    chunks = _chunks(20)
+    parts = [chunks["text"].tolist()[a:b] for a, b in ((0, 7), (7, 8), (8, 20))]
+    text = pd.Series(pd.arrays.ArrowStringArray(pa.chunked_array(parts)))
+    assert text.array.__arrow_array__().num_chunks == 3
+    chunks["text"] = text
+    cols = ChunkColumns(chunks)
+    for rows in (np.array([19, 0, 7, 8, 7, 6, 12]), np.array([7]), np.zeros(0, np.int64)):
+        got = cols.take(rows)[FIELDS.index("text")]
+        assert got == list(chunks["text"].iloc[rows])
+        assert all(type(v) is str for v in got)

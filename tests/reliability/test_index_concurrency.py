@@ -87,6 +87,7 @@ def test_second_build_of_the_same_output_is_refused(tmp_path):
         "no lock, work or temporary folder left"
 
 
+@pytest.mark.usefixtures("shared_embeddings")  # in-process builds, no race to win
 def test_build_refused_while_the_lock_is_held(tmp_path):
     src = write_jsonl(tmp_path / "src" / "docs.jsonl", read_jsonl(SAMPLE)[:4])
     out = tmp_path / "index"
@@ -100,6 +101,7 @@ def test_build_refused_while_the_lock_is_held(tmp_path):
 
 
 # -- item 7: an opened index is pinned to its version ------------------------------------------
+@pytest.mark.usefixtures("shared_embeddings")  # in-process builds, no race to win
 def test_index_held_across_an_in_place_rebuild(tmp_path):
     records = read_jsonl(SAMPLE)
     src_a = write_jsonl(tmp_path / "a" / "docs.jsonl", records[:12])
@@ -168,6 +170,7 @@ def test_readers_during_repeated_rebuilds_never_fail_or_mix(tmp_path):
     assert held_checks > 0
 
 
+@pytest.mark.usefixtures("shared_embeddings")  # in-process builds, no race to win
 def test_commit_without_atomic_exchange(tmp_path, monkeypatch):
     """Where the kernel has no directory exchange, two renames (recovered on open) still work."""
     import gpurag.store.writer as writer_mod

@@ -33,6 +33,7 @@ def test_a_build_with_nothing_to_keep_leaves_no_work_folder(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("shared_embeddings")
 def test_a_failed_build_keeps_the_work_a_rerun_resumes(tmp_path, monkeypatch):
     out = tmp_path / "index"
 

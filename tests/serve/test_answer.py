@@ -1,4 +1,5 @@
-"""``POST /v1/answer`` against the real local LLM server of tests/llm (skips without it)."""
+"""``POST /v1/answer`` against the session's real local LLM server (``llm_url``, skips without
+it)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import pytest
 
 from gpurag.llm.client import LLMClient
 from gpurag.llm.config import LLMConfig
-from tests.llm.conftest import llm_url  # noqa: F401  (the session's real llama.cpp server)
 
 pytestmark = pytest.mark.llm
 
 
-def test_answer_retrieves_then_answers_citing_retrieved_passages(holder, start_server, llm_url,  # noqa: F811
+def test_answer_retrieves_then_answers_citing_retrieved_passages(holder, start_server, llm_url,
                                                                 tmp_path):
     config = LLMConfig(url=llm_url, cache_dir=str(tmp_path / "cache"), max_tokens=24,
                        timeout_s=120, max_retries=1)

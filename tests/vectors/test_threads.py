@@ -184,3 +184,26 @@ def test_a_runtime_fixes_the_thread_count_before_faiss_loads():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, timeout=120).stdout.split()
     assert out == ["1", "1", "1"]
+
+
+def test_a_later_thread_count_applies_until_faiss_ran_and_is_refused_loudly_after(
+        monkeypatch, caplog):
+    from gpurag.vectors import faiss_setup
+
+    fixed = process_threads()
+    with monkeypatch.context() as m:  # a process where FAISS has not run yet
+        m.setattr(faiss_setup, "_FAISS", None)
+        m.setattr(faiss_setup, "_REQUESTED", None)
+        faiss_setup.configure(0)  # a runtime without a count
+        faiss_setup.configure(3)  # a later one asking for three threads: used
+        faiss_setup.configure(None)  # one without a count changes nothing
+        assert faiss_setup._REQUESTED == 3
+    caplog.set_level("WARNING", logger=faiss_setup.__name__)
+    faiss_setup.configure(fixed)
+    faiss_setup.configure(0)
+    assert not caplog.records  # the count already in force, or none asked for: nothing said
+    faiss_setup.configure(fixed + 1)
+    [record] = caplog.records
+    assert f"{fixed + 1} asked for, not applied" in record.getMessage()
+    assert f"fixed at {fixed}" in record.getMessage()
+    assert process_threads() == fixed
