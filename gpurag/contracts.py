@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurag.arrays import unique_sorted
 from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction
 
 
@@ -294,7 +295,7 @@ def check_query_walk(walk: Any, index_path: Any, questions: list[str], *, k: int
         assert (np.isneginf(score) == (cand < 0)).all()
         for row in cand:
             valid = row[row >= 0]
-            assert len(np.unique(valid)) == len(valid), "a passage is a candidate twice"
+            assert len(unique_sorted(valid)) == len(valid), "a passage is a candidate twice"
         if out.head is not None:
             assert out.head.ndim == 2 and len(out.head) == len(cand)
         rows, best = out.best

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from gpurag.arrays import unique_sorted
 from gpurag.extract.assembly import assemble_extraction, texts_and_titles
 from gpurag.extract.base import Extraction
 
@@ -179,7 +180,7 @@ class FastExtractor:
         groups = pd.Series([h[2] for h in hits], dtype=object)
         words = pd.Series([joined[s:e] for s, e, _ in hits], dtype=object)
         chunk = np.searchsorted(base, starts, side="right") - 1
-        sent_all = np.unique(np.r_[base, breaks])  # global sentence starts
+        sent_all = unique_sorted(np.r_[base, breaks])  # global sentence starts
         sent_idx = np.searchsorted(sent_all, starts, side="right") - 1
         at_sentence_start = sent_all[np.maximum(sent_idx, 0)] == starts
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurag.arrays import unique_sorted
 from gpurag.errors import ConfigError
 from gpurag.extract.assembly import assemble_extraction, texts_and_titles
 from gpurag.extract.base import Extraction
@@ -138,7 +139,7 @@ class SpacyExtractor:
                 c_end.append(e)
                 c_label.append(lab)
             sentence_starts.append(
-                np.unique(np.r_[0, np.fromiter((s.start_char for s in doc.sents), np.int64)])
+                unique_sorted(np.r_[0, np.fromiter((s.start_char for s in doc.sents), np.int64)])
             )
         return assemble_extraction(
             texts,

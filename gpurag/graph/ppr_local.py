@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpurag.arrays import union_sorted, unique_sorted
 from gpurag.graph.csr import CSRGraph, ranges
 
 TopFn = Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
@@ -268,7 +269,7 @@ def local_scores(top_fn: TopFn, value_fn: Callable[[np.ndarray, np.ndarray], np.
     q = roots.shape[0]
     qi = np.broadcast_to(np.arange(q, dtype=np.int64)[:, None], roots.shape)
     ok = roots >= 0
-    root_keys = np.unique(qi[ok] * n + roots[ok].astype(np.int64))
+    root_keys = unique_sorted(qi[ok] * n + roots[ok].astype(np.int64))
     lists: list[tuple[np.ndarray, ...]] = []  # (keys, counts, nbr, prio, deg) per hop
     listed = np.zeros(0, np.int64)
     frontier = root_keys
@@ -277,7 +278,7 @@ def local_scores(top_fn: TopFn, value_fn: Callable[[np.ndarray, np.ndarray], np.
         if new.size:
             ptr, nbr, prio, deg = top_fn(new // n, new % n, depth)
             lists.append((new, np.diff(ptr), nbr, prio, deg))
-            listed = np.union1d(listed, new)
+            listed = union_sorted(listed, new)
         # the next frontier: every frontier pair's first ``want`` neighbours
         keys, counts, nbr, prio, _ = _merge_lists(lists)
         pos = np.searchsorted(keys, frontier)
@@ -286,7 +287,7 @@ def local_scores(top_fn: TopFn, value_fn: Callable[[np.ndarray, np.ndarray], np.
         got = np.minimum(counts[pos], want)
         take = ranges(ptr[pos], got)
         owner_q = np.repeat(frontier // n, got)
-        frontier = np.unique(owner_q * n + nbr[take])
+        frontier = unique_sorted(owner_q * n + nbr[take])
     keys, counts, nbr, prio, deg = _merge_lists(lists)
     ptr = np.zeros(keys.size + 1, np.int64)
     np.cumsum(counts, out=ptr[1:])

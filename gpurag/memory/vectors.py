@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpurag.arrays import unique_sorted
+
 BLOCK = 1 << 16  # rows per block appended to
 
 
@@ -66,7 +68,7 @@ class VectorStore:
             raise IndexError(f"vector rows {ids.min()}..{ids.max()} outside [0, {self._n})")
         out = np.empty((len(ids), self.dim), np.float32)
         block = np.searchsorted(self._starts, ids, "right") - 1
-        for b in np.unique(block).tolist():
+        for b in unique_sorted(block).tolist():
             sel = block == b
             out[sel] = self._blocks[b][ids[sel] - self._starts[b]]
         return out

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import unique_sorted
 from gpurag.graph.csr import CSRGraph
 
 MASS_FLOOR = 1e-6
@@ -86,7 +87,7 @@ def temporal_scores(hits: sp.csr_array, weights: np.ndarray, session: np.ndarray
         newest = np.flatnonzero(best)[np.argmax(s_time[best])]
         bonus[newest] = recency
     # closeness: distance in turns to the nearest anchor-mentioning trace of the same session
-    mention = np.unique(t)
+    mention = unique_sorted(t)
     key_m = session[mention].astype(np.int64) * (1 << 32) + turn[mention]
     order = np.argsort(key_m)
     key_m, mention = key_m[order], mention[order]

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.arrays import setdiff_sorted
 from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.config import IndexConfig, stored_plan
 from gpurag.errors import InputError
@@ -390,7 +391,7 @@ def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: i
             .drop_duplicates("new"))
     joined = stored.merge(best[["new", "node"]], on="node")
     joined = joined.assign(node=joined["new"]).drop(columns="new")
-    alone = np.setdiff1d(np.arange(n_stored, n_ent), best["new"].to_numpy())
+    alone = setdiff_sorted(np.arange(n_stored, n_ent), best["new"].to_numpy())
     parts = [stored, joined[list(stored.columns)]]
     if len(alone):
         from gpurag.resolve.groups import components

@@ -15,6 +15,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from gpurag.arrays import unique_sorted
+
 FIELDS = ("chunk_id", "doc_id", "title", "text", "char_start", "char_end")
 Taker = Callable[[np.ndarray], list]
 
@@ -59,7 +61,7 @@ def _arrow_taker(arrow) -> Taker:
     def take(rows: np.ndarray) -> list:
         which = np.searchsorted(starts, rows, side="right") - 1
         out = np.empty(len(rows), dtype=object)
-        for c in np.unique(which).tolist():  # the few chunks the rows fall in
+        for c in unique_sorted(which).tolist():  # the few chunks the rows fall in
             sel = np.flatnonzero(which == c)
             out[sel] = chunks[c].take(rows[sel] - starts[c]).to_pylist()
         return out.tolist()

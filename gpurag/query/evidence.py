@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpurag.arrays import unique_sorted
 from gpurag.extract.sentences import sentence_spans
 from gpurag.store import layout
 
@@ -180,7 +181,7 @@ def _row_entities(data: EvidenceData, rows: np.ndarray
 
     lo = data.m_ptr[rows]
     owner, ents = csr_rows(np.arange(len(rows)), lo, data.m_ptr[rows + 1] - lo, data.m_entity)
-    key = np.unique(owner * np.int64(data.n_ent + 1) + ents)
+    key = unique_sorted(owner * np.int64(data.n_ent + 1) + ents)
     pos, ents = key // (data.n_ent + 1), key % (data.n_ent + 1)
     return pos, ents, np.bincount(pos, minlength=len(rows))
 
@@ -295,13 +296,13 @@ def result_chains(data: EvidenceData, seeds: list[Any], rows: np.ndarray
         return []
     rank_of = {int(r): i + 1 for i, r in enumerate(rows.tolist())}
     pos, ents, _ = _row_entities(data, rows)
-    universe = np.unique(np.r_[np.fromiter(seed_w, np.int64), ents])
+    universe = unique_sorted(np.r_[np.fromiter(seed_w, np.int64), ents])
     links = _links(data, universe, rows)
     best, back = _best_paths(seed_w, links, data.n_ent)
     # each passage's candidate last entities: those it mentions and its title entity
     title = data.title_entity[rows]
     has = np.flatnonzero(title >= 0)
-    key = np.unique(np.r_[pos, has] * np.int64(data.n_ent + 1) + np.r_[ents, title[has]])
+    key = unique_sorted(np.r_[pos, has] * np.int64(data.n_ent + 1) + np.r_[ents, title[has]])
     pos, ents = key // (data.n_ent + 1), key % (data.n_ent + 1)
     reached = best[ents] > 0
     pos, ents = pos[reached], ents[reached]

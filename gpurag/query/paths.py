@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import unique_sorted
 from gpurag.query.results import EntityPath
 from gpurag.query.second_hop import csr_positions, csr_rows
 
@@ -26,7 +27,7 @@ def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp
     ``first`` that the passage mentions."""
     q, _ = rows.shape
     n_ent = mentions.shape[1]
-    seed_key = np.unique(np.asarray(seed_q, np.int64) * n_ent + np.asarray(seed_e, np.int64))
+    seed_key = unique_sorted(np.asarray(seed_q, np.int64) * n_ent + np.asarray(seed_e, np.int64))
     has_seed = np.zeros(q, bool)
     has_seed[seed_key // n_ent] = True
     pq, pj = np.nonzero((rows >= 0) & has_seed[:, None])

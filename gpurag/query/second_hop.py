@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.arrays import unique_sorted
 from gpurag.resolve.normalize import alias_keys, normalize_name
 
 FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
@@ -67,7 +68,7 @@ def titled_pages(title_entity: np.ndarray, titles: pd.Series, names: pd.DataFram
     pairs = names.merge(keys[keys["key"].str.len() >= 3], on="key")
     e = np.concatenate([title_entity[has], pairs["entity"].to_numpy(np.int64)])
     p = np.concatenate([has, pairs["page"].to_numpy(np.int64)])
-    uniq = np.unique(e * max(len(title_entity), 1) + p)
+    uniq = unique_sorted(e * max(len(title_entity), 1) + p)
     e, p = uniq // max(len(title_entity), 1), uniq % max(len(title_entity), 1)
     if max_pages is not None:
         keep = np.bincount(e, minlength=n_ent)[e] <= max_pages
@@ -90,12 +91,12 @@ def bridge_pages(title_entity: np.ndarray, titles: pd.Series, names: pd.DataFram
     if aspects:
         rows, keys = aspect_keys(titles)
         found = names.merge(pd.DataFrame({"key": keys, "page": rows}), on="key")
-        pair = np.unique(found["entity"].to_numpy(np.int64) * n_psg
+        pair = unique_sorted(found["entity"].to_numpy(np.int64) * n_psg
                          + found["page"].to_numpy(np.int64))
         ae, ap = pair // n_psg, pair % n_psg
         few = np.bincount(ae, minlength=n_ent) <= max_pages
         ok = specific[ae] & few[ae]
-        both = np.unique(np.concatenate([e * n_psg + p, ae[ok] * n_psg + ap[ok]]))
+        both = unique_sorted(np.concatenate([e * n_psg + p, ae[ok] * n_psg + ap[ok]]))
         e, p = both // n_psg, both % n_psg
     return e, p
 
@@ -228,7 +229,7 @@ def expansion_pairs(top: np.ndarray, mentions: sp.csr_array, title_entity: np.nd
     r, c = np.nonzero(top >= 0)
     own = title_entity[top[r, c]]
     drop = np.concatenate([named[0] * n_ent + named[1], (r * n_ent + own)[own >= 0]])
-    key = np.unique(key[~np.isin(key, drop)])
+    key = unique_sorted(key[~np.isin(key, drop)])
     return key // n_ent, key % n_ent
 
 
@@ -289,7 +290,7 @@ def best_expansions(owner: np.ndarray, entity: np.ndarray, keys: np.ndarray,
     order = np.lexsort((entity, -score, owner))
     owner, entity = owner[order], entity[order]
     pos = np.arange(len(owner)) - np.searchsorted(owner, owner)
-    scored = np.isin(owner, np.unique(keys // n_ent))
+    scored = np.isin(owner, unique_sorted(keys // n_ent))
     keep_row = ~scored | (pos < keep)
     return owner[keep_row], entity[keep_row]
 
@@ -375,7 +376,7 @@ class BridgePages:
             m = sp.coo_array(self.matrix(max_pages))
             title = self.retriever.title_entity
             other = (title[m.row] != title[m.col]) | (title[m.row] < 0)
-            self._reached[max_pages] = float(np.unique(m.col[other]).size / max(m.shape[1], 1))
+            self._reached[max_pages] = float(unique_sorted(m.col[other]).size / max(m.shape[1], 1))
         return self._reached[max_pages]
 
     @property

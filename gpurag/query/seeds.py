@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import unique_sorted
 from gpurag.query.fusion import minmax
 from gpurag.query.linking import LinkedBatch
 from gpurag.query.results import SeedEntity
@@ -228,7 +229,7 @@ def title_rows(named: LinkedBatch, pages: tuple[np.ndarray, np.ndarray],
     lo = indptr[named.entity]
     owner, page = csr_rows(named.q, lo, indptr[named.entity + 1] - lo, rows)
     span = int(max(rows.max(initial=0), dense_rows.max(initial=0))) + 1
-    key = np.unique(owner * span + page)
+    key = unique_sorted(owner * span + page)
     owner, page = key // span, key % span
     # each (question, page)'s first dense position, d when it is not among the dense rows
     dq, dpos = np.nonzero(dense_rows >= 0)

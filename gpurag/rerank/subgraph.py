@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpurag.arrays import union_sorted
 from gpurag.graph.csr import CSRGraph, ranges
 from gpurag.graph.ppr_local import NodeScores, as_node_scores, rank_within
 
@@ -108,7 +109,7 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
         nodes.append(nbr)
         hops.append(np.full(nbr.size, hop, dtype=np.int64))
         prios.append(prio)
-        seen = np.union1d(seen, key)
+        seen = union_sorted(seen, key)
         f_sub, f_node = sub, nbr
     sub, node, hop_arr, prio = (np.concatenate(a) for a in (subs, nodes, hops, prios))
     order = np.lexsort((node, -prio, hop_arr, sub))

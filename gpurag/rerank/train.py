@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from gpurag.arrays import setdiff_sorted, unique_sorted
 from gpurag.rerank.features import (
     CandidateInputs,
     GraphArrays,
@@ -251,7 +252,7 @@ def ranking_metrics(scores: np.ndarray, qs: QuestionSet) -> dict[str, float]:
     for i, gold in enumerate(qs.gold):
         if len(gold) == 0:
             continue
-        g = np.unique(gold)
+        g = unique_sorted(gold)
         for k in (2, 5):
             out[f"recall@{k}"].append(np.isin(g, ranked[i, :k]).mean())
         out["all_gold@8"].append(float(np.isin(g, ranked[i, :8]).all()))
@@ -275,7 +276,7 @@ def evaluate_model(model, qs: QuestionSet, cfg: TrainConfig) -> dict[str, float]
     out.update({f"gat_{k}": v for k, v in ranking_metrics(scores_all, qs).items()})
     if qs.base is not None:
         out.update({f"base_{k}": v for k, v in ranking_metrics(qs.base, qs).items()})
-    out["candidate_recall"] = float(np.mean([np.isin(np.unique(g), qs.inputs.cand[i]).mean()
+    out["candidate_recall"] = float(np.mean([np.isin(unique_sorted(g), qs.inputs.cand[i]).mean()
                                              for i, g in enumerate(qs.gold) if len(g)]))
     return out
 
@@ -380,7 +381,7 @@ def cross_validate(qs: QuestionSet, cfg: TrainConfig, folds: int = 5,
     best_epochs = []
     for k in range(folds):
         test, val = np.sort(parts[k]), np.sort(parts[(k + 1) % folds])
-        train_idx = np.sort(np.setdiff1d(perm, np.r_[test, val]))
+        train_idx = np.sort(setdiff_sorted(perm, np.r_[test, val]))
         model, info = train([qs.take(train_idx), *(extra_train or [])], [qs.take(val)], cfg,
                             progress=progress)
         best_epochs.append(info["best_epoch"])

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from gpurag.arrays import unique_sorted
 from gpurag.vectors.codec import VectorCodec, decode_all
 
 
@@ -97,7 +98,7 @@ class PartedIndex:
         rows = np.asarray(rows, np.int64)
         out = np.empty((len(rows), self.d), np.float32)
         piece = np.searchsorted(self.offsets, rows, side="right") - 1
-        for i in np.unique(piece):
+        for i in unique_sorted(piece):
             at = np.flatnonzero(piece == i)
             out[at] = decode_all(self.pieces[int(i)], rows[at] - self.offsets[int(i)])
         return out
