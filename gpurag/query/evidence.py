@@ -177,7 +177,7 @@ def _row_entities(data: EvidenceData, rows: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct entities each passage of ``rows`` mentions, as one flat array sorted by
     (position in ``rows``, entity): (position, entity, count per position)."""
-    from gpurag.query.second_hop import csr_rows
+    from gpurag.query.sparse_rows import csr_rows
 
     lo = data.m_ptr[rows]
     owner, ents = csr_rows(np.arange(len(rows)), lo, data.m_ptr[rows + 1] - lo, data.m_entity)

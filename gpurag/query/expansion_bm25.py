@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from gpurag.graph.ppr_local import rank_within
 from gpurag.query.lexical import BM25Index, Tokens, sparse_topk
-from gpurag.query.second_hop import csr_positions
+from gpurag.query.sparse_rows import csr_positions
 
 
 def expansion_topk(lexical: BM25Index, tokens: Tokens, owner: np.ndarray, names: Tokens,

@@ -53,7 +53,7 @@ class Tokens:
     def concat(self, left: np.ndarray, other: Tokens, right: np.ndarray) -> Tokens:
         """Per pair ``(left[j], right[j])``, this batch's text ``left[j]`` followed by
         ``other``'s text ``right[j]``: the tokens of the two texts joined by a space."""
-        from gpurag.query.second_hop import csr_rows
+        from gpurag.query.sparse_rows import csr_rows
 
         left, right = np.asarray(left, np.int64), np.asarray(right, np.int64)
         a_len = np.diff(self.indptr)[left]
@@ -194,7 +194,7 @@ def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:
     One sort of the nonzero entries: each becomes an int64 key (row, inverted score bits,
     column) when those fit in 63 bits (a positive float's bits order as the float does), a
     lexsort otherwise; only the ``k`` kept per row are decoded."""
-    from gpurag.query.second_hop import csr_positions
+    from gpurag.query.sparse_rows import csr_positions
 
     q, n = scores.shape
     out_s = np.zeros((q, k), np.float32)

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from gpurag.arrays import unique_sorted
 from gpurag.query.results import EntityPath
-from gpurag.query.second_hop import csr_positions, csr_rows
+from gpurag.query.sparse_rows import csr_positions, csr_rows
 
 
 def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp.csr_array,

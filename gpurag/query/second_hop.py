@@ -29,6 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.arrays import unique_sorted
+from gpurag.query.sparse_rows import csr_rows, pack_rows, reached
 from gpurag.resolve.normalize import alias_keys, normalize_name
 
 FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
@@ -145,36 +146,6 @@ def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
     return pack_rows(qr[order], page[order], q, depth)
 
 
-def reached(top: np.ndarray, matrix: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What the rows ``top`` (``(q, m)``, -1 padded) reach through ``matrix`` (CSR, ``(n, c)``,
-    nonnegative): ``(question, column, summed weight)`` of each nonzero entry of the product
-    of ``top``'s 0/1 rows with ``matrix``, sorted by question then column (the sums are the
-    product's to the bit for integer weights, as the bridge matrix's 0/1). The rows' slices of
-    the matrix are gathered and summed (no sparse product: its set-up cost about a
-    millisecond a call, whatever the batch)."""
-    r, c = np.nonzero(top >= 0)
-    rows = top[r, c]
-    indptr = matrix.indptr
-    lo = indptr[rows].astype(np.int64)
-    owner, at = csr_positions(r, lo, indptr[rows + 1] - lo)
-    weight = matrix.data[at]
-    hit = weight != 0  # an explicit zero reaches nothing (a product's zero sum is dropped)
-    key = owner[hit] * matrix.shape[1] + matrix.indices[at[hit]]
-    uniq, inv = np.unique(key, return_inverse=True)
-    value = np.bincount(inv, weights=weight[hit], minlength=len(uniq))
-    return uniq // matrix.shape[1], uniq % matrix.shape[1], value
-
-
-def pack_rows(qr: np.ndarray, values: np.ndarray, q: int, depth: int) -> np.ndarray:
-    """``(q, depth)`` rows, -1 padded, from ``values`` grouped by ascending question ``qr``
-    (in their order within each question)."""
-    pos = np.arange(len(qr)) - np.searchsorted(qr, np.arange(q))[qr]
-    keep = pos < depth
-    out = np.full((q, depth), -1, np.int64)
-    out[qr[keep], pos[keep]] = values[keep]
-    return out
-
-
 def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: int
          ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted reciprocal-rank fusion: rows ``(q, k)`` (-1 padded) and their fused scores
@@ -257,23 +228,6 @@ def triple_entity_scores(top: np.ndarray, chunk_triples: tuple[np.ndarray, np.nd
     best = np.full(len(keys), -np.inf)
     np.maximum.at(best, k_inv, sim[owner])
     return keys, best
-
-
-def csr_rows(owner: np.ndarray, lo: np.ndarray, size: np.ndarray, values: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR slices ``values[lo[i] : lo[i] + size[i]]`` flattened, each value with its
-    ``owner[i]``."""
-    owner, at = csr_positions(owner, lo, size)
-    return owner, values[at]
-
-
-def csr_positions(owner: np.ndarray, lo: np.ndarray, size: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """The positions ``lo[i] .. lo[i] + size[i] - 1`` of CSR slices flattened, each with its
-    ``owner[i]``."""
-    size = size.astype(np.int64)
-    pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-    return np.repeat(owner, size), np.repeat(lo.astype(np.int64), size) + pos
 
 
 def best_expansions(owner: np.ndarray, entity: np.ndarray, keys: np.ndarray,
@@ -441,7 +395,7 @@ class BridgePages:
         found = shared_entity_ranking(
             rows[:, :cfg.shared_entity_from], ment, by_entity, df, (linked.q, linked.entity),
             qvecs, self.passage_emb, max_df=cfg.shared_entity_max_df,
-            temperature=cfg.shared_entity_temperature)
+            temperature=cfg.shared_entity_temperature, depth=BRIDGE_DEPTH)
         head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes, cfg.second_hop_expansion_keep)
         return fuse([rows, found, head], [1.0, cfg.shared_entity_weight, _HEAD], r.n_psg,
                     cfg.second_hop_rank_constant, depth)

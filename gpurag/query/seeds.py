@@ -220,7 +220,7 @@ def title_rows(named: LinkedBatch, pages: tuple[np.ndarray, np.ndarray],
     """Per question, the passages titled by an entity it names (``pages``:
     :func:`title_pages`), in dense order (``dense_rows``, ``(q, d)``), then the rest by row;
     ``(q, d)`` -1 padded."""
-    from gpurag.query.second_hop import csr_rows, pack_rows
+    from gpurag.query.sparse_rows import csr_rows, pack_rows
 
     q, d = dense_rows.shape
     indptr, rows = pages

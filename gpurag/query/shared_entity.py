@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.query import second_hop as hop
+from gpurag.query.sparse_rows import csr_positions, pack_rows, reached
 
 
 def entity_pages(mentions: sp.csr_array) -> tuple[sp.csr_array, sp.csr_array, np.ndarray]:
@@ -40,20 +40,20 @@ def entity_pages(mentions: sp.csr_array) -> tuple[sp.csr_array, sp.csr_array, np
 def shared_entity_ranking(top: np.ndarray, mentions: sp.csr_array, by_entity: sp.csr_array,
                           df: np.ndarray, named: tuple[np.ndarray, np.ndarray],
                           qvecs: np.ndarray, passage_emb, *, max_df: int, temperature: float,
-                          depth: int = hop.BRIDGE_DEPTH) -> np.ndarray:
+                          depth: int) -> np.ndarray:
     """Per question, the passages sharing an entity with its ``top`` rows (``(q, m)``, -1
     padded), best first, ``(q, depth)`` -1 padded (see the module docstring). ``mentions``,
     ``by_entity``, ``df``: :func:`entity_pages`; ``named``: the (question, entity) pairs the
     questions name."""
     q = top.shape[0]
     n_ent, n_psg = by_entity.shape
-    qr, ent, _ = hop.reached(top, mentions)
+    qr, ent, _ = reached(top, mentions)
     keep = (df[ent] >= 2) & (df[ent] <= max_df)
     if len(named[0]):
         keep &= ~np.isin(qr * n_ent + ent, named[0] * n_ent + named[1])
     qr, ent = qr[keep], ent[keep]
     lo = by_entity.indptr[ent].astype(np.int64)
-    owner, at = hop.csr_positions(np.arange(len(qr)), lo, by_entity.indptr[ent + 1] - lo)
+    owner, at = csr_positions(np.arange(len(qr)), lo, by_entity.indptr[ent + 1] - lo)
     qq, page = qr[owner], by_entity.indices[at].astype(np.int64)
     r, c = np.nonzero(top >= 0)
     is_source = np.isin(qq * n_psg + page, r * n_psg + top[r, c])
@@ -70,4 +70,4 @@ def shared_entity_ranking(top: np.ndarray, mentions: sp.csr_array, by_entity: sp
         np.maximum.at(best, uq, sim)
         value = value * np.exp((sim - best[uq]) / temperature)  # the best page weighs 1
     order = np.lexsort((up, -value, uq))
-    return hop.pack_rows(uq[order], up[order], q, depth)
+    return pack_rows(uq[order], up[order], q, depth)

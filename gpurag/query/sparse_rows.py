@@ -1,0 +1,58 @@
+"""Row operations over CSR arrays shared by the query stages (seeds, second hop, shared-entity
+pages, lexical, paths, evidence): flattened slices, what rows reach through a matrix, and
+ragged per-question values packed into padded rows. NumPy/SciPy only; no stage imports."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def reached(top: np.ndarray, matrix: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the rows ``top`` (``(q, m)``, -1 padded) reach through ``matrix`` (CSR, ``(n, c)``,
+    nonnegative): ``(question, column, summed weight)`` of each nonzero entry of the product
+    of ``top``'s 0/1 rows with ``matrix``, sorted by question then column (the sums are the
+    product's to the bit for integer weights, as the bridge matrix's 0/1). The rows' slices of
+    the matrix are gathered and summed (no sparse product: its set-up cost about a
+    millisecond a call, whatever the batch)."""
+    r, c = np.nonzero(top >= 0)
+    rows = top[r, c]
+    indptr = matrix.indptr
+    lo = indptr[rows].astype(np.int64)
+    owner, at = csr_positions(r, lo, indptr[rows + 1] - lo)
+    weight = matrix.data[at]
+    hit = weight != 0  # an explicit zero reaches nothing (a product's zero sum is dropped)
+    key = owner[hit] * matrix.shape[1] + matrix.indices[at[hit]]
+    uniq, inv = np.unique(key, return_inverse=True)
+    value = np.bincount(inv, weights=weight[hit], minlength=len(uniq))
+    return uniq // matrix.shape[1], uniq % matrix.shape[1], value
+
+
+
+def pack_rows(qr: np.ndarray, values: np.ndarray, q: int, depth: int) -> np.ndarray:
+    """``(q, depth)`` rows, -1 padded, from ``values`` grouped by ascending question ``qr``
+    (in their order within each question)."""
+    pos = np.arange(len(qr)) - np.searchsorted(qr, np.arange(q))[qr]
+    keep = pos < depth
+    out = np.full((q, depth), -1, np.int64)
+    out[qr[keep], pos[keep]] = values[keep]
+    return out
+
+
+
+def csr_rows(owner: np.ndarray, lo: np.ndarray, size: np.ndarray, values: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR slices ``values[lo[i] : lo[i] + size[i]]`` flattened, each value with its
+    ``owner[i]``."""
+    owner, at = csr_positions(owner, lo, size)
+    return owner, values[at]
+
+
+
+def csr_positions(owner: np.ndarray, lo: np.ndarray, size: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``lo[i] .. lo[i] + size[i] - 1`` of CSR slices flattened, each with its
+    ``owner[i]``."""
+    size = size.astype(np.int64)
+    pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+    return np.repeat(owner, size), np.repeat(lo.astype(np.int64), size) + pos
