@@ -14,7 +14,9 @@ error naming it). A caller who experiments passes a field explicitly in Python
 (``index.query(q, second_hop_weight=0)``, a per-request option of ``gpurag serve``): that
 query runs on a copy named ``<name>+custom``.
 
-Profile ``default`` version 1, and the runs it came from (each field's note says which):
+Profile ``default`` version 2 (version 1 and shared-entity pages, cross-validated by the same
+protocol: ``docs/RECALL.md`` "Shared-entity pages"), and the runs it came from (each field's
+note says which):
 
 - ``docs/RECALL.md`` "How it was tuned": the seeds, linking, title and head settings by
   5-fold x 5-seed cross-validation over the questions of ``musique_train100``,
@@ -141,6 +143,8 @@ class RankingProfile(Profile):
     """The evaluated constants of the ranking (see the module docstring for their runs)."""
 
     KIND: ClassVar[str] = "ranking profile"
+    # v2: shared-entity pages on (v1 had no such stage; every other constant is v1's)
+    version: int = field(default=2, metadata={"meta": True})
     evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
     # Personalized PageRank: probability of following an edge.
     damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
@@ -206,6 +210,16 @@ class RankingProfile(Profile):
     # second hop, one per relation phrase of the question past its first, at most this many
     # (0: off; not part of the runs above, so off).
     chain_rounds: int = constant(0, int, **NONNEG_INT)
+    # Shared-entity pages (gpurag/query/shared_entity.py): the other passages that mention an
+    # entity the top `shared_entity_from` passages mention (not one the question names, nor
+    # one more than `shared_entity_max_df` passages mention), weighted by exp(cos(question,
+    # page) / `shared_entity_temperature`), fused by reciprocal rank with weight
+    # `shared_entity_weight` below the first `second_hop_expansion_keep` documents (0: off).
+    # Cross-validated (docs/RECALL.md "Shared-entity pages"): picked in 21 of 25 folds.
+    shared_entity_weight: float = constant(0.25, float, **NONNEG)
+    shared_entity_from: int = constant(3, int, **POS_INT)
+    shared_entity_max_df: int = constant(50, int, **POS_INT)
+    shared_entity_temperature: float = constant(0.1, float, **NONNEG)
 
 
 @named_keywords(_unknown_constant)

@@ -18,6 +18,7 @@ import os
 import time as _time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ CONFIG_FILE = "memory.json"
 SNAPSHOT = "compact"
 LOCK_TIMEOUT = 30.0  # seconds a writable open waits for another writer by default
 TAG_BLOCK = 10_000  # traces tagged per call when all are tagged again (compact)
+_TEXT, _SESSION, _TURN, _TIME, _KEY = map(attrgetter, ("text", "session", "turn", "time",
+                                                      "key"))
 
 
 def acquire_lock(path: Path, timeout: float):
@@ -444,10 +447,10 @@ class Memory:
             doc = t.meta.get("doc") if t.meta else None
             self._docs.append(str(doc) if doc is not None and doc != t.session else None)
         self.texts.extend(texts)
-        self.sessions.extend(t.session for t in items)
-        self.turns.extend(t.turn for t in items)
-        self.times.extend(t.time for t in items)
-        self._stored_keys.extend(t.key for t in items)
+        self.sessions.extend(map(_SESSION, items))
+        self.turns.extend(map(_TURN, items))
+        self.times.extend(map(_TIME, items))
+        self._stored_keys.extend(map(_KEY, items))
         self._vec.extend(vectors)
         self._n += len(items)
 
@@ -467,10 +470,11 @@ class Memory:
         surfaces = self.vocab.surfaces
         names = [[surfaces[c] for c in map(canon.__getitem__, raw) if c >= 0] for raw in raws]
         live = [j for j, t in enumerate(items) if t.text]  # (an empty text: a placeholder)
+        alive = items if len(live) == len(items) else [items[j] for j in live]
         anns = dict(zip(live, self._discourse.annotate_many(
-            [items[j].text for j in live], [items[j].session for j in live],
-            [items[j].turn for j in live], [items[j].time for j in live],
-            [names[j] for j in live]), strict=True))
+            list(map(_TEXT, alive)), list(map(_SESSION, alive)), list(map(_TURN, alive)),
+            list(map(_TIME, alive)), names if alive is items else [names[j] for j in live]),
+            strict=True))
         names_key = derived.names_key
         refs: list[tuple[int, list[str]]] = []
         for j, t in enumerate(items):
@@ -685,7 +689,12 @@ class Memory:
         def build(lo: int, hi: int):
             frame = pd.DataFrame({"title": [""] * (hi - lo),
                                   "text": [self.lexical_text(i) for i in range(lo, hi)]})
-            return BM25Retriever(frame), lo, hi
+            try:
+                return BM25Retriever(frame), lo, hi
+            except ValueError:  # bm25s refuses documents without one word it indexes
+                if _indexes_a_word(frame["text"].tolist()):
+                    raise
+                return None, lo, hi  # ("?", "ok then": nothing to score in these traces)
 
         if self._lex is None or self._n - self._lex[2] > self.config.bm25_rebuild:
             self._lex, self._lex_tail = build(0, self._n), None
@@ -694,6 +703,8 @@ class Memory:
         parts = [p for p in (self._lex, self._lex_tail if self._lex[2] < self._n else None) if p]
         out: list[dict[int, float]] = [{} for _ in questions]
         for retriever, lo, _ in parts:
+            if retriever is None:
+                continue
             scores, rows = retriever.search(questions, k)
             for d, srow, rrow in zip(out, scores, rows, strict=True):
                 for s, r in zip(srow, rrow, strict=True):
@@ -869,6 +880,14 @@ class Memory:
                             self.doc(i), self._dates.get(i, [])))
         confidence = max((h.views["dense"] for h in hits), default=0.0)
         return MemoryResult(question, hits, v["anchors"], w_rel, confidence, dropped)
+
+
+def _indexes_a_word(texts: list[str]) -> bool:
+    """Whether BM25 (bm25s, English stop words: what BM25Retriever indexes) keeps a word of
+    ``texts``."""
+    import bm25s
+
+    return bool(bm25s.tokenize(texts, stopwords="en", show_progress=False).vocab)
 
 
 def _values_of(scores: dict[int, float], ids: np.ndarray) -> np.ndarray:

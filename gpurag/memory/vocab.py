@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from itertools import compress
 
 import numpy as np
 import pandas as pd
@@ -34,9 +35,10 @@ _LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
 # every position a match of ENTITY_PATTERN can start at (a superset): each of its
-# alternatives opens with an upper/title-case letter (names, month names, quoted titles) or a
-# digit (dates, years), or follows a curly opening quote; the pattern is tried only there
-_CANDIDATE = re.compile(rf"{_CAPITAL}|\d|(?<=“)(?s:.)")
+# alternatives opens with an upper/title-case letter (names, month names, quoted titles), or
+# with a digit at a word boundary (dates, years: those alternatives open with \b), or follows
+# a curly opening quote; the pattern is tried only there (not at the digits inside "Ann12")
+_CANDIDATE = re.compile(rf"{_CAPITAL}|\d(?<=\b\d)|(?<=“)(?s:.)")
 CACHE_MAX = 1_000_000  # entries of a tokenization cache before it is emptied
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
 INTERJECTIONS = frozenset((
@@ -171,26 +173,33 @@ class Vocabulary:
                              strict=True))
             starts.update(t for t in missing if t[0].isupper() or t[0].isdigit())
         toks = list(map(cache.get, flat, flat))  # (the separator stays itself)
-        at = [i for i, t in enumerate(flat) if t in starts]
+        prefixes = self._key_prefixes()
+        # tokens that may start an entry and whose own key starts one (else no run does)
+        at = [i for i in compress(range(len(flat)), map(starts.__contains__, flat))
+              if toks[i] in prefixes]
         ends = [i for i, t in enumerate(flat) if t == _SEP]  # where each text's tokens end
         ends.append(len(flat))
-        index = self.index
-        prefixes = self._key_prefixes()
+        get = self.index.get
         out: list[list[int]] = [[] for _ in range(n_texts)]
         k, stop = 0, ends[0]
         for i in at:
             while i > stop:
                 k += 1
                 stop = ends[k]
-            found = out[k]
-            key = ""
-            for j in range(i, min(stop, i + MAX_TOKENS)):
+            key = toks[i]
+            hit = get(key)
+            if hit is not None:
+                out[k].append(hit)
+            j = i + 1
+            last = i + MAX_TOKENS if i + MAX_TOKENS < stop else stop
+            while j < last:
                 key += toks[j]
                 if key not in prefixes:  # no entry starts so: no longer run is one either
                     break
-                hit = index.get(key)
+                hit = get(key)
                 if hit is not None:
-                    found.append(hit)
+                    out[k].append(hit)
+                j += 1
         return [list(dict.fromkeys(f)) if len(f) > 1 else f for f in out]
 
     def _key_prefixes(self) -> set[str]:

@@ -359,6 +359,14 @@ def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages
     return KnowledgeGraph(graph, entity_graph)
 
 
+def _distinct(values: np.ndarray) -> int:
+    """How many distinct ``values``: ``len(np.unique(values))`` by a sort (NumPy 2.4's
+    ``np.unique`` takes its hash path here: 0.5-0.75 s for the 145k level-0 nodes of a 50k
+    index on this machine, a sort 2 ms)."""
+    s = np.sort(values)
+    return int(len(s) and 1 + np.count_nonzero(s[1:] != s[:-1]))
+
+
 def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: int
                        ) -> pd.DataFrame | None:
     """The stored communities with the new entities (ids ``n_stored`` on) placed locally: each
@@ -367,7 +375,7 @@ def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: i
     None when the stored table does not hold every stored entity once at level 0."""
     level0 = stored["level"].to_numpy() == 0
     nodes0 = stored["node"].to_numpy(np.int64)[level0]
-    if len(nodes0) != n_stored or (n_stored and len(np.unique(nodes0)) != n_stored):
+    if len(nodes0) != n_stored or (n_stored and _distinct(nodes0) != n_stored):
         return None
     n_ent = entity_graph.n_nodes
     if n_ent == n_stored:

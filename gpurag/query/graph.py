@@ -304,7 +304,8 @@ class GraphRetriever:
         stages.lap("seeds")
         k = min(cfg.k, self.n_psg)
         want = max(k, cfg.rerank_candidates if reranker else 0, depth) + gather.shape[1]
-        hop = cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0
+        hop = (cfg.second_hop_weight > 0 or cfg.second_hop_expansions > 0
+               or cfg.shared_entity_weight > 0)
         best_depth = max(k, second_hop.FIRST_DEPTH) if hop else k
         fused = None
         if on_device is not None:  # reset, walk, fusion and top-k on the device

@@ -43,6 +43,9 @@ class Tokens:
 
     def __init__(self, indptr: np.ndarray, ids: np.ndarray) -> None:
         self.indptr, self.ids = indptr, ids
+        # (index, rows): the texts' BM25 rows once an index scored them (BM25Index.scores),
+        # so the second hop's expansions reuse the seed search's rows
+        self.scored: tuple[object, sp.csr_array] | None = None
 
     def __len__(self) -> int:
         return len(self.indptr) - 1
@@ -136,7 +139,10 @@ class BM25Index:
         return Tokens(indptr, ids[keep])
 
     def scores(self, tokens: Tokens) -> sp.csr_array:
-        """``(q, n)`` float32 BM25 scores of the tokenized texts, nonzero entries only."""
+        """``(q, n)`` float32 BM25 scores of the tokenized texts, nonzero entries only (kept on
+        ``tokens`` and returned again for the same tokens: a batch's texts are scored once)."""
+        if tokens.scored is not None and tokens.scored[0] is self:
+            return tokens.scored[1]
         q = len(tokens)
         terms = sp.csr_array((np.ones(len(tokens.ids), np.float32), tokens.ids, tokens.indptr),
                              shape=(q, self.matrix.shape[0]), copy=False)
@@ -144,7 +150,9 @@ class BM25Index:
         # in the question's order, in float32, as bm25s adds them
         terms.has_canonical_format = False
         out = terms @ self.matrix
-        return out if isinstance(out, sp.csr_array) else sp.csr_array(out)
+        out = out if isinstance(out, sp.csr_array) else sp.csr_array(out)
+        tokens.scored = (self, out)
+        return out
 
     def search_tokens(self, tokens: Tokens, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (scores, chunk rows) per tokenized text, -1 padded (score 0)."""

@@ -414,10 +414,36 @@ class BridgePages:
             rankings = [rows, found, head]
             rows, scores = fuse(rankings, [1.0, cfg.second_hop_expansion_weight, _HEAD],
                                 self.retriever.n_psg, cfg.second_hop_rank_constant, depth)
+        if cfg.shared_entity_weight > 0:  # pages sharing an entity with the top passages
+            rows, scores = self.shared_entity(rows, qvecs, questions, cfg, depth, linked)
         if further is not None and cfg.chain_rounds > 0:  # chains longer than two
             rows, scores = further(self, rows, scores, qvecs, questions, cfg,
                                    tokens=tokens, linked=linked)
         return rows[:, :k], scores[:, :k]
+
+    def shared_entity(self, rows: np.ndarray, qvecs: np.ndarray, questions: list[str], cfg,
+                      depth: int, linked=None) -> tuple[np.ndarray, np.ndarray]:
+        """``rows`` with the pages sharing an entity with its top ``cfg.shared_entity_from``
+        rows (:func:`gpurag.query.shared_entity.shared_entity_ranking`) fused in below the
+        first ``cfg.second_hop_expansion_keep`` documents: top-``depth`` (rows, scores)."""
+        from gpurag.query.linking import LinkedBatch
+        from gpurag.query.shared_entity import entity_pages, shared_entity_ranking
+
+        r = self.retriever
+        if getattr(self, "_entity_pages", None) is None:
+            self._entity_pages = entity_pages(r.mentions)
+        if linked is None:
+            linked = r.linker.link_batch(questions)
+        elif not isinstance(linked, LinkedBatch):
+            linked = LinkedBatch.from_lists(linked)
+        ment, by_entity, df = self._entity_pages
+        found = shared_entity_ranking(
+            rows[:, :cfg.shared_entity_from], ment, by_entity, df, (linked.q, linked.entity),
+            qvecs, self.passage_emb, max_df=cfg.shared_entity_max_df,
+            temperature=cfg.shared_entity_temperature)
+        head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes, cfg.second_hop_expansion_keep)
+        return fuse([rows, found, head], [1.0, cfg.shared_entity_weight, _HEAD], r.n_psg,
+                    cfg.second_hop_rank_constant, depth)
 
     def chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(indptr, fact ids) of each passage's labelled triples (the facts the ``typed``

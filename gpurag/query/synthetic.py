@@ -100,7 +100,8 @@ class SyntheticSet:
     questions: list[SyntheticQuestion]
     stats: dict[str, dict[str, int]] = field(default_factory=dict)  # per kind: built, trivial,
     # kept
-    excluded: int = 0  # questions left out afterwards (training.synthetic.prepare_synthetic)
+    excluded: int = 0  # questions left out afterwards (training.synthetic.prepare_synthetic;
+    # each kind's stats count its own as "excluded", not "kept")
     aspects: bool = False  # bridges also went to aspect pages (generate's ``aspects``)
 
     @property
@@ -116,6 +117,13 @@ class SyntheticSet:
                    "comparison": "no two pages share a descriptor",
                    "shared": "no specific entity is shared by two documents"}
             return ", ".join(why[k] for k in self.stats) or "no question kind was asked"
+        if self.excluded:  # left out afterwards (prepare_synthetic's exclude)
+            trivial = sum(s.get("trivial", 0) for s in self.stats.values())
+            dense = (f"; {trivial} of the {built} candidates were answered by dense retrieval "
+                     "alone" if trivial else "")
+            return (f"all {self.excluded} questions made were left out: their gold documents "
+                    "are those of questions kept apart (the ones rerank=auto decides on)"
+                    f"{dense}")
         return f"all {built} candidate questions were answered by dense retrieval alone"
 
 
@@ -419,45 +427,12 @@ def _ask(rng: np.random.Generator, about: str, target: str) -> str:
 
 
 def chain_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int = 3,
-                    per_page: int = 2) -> list[SyntheticQuestion]:
-    """Up to ``n`` three-hop questions A -> B -> C that name only A's title entity, at most
-    ``per_page`` (halved) from one first-hop passage."""
-    tri = bridge_triples(c, max_pages)
-    first = sample(tri, 4 * n, rng, per="a_row", per_max=per_page)
-    second = tri.rename(columns={"a_row": "b_row", "b": "c", "b_start": "c_start",
-                                 "b_end": "c_end", "b_row": "c_row"})
-    ch = first.merge(second, on="b_row")
-    a_ent = c.title_entity[ch["a_row"].to_numpy(np.int64)]
-    c_row = ch["c_row"].to_numpy(np.int64)
-    keep = ((c.doc[c_row] != c.doc[ch["a_row"].to_numpy(np.int64)])
-            & (ch["c"].to_numpy(np.int64) != a_ent) & (c.title_entity[c_row] != a_ent))
-    out = []
-    for t in sample(ch[keep], n, rng, per="a_row",
-                    per_max=max(1, per_page // 2)).itertuples(index=False):
-        a_row, b_row, c_row_ = int(t.a_row), int(t.b_row), int(t.c_row)
-        a_name = display_name(str(c.entity_names[c.title_entity[a_row]]))
-        hidden = list(dict.fromkeys([*c.names_of(int(t.b)), *c.title_names(b_row),
-                                     *c.names_of(int(t.c)), *c.title_names(c_row_)]))
-        hop1 = _bridge_hop(c, a_row, int(t.b_start), int(t.b_end), hidden, a_name, rng)
-        rel, before = relation_words(c, b_row, int(t.c_start), int(t.c_end),
-                                     [*hidden, a_name], most=int(rng.integers(2, 7)))
-        about = about_words(c, c_row_, [*hidden, a_name], rng)
-        if hop1 is None or not rel or not about:
-            continue
-        desc_b, desc_c = _head(c, b_row), _head(c, c_row_)
-        rel_s = " ".join(rel)
-        hop2 = (f"the {desc_c} that the {desc_b} {hop1} {rel_s}" if before
-                else f"the {desc_c} {rel_s} the {desc_b} {hop1}")
-        out.append(SyntheticQuestion("", _ask(rng, " ".join(about), hop2), "chain",
-                                     _docs(c, a_row, b_row, c_row_), (a_row, b_row, c_row_),
-                                     (a_name,), tuple(hidden)))
-    return out
-
-
-def chain4_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int = 3,
-                     per_page: int = 2) -> list[SyntheticQuestion]:
-    """Up to ``n`` four-hop questions A -> B -> C -> D (three bridges in a row, four
-    documents) that name only A's title entity, at most one from a first-hop passage."""
+                    per_page: int = 2, bridges: int = 2) -> list[SyntheticQuestion]:
+    """Up to ``n`` questions along ``bridges`` bridges in a row that name only A's title
+    entity: A -> B -> C (two, ``"chain"``, three documents) or A -> B -> C -> D (three,
+    ``"chain4"``, four documents); no two pages a hop apart in one document. At most
+    ``per_page`` // 2 (at least one) from one first-hop passage, one for longer chains."""
+    keys = "abcdefgh"[:bridges + 1]  # the pages, A first
     tri = bridge_triples(c, max_pages)
     first = sample(tri, 4 * n, rng, per="a_row", per_max=per_page)
 
@@ -465,43 +440,65 @@ def chain4_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int
         return tri.rename(columns={"a_row": f"{frm}_row", "b": to, "b_start": f"{to}_start",
                                    "b_end": f"{to}_end", "b_row": f"{to}_row"})
 
-    ch = first.merge(step("b", "c"), on="b_row").merge(step("c", "d"), on="c_row")
-    rows = {k: ch[f"{k}_row"].to_numpy(np.int64) for k in "abcd"}
+    ch = first
+    for frm, to in pairwise(keys[1:]):
+        ch = ch.merge(step(frm, to), on=f"{frm}_row")
+    rows = {k: ch[f"{k}_row"].to_numpy(np.int64) for k in keys}
     docs = {k: c.doc[r] for k, r in rows.items()}
     a_ent = c.title_entity[rows["a"]]
     keep = np.ones(len(ch), bool)
-    for x, y in (("a", "c"), ("a", "d"), ("b", "d")):
-        keep &= docs[x] != docs[y]
-    for k in "cd":
+    for i, x in enumerate(keys):
+        for y in keys[i + 2:]:
+            keep &= docs[x] != docs[y]
+    for k in keys[2:]:
         keep &= (ch[k].to_numpy(np.int64) != a_ent) & (c.title_entity[rows[k]] != a_ent)
+    # The three-document chain draws its relations before the last page's words, the longer
+    # ones after (and only while they hold): each kind's random draws as they always were,
+    # so a seed gives the questions it gave.
+    eager = bridges == 2
     out = []
-    for t in sample(ch[keep], n, rng, per="a_row", per_max=1).itertuples(index=False):
-        a_row, b_row, c_row_, d_row = int(t.a_row), int(t.b_row), int(t.c_row), int(t.d_row)
-        a_name = display_name(str(c.entity_names[c.title_entity[a_row]]))
-        hidden = list(dict.fromkeys([*c.names_of(int(t.b)), *c.title_names(b_row),
-                                     *c.names_of(int(t.c)), *c.title_names(c_row_),
-                                     *c.names_of(int(t.d)), *c.title_names(d_row)]))
-        hop = _bridge_hop(c, a_row, int(t.b_start), int(t.b_end), hidden, a_name, rng)
-        about = about_words(c, d_row, [*hidden, a_name], rng)
-        if hop is None or not about:
+    for t in sample(ch[keep], n, rng, per="a_row",
+                    per_max=max(1, per_page // 2) if eager else 1).itertuples(index=False):
+        path = [int(getattr(t, f"{k}_row")) for k in keys]
+        a_name = display_name(str(c.entity_names[c.title_entity[path[0]]]))
+        hidden = list(dict.fromkeys(
+            name for k, row in zip(keys[1:], path[1:], strict=True)
+            for name in (*c.names_of(int(getattr(t, k))), *c.title_names(row))))
+        hop = _bridge_hop(c, path[0], int(t.b_start), int(t.b_end), hidden, a_name, rng)
+        drop = [*hidden, a_name]
+        drawn = [_link(c, t, path, keys, i, drop, rng) for i in range(1, bridges)] if eager else []
+        about = about_words(c, path[-1], drop, rng)
+        if hop is None or not about or not all(rel for rel, _ in drawn):
             continue
-        inner = f"the {_head(c, b_row)} {hop}"
-        for row, start, end, nxt in ((b_row, t.c_start, t.c_end, c_row_),
-                                     (c_row_, t.d_start, t.d_end, d_row)):
-            rel, before = relation_words(c, row, int(start), int(end), [*hidden, a_name],
-                                         most=int(rng.integers(2, 7)))
+        inner = f"the {_head(c, path[1])} {hop}"
+        for i in range(1, bridges):
+            rel, before = drawn[i - 1] if eager else _link(c, t, path, keys, i, drop, rng)
             if not rel:
-                inner = ""
                 break
-            rel_s = " ".join(rel)
-            inner = (f"the {_head(c, nxt)} that {inner} {rel_s}" if before
-                     else f"the {_head(c, nxt)} {rel_s} {inner}")
-        if inner:
-            out.append(SyntheticQuestion("", _ask(rng, " ".join(about), inner), "chain4",
-                                         _docs(c, a_row, b_row, c_row_, d_row),
-                                         (a_row, b_row, c_row_, d_row), (a_name,),
+            rel_s, nxt = " ".join(rel), _head(c, path[i + 1])
+            inner = (f"the {nxt} that {inner} {rel_s}" if before
+                     else f"the {nxt} {rel_s} {inner}")
+        else:
+            out.append(SyntheticQuestion("", _ask(rng, " ".join(about), inner),
+                                         "chain" if eager else f"chain{bridges + 1}",
+                                         _docs(c, *path), tuple(path), (a_name,),
                                          tuple(hidden)))
     return out
+
+
+def _link(c: Corpus, t: Any, path: list[int], keys: str, i: int, drop: list[str],
+          rng: np.random.Generator) -> tuple[list[str], bool]:
+    """The relation words from page ``i`` of a chain (``t``, pages ``path``) to the next."""
+    to = keys[i + 1]
+    return relation_words(c, path[i], int(getattr(t, f"{to}_start")),
+                          int(getattr(t, f"{to}_end")), drop, most=int(rng.integers(2, 7)))
+
+
+def chain4_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int = 3,
+                     per_page: int = 2) -> list[SyntheticQuestion]:
+    """Up to ``n`` four-hop questions A -> B -> C -> D (:func:`chain_questions` along three
+    bridges), at most one from a first-hop passage."""
+    return chain_questions(c, n, rng, max_pages, per_page, bridges=3)
 
 
 def _head(c: Corpus, row: int) -> str:

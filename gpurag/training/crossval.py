@@ -146,8 +146,12 @@ def pooled_cv(jobs: list[tuple[Any, Any]], cfg: TrainConfig, folds: int = 5,
                 index, synthetic, cfg, synthetic_draw, synthetic_kinds, trivial_top, extra,
                 synthetic_aspects, judges[len(sets) - 1].gold if auto else None)
             if progress:
-                print(f"{lab}: {synthetic_info[lab]['questions']} synthetic questions "
-                      f"({time.perf_counter() - t0:.0f}s)", flush=True)
+                made = synthetic_info[lab]
+                why = (f"skipped: {made['skipped']}" if "skipped" in made else
+                       f"{made['excluded']} left out: rerank=auto decides on them"
+                       if made["excluded"] else "")
+                print(f"{lab}: {made['questions']} synthetic questions "
+                      f"({f'{why}; ' if why else ''}{time.perf_counter() - t0:.0f}s)", flush=True)
     oof: dict[str, list] = {lab: [None] * len(qs) for lab, (_, _, qs, _) in zip(labels, sets,
                                                                                  strict=True)}
     settings = ScorerSettings(tuple(cfg.fanout), cfg.max_nodes)

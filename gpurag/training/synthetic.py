@@ -29,8 +29,9 @@ def prepare_synthetic(index, n: int, cfg, seed: int | None = None, draw: int | N
     (:func:`gpurag.rerank.train.prepare` with the ``TrainConfig`` ``cfg``); returns the
     ``QuestionSet`` (drawing ``draw`` questions per epoch) and the :class:`SyntheticSet`.
     ``aspects``: bridges also go to aspect pages (:func:`generate`); ``exclude``: gold
-    document sets whose questions are left out (e.g. those ``rerank="auto"`` decides on).
-    Raises ``ConfigError`` when the index yields no question."""
+    document sets whose questions are left out (e.g. those ``rerank="auto"`` decides on;
+    counted in ``excluded``, overall and per kind). Raises ``ConfigError`` when the index
+    yields no question, saying why (none made, all answered by dense retrieval, all left out)."""
     from gpurag.errors import ConfigError
     from gpurag.rerank.train import prepare
 
@@ -38,6 +39,11 @@ def prepare_synthetic(index, n: int, cfg, seed: int | None = None, draw: int | N
                    aspects=aspects)
     if exclude:
         kept = [q for q in syn.questions if frozenset(q.gold_ids) not in exclude]
+        for q in syn.questions:  # each kind's count of kept questions follows
+            if frozenset(q.gold_ids) in exclude:
+                stats = syn.stats[q.kind]
+                stats["kept"] -= 1
+                stats["excluded"] = stats.get("excluded", 0) + 1
         syn.excluded, syn.questions = len(syn.questions) - len(kept), kept
     if syn.empty_reason:
         raise ConfigError(f"index {index.path} yields no synthetic questions: "

@@ -27,12 +27,15 @@ V1 = {"damping": 0.8, "seed_entities": 10, "seed_facts": 10, "seed_passages": 20
       "second_hop_triples": 4, "chain_rounds": 0,
       # the walk's push threshold: read only on graphs past the size rule (>= 500k edges)
       "push_eps": 3e-6}
+# v2: v1 and shared-entity pages (docs/RECALL.md "Shared-entity pages"); weight 0 is v1's ranks
+V2 = {**V1, "shared_entity_weight": 0.25, "shared_entity_from": 3, "shared_entity_max_df": 50,
+      "shared_entity_temperature": 0.1}
 
 
 def test_default_profile_keeps_the_evaluated_constants():
     p = get_profile("default")
-    assert (p.name, p.version, p.label) == ("default", 1, "default@1")
-    assert p.constants() == V1
+    assert (p.name, p.version, p.label) == ("default", 2, "default@2")
+    assert p.constants() == V2
 
 
 def test_the_profile_names_the_runs_it_came_from():

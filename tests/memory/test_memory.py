@@ -110,3 +110,17 @@ def test_defaults_continue_the_session_and_an_empty_memory_answers(memory):
     assert memory.sessions == ["default"] * 3 and memory.turns == [0, 1, 2] and ids == [0, 1]
     with pytest.raises(Exception, match="trace 3: text"):
         memory.add("   ")
+
+
+def test_a_search_after_traces_without_an_indexed_word_answers(memory):
+    """Traces of stop words and punctuation only ("?", "and?") give BM25 no document
+    to index: appended after a search (the lexical tail holds only them) or alone, the next
+    search answers from the other views (bm25s refused such a tail with 'max() arg is an
+    empty sequence')."""
+    first = memory.add("Ann met Bob at the park", session="s", time=1.0)
+    assert memory.search("Ann park?", k=2).hits[0].id == first
+    tail = [memory.add(t, session="s", time=2.0 + i) for i, t in enumerate(["?", "and?"])]
+    hits = memory.search("Ann park?", k=3).hits
+    assert hits[0].id == first and hits[0].views["bm25"] > 0
+    assert {h.id for h in hits} == {first, *tail}
+    assert all(h.views["bm25"] == 0 for h in hits if h.id in tail)

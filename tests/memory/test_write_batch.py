@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import zlib
 
 import numpy as np
@@ -42,6 +43,8 @@ TRICKY = [
     "", "no capitals at all here", "A", "1", "“", '"', "O'Brien's and D’Arcy’s dog",
     "Mary Ann Smith Jones Brown Green White of York 2023 Vol 2.", "Name_With_Underscore Bob",
     "Line one Alpha\nLine two Beta\tGamma", "Trailing Capital", "ends with quote “X",
+    "Ann12 Berg7 met x2020 and 3March2018 on 12 May 2020, ab1999 1999s 2018–19 Apollo11",
+    "“12 angry men” and “7”, _2020 and (1999) 5th of May 2001",
 ]
 
 
@@ -123,6 +126,20 @@ def test_a_batch_is_tagged_as_each_text_alone_across_its_joins_and_separators():
     assert want[0] == [] and want[1] == [] and want[6] != []
     for batch in (texts, texts[:6], texts[6:], texts[3:7]):
         assert v.tag_many(batch) == [_plain_tag(v, t) for t in batch]
+
+
+def test_the_lower_case_pronoun_pattern_finds_what_the_pronoun_pattern_finds():
+    from gpurag.memory.discourse import _PRONOUN_LOWER
+
+    plain = re.compile(PRONOUN.pattern)  # (case-sensitive: batch_flags lower-cases first)
+    rng = random.Random(5)
+    parts = ["he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs",
+             "the", "t", "h", "s", "x", " ", "_", "1", "é", "'", "-", "\x00", "ers", "irs"]
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
+             for _ in range(5000)]
+    for text in [*texts, "\x00".join(t.lower() for t in TRICKY), "\x00".join(texts)]:
+        assert ([m.span() for m in _PRONOUN_LOWER.finditer(text)]
+                == [m.span() for m in plain.finditer(text)]), text
 
 
 def test_batch_flags_clear_a_bit_only_where_its_test_fails():

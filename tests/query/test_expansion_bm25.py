@@ -31,3 +31,27 @@ def test_expansions_rank_as_the_product_over_their_tokens(graph_index, questions
         np.testing.assert_array_equal(got[0].view(np.int32), want[0].view(np.int32))
     empty = expansion_topk(lexical, tokens, owner[:0], name_tokens, at[:0], EXPANSION_HITS)
     assert empty[0].shape == empty[1].shape == (0, EXPANSION_HITS)
+
+
+def test_a_batchs_bm25_rows_are_computed_once(graph_index, questions, monkeypatch):
+    """The seed search's BM25 rows of the questions are kept on their tokens; the expansions
+    read those (one sparse product per batch of questions, not two)."""
+    import scipy.sparse as sp
+
+    lexical = graph_index.retriever.lexical
+    tokens = lexical.tokens(questions[:5])
+    first = lexical.scores(tokens)
+    assert lexical.scores(tokens) is first
+    other = lexical.tokens(questions[:5])
+    np.testing.assert_array_equal(lexical.scores(other).toarray(), first.toarray())
+    products = []
+    real = sp.csr_array.__matmul__
+    monkeypatch.setattr(sp.csr_array, "__matmul__",
+                        lambda a, b: products.append(a.shape) or real(a, b))
+    lexical.search_tokens(tokens, 20)
+    names = lexical.tokens(["Paris", "France"])
+    expansion_topk(lexical, tokens, np.array([0, 1, 1]), names, np.array([0, 1, 0]),
+                   EXPANSION_HITS)
+    assert products == []
+    lexical.scores(lexical.tokens(questions[:2]))  # new tokens: scored (the patch sees it)
+    assert products == [(2, lexical.matrix.shape[0])]

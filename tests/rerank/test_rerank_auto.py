@@ -56,7 +56,7 @@ def test_a_reranker_that_hurts_is_turned_off_and_auto_follows_the_record(index_d
     auto.record(index_dir, decision)
     recorded = json.loads((index_dir / "manifest.json").read_text(encoding="utf-8"))
     assert recorded["extra"][auto.KEY]["rerank"] == "none"
-    assert recorded["extra"][auto.KEY]["query_profile"] == "default@1"  # what it ran on
+    assert recorded["extra"][auto.KEY]["query_profile"] == "default@2"  # what it ran on
     reopened = Index.open(index_dir)  # the seal still holds: extra is informational
     assert auto.resolve(reopened) == "none"
     qs = ["Which river flows through the capital of the country where the composer was born?",

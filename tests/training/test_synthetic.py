@@ -206,3 +206,36 @@ def test_a_category_bridges_to_none_of_its_aspects_as_in_the_second_hop():
     matrix = bridge_matrix(mentions, c.title_entity, pd.Series(titles), aliases, 2, 1)
     assert {(int(a), int(b)) for a, b in zip(*matrix.nonzero(), strict=True)} == {(0, 3)}
     assert pairs | {(0, 0), (0, 1), (0, 2)} == set(map(tuple, c.titled(2).to_numpy()))
+
+
+@pytest.mark.parametrize("bridges", [2, 3])
+def test_chains_of_either_length_follow_bridges_across_documents(index, bridges):
+    """One builder for both lengths (``chain4_questions`` is it along three bridges): each
+    question follows ``bridges`` bridge pages from A, no two pages a hop apart in one document,
+    its gold the pages' documents, at most ``per_page // 2`` (three pages) or one (four) from
+    one first-hop passage. (Before the two builders became one, their questions were compared
+    equal for every seed, count, per_page and max_pages tried, with and without aspect pages,
+    on this corpus and on hotpotqa_train100.)"""
+    from collections import Counter
+
+    from gpurag.query.synthetic import chain4_questions, chain_questions
+
+    c = Corpus.from_index(index)
+    matrix = index.retriever.bridge_pages.matrix(3)
+    for per_page in (1, 4):
+        qs = chain_questions(c, 40, np.random.default_rng([0, 1]), 3, per_page, bridges=bridges)
+        assert qs
+        most = max(1, per_page // 2) if bridges == 2 else 1
+        assert max(Counter(q.rows[0] for q in qs).values()) == most
+        for q in qs:
+            assert q.kind == ("chain" if bridges == 2 else "chain4")
+            assert len(q.rows) == bridges + 1 and q.question.endswith("?")
+            assert all(matrix[a, b] == 1 for a, b in pairwise(q.rows))  # bridge pages
+            assert all(c.doc[q.rows[i]] != c.doc[q.rows[j]]
+                       for i in range(len(q.rows)) for j in range(i + 2, len(q.rows)))
+            assert q.gold_ids == tuple(dict.fromkeys(str(c.doc[r]) for r in q.rows))
+            assert q.record()["hops"] == bridges + 1
+    if bridges == 3:
+        rng = np.random.default_rng([0, 4])
+        assert chain4_questions(c, 20, rng) == chain_questions(
+            c, 20, np.random.default_rng([0, 4]), bridges=3)

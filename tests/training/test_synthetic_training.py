@@ -112,7 +112,8 @@ def test_crossval_adds_synthetic_questions_to_training_folds_only(index_dir, mon
 
 
 def test_crossval_decides_rerank_auto_per_fold_on_questions_it_did_not_train_on(index_dir,
-                                                                                monkeypatch):
+                                                                                monkeypatch,
+                                                                                capsys):
     from gpurag.rerank.auto import decision_questions
 
     index = Index.open(index_dir)
@@ -130,10 +131,12 @@ def test_crossval_decides_rerank_auto_per_fold_on_questions_it_did_not_train_on(
     monkeypatch.setattr(crossval, "train", spy)
     cfg = TrainConfig(seed=0, epochs=1, hidden=8, balance_sets=True)
     res = crossval.pooled_cv([(index, ds)], cfg, folds=3, synthetic=40, synthetic_draw=4,
-                             trivial_top=0, synthetic_aspects=True, auto=True)
+                             trivial_top=0, synthetic_aspects=True, auto=True, progress=True)
     # the questions the decision is made on never train the model it judges
     assert trained and held and not held & set(trained)
-    assert res["synthetic"]["sets"][ds.name]["excluded"] > 0
+    excluded = res["synthetic"]["sets"][ds.name]["excluded"]
+    assert excluded > 0  # and the count that shrank says so
+    assert f"({excluded} left out: rerank=auto decides on them;" in capsys.readouterr().out
     ranks = res["sets"][ds.name]["ranks"]
     parts = crossval.fold_parts(len(ds.questions), 3, cfg.seed)
     for k, info in enumerate(res["folds"]):
@@ -159,3 +162,26 @@ def test_crossvals_auto_judge_decides_as_decide_does_at_any_candidate_count(inde
     assert judge.decide(4) == at_n and judge.decide() == at_30
     index.query_config = QueryConfig(rerank_candidates=4)  # rerank="auto" queries rerank 4
     assert auto.decide(index, small) == at_n == judge.decide()
+
+
+def test_questions_left_out_are_counted_and_named_when_none_remain(index_dir):
+    from gpurag.errors import ConfigError
+    from gpurag.query.synthetic import generate
+    from gpurag.training.synthetic import prepare_synthetic
+
+    index = Index.open(index_dir)
+    cfg = TrainConfig(seed=0)
+    made = generate(index, 16, seed=0, trivial_top=0).questions
+    golds = [frozenset(q.gold_ids) for q in made]
+    with pytest.raises(ConfigError) as info:  # every question made shares a kept-apart gold
+        prepare_synthetic(index, 16, cfg, trivial_top=0, exclude=set(golds))
+    message = str(info.value)
+    assert f"all {len(made)} questions made were left out" in message
+    assert "rerank=auto" in message and "dense retrieval" not in message
+    some = {golds[0]}
+    qs, syn = prepare_synthetic(index, 16, cfg, trivial_top=0, exclude=some)
+    gone = sum(g in some for g in golds)
+    assert syn.excluded == gone == len(made) - len(syn.questions) > 0
+    # each kind's counts follow: what was kept is what is there, the rest is counted apart
+    assert sum(s["kept"] for s in syn.stats.values()) == len(syn.questions) == len(qs)
+    assert sum(s.get("excluded", 0) for s in syn.stats.values()) == gone
