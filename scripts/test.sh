@@ -7,14 +7,28 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   . .venv/bin/activate
 fi
 export GPURAG_PROGRESS=0 PIP_DISABLE_PIP_VERSION_CHECK=1
+# Optional: headless Chromium for the --explain page test (skipped when absent). apt-get runs in
+# the background while pip installs into .venv (the two never touch the same files).
+browser_log=$(mktemp)
+bash scripts/install_test_browser.sh >"$browser_log" 2>&1 &
+browser_pid=$!
+# pip's own upgrade stays: the bundled pip of Python 3.11 skips extras whose names it does not
+# normalize (lxml[html_clean], needed by trafilatura's justext).
 python -m pip install -q --upgrade pip
-# torch is pinned to the CPU build first so that torch-geometric cannot pull a CUDA build.
-python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,gnn,ner,viz,serve,formats,distributed]"
+# One resolution: torch pinned to 2.13.0 (the CPU build, a local wheel) together with the
+# extras, so that torch-geometric cannot pull a CUDA build.
+# Byte-compiling the ~16k installed modules is most of pip's CPU time, on one core: pip skips it
+# and compileall writes the same .pyc files on every core.
+python -m pip install -q --no-compile "torch==2.13.0" -e ".[dev,gnn,ner,viz,serve,formats,distributed]"
+python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+  >/dev/null 2>&1 || true  # a module that does not compile is one pip would skip as well
 # Optional: a real local OpenAI-compatible LLM server for tests/llm (skipped when absent).
 bash scripts/install_llm_test_server.sh || echo "LLM test server not installed: tests/llm will skip"
-# Optional: headless Chromium for the --explain page test (skipped when absent).
-bash scripts/install_test_browser.sh || echo "Chromium not installed: the browser test will skip"
+if ! wait "$browser_pid"; then
+  cat "$browser_log" >&2
+  echo "Chromium not installed: the browser test will skip"
+fi
+rm -f "$browser_log"
 set +e
 # Tests marked `slow` (long shared-data contracts) run in CI (.ci/run) and with `-m slow`.
 python -m pytest -q -p no:cacheprovider -m "not slow" "$@"
