@@ -430,7 +430,8 @@ def chain_questions(c: Corpus, n: int, rng: np.random.Generator, max_pages: int 
                     per_page: int = 2, bridges: int = 2) -> list[SyntheticQuestion]:
     """Up to ``n`` questions along ``bridges`` bridges in a row that name only A's title
     entity: A -> B -> C (two, ``"chain"``, three documents) or A -> B -> C -> D (three,
-    ``"chain4"``, four documents); no two pages a hop apart in one document. At most
+    ``"chain4"``, four documents); pages two or more hops apart are in different documents
+    (neighbours are a bridge pair, whatever their documents). At most
     ``per_page`` // 2 (at least one) from one first-hop passage, one for longer chains."""
     keys = "abcdefgh"[:bridges + 1]  # the pages, A first
     tri = bridge_triples(c, max_pages)

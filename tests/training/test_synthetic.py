@@ -211,14 +211,15 @@ def test_a_category_bridges_to_none_of_its_aspects_as_in_the_second_hop():
 @pytest.mark.parametrize("bridges", [2, 3])
 def test_chains_of_either_length_follow_bridges_across_documents(index, bridges):
     """One builder for both lengths (``chain4_questions`` is it along three bridges): each
-    question follows ``bridges`` bridge pages from A, no two pages a hop apart in one document,
-    its gold the pages' documents, at most ``per_page // 2`` (three pages) or one (four) from
-    one first-hop passage. (Before the two builders became one, their questions were compared
-    equal for every seed, count, per_page and max_pages tried, with and without aspect pages,
-    on this corpus and on hotpotqa_train100.)"""
+    question follows ``bridges`` bridge pages from A, pages two or more hops apart in
+    different documents, its gold the pages' documents, at most ``per_page // 2`` (three
+    pages) or one (four) from one first-hop passage. (Before the two builders became one,
+    their questions were compared equal for every seed, count, per_page and max_pages tried,
+    with and without aspect pages, on this corpus and on hotpotqa_train100; the next test
+    pins those builders' questions.)"""
     from collections import Counter
 
-    from gpurag.query.synthetic import chain4_questions, chain_questions
+    from gpurag.query.synthetic import chain_questions
 
     c = Corpus.from_index(index)
     matrix = index.retriever.bridge_pages.matrix(3)
@@ -235,7 +236,43 @@ def test_chains_of_either_length_follow_bridges_across_documents(index, bridges)
                        for i in range(len(q.rows)) for j in range(i + 2, len(q.rows)))
             assert q.gold_ids == tuple(dict.fromkeys(str(c.doc[r]) for r in q.rows))
             assert q.record()["hops"] == bridges + 1
-    if bridges == 3:
-        rng = np.random.default_rng([0, 4])
-        assert chain4_questions(c, 20, rng) == chain_questions(
-            c, 20, np.random.default_rng([0, 4]), bridges=3)
+
+
+# sha256 of every question (all fields) the two chain builders gave on the rerank test corpus
+# at 681faa7, the last commit with two separate builders (see the test below)
+CHAIN_DIGEST = "b2996eab4f8990455e0806e566757b0739799671100a20b33ce6e8a6b01e8395"
+
+
+def chain_digest(index) -> tuple[str, int]:
+    """The digest of the chain builders' questions over seeds, per_page, max_pages and aspect
+    pages, and how many questions it covers."""
+    import dataclasses
+    import hashlib
+
+    from gpurag.query.synthetic import chain4_questions, chain_questions
+
+    out = []
+    for aspects in (False, True):
+        c = Corpus.from_index(index, aspects=aspects)
+        for builder in (chain_questions, chain4_questions):
+            for per_page in (1, 2, 4):
+                for seed in ([0, 1], [0, 4], [7]):
+                    for max_pages in (2, 3):
+                        qs = builder(c, 30, np.random.default_rng(seed), max_pages, per_page)
+                        out.append([builder.__name__, aspects, per_page, seed, max_pages,
+                                    [dataclasses.astuple(q) for q in qs]])
+    text = json.dumps(out, default=int)
+    return hashlib.sha256(text.encode()).hexdigest(), sum(len(x[-1]) for x in out)
+
+
+def test_a_seed_gives_the_chain_questions_it_gave_before_the_builders_merged(index):
+    """A digest of generated data, on purpose: it pins "a seed gives the questions it gave"
+    (training sets and ``rerank="auto"``'s decision are drawn from these builders), which no
+    structural check can. The expected digest was computed with the two separate builders of
+    681faa7 (``chain_questions`` and ``chain4_questions`` before they became one) on this
+    test's index (the rerank corpus as the current build indexes it: the merged builder gives
+    the same digest there); any change in the draws, their order or the question text fails it. A
+    deliberate change of the questions updates it (and says so in its commit)."""
+    digest, n = chain_digest(index)
+    assert n > 0
+    assert digest == CHAIN_DIGEST
