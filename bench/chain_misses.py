@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import itertools
 import json
 import pickle
@@ -42,10 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-_HERE = Path(__file__).resolve().parents[2] / "shared/data"
-DATA = _HERE if _HERE.is_dir() else Path("/work/shared/data")
 SETS = ("musique_train100", "hotpotqa_train100", "lihua_world")
 CLASSES = ("first hop", "bridged, outranked", "bridged, source low", "backlink, outranked",
            "backlink, source low", "named, not linked", "content page")
@@ -63,14 +60,24 @@ class Setup:
         return [q.question for q in self.ds.questions]
 
 
+def qvec_cache(work: Path, name: str, embedder: str, texts: list[str]) -> Path:
+    """Where the set's question vectors are kept: keyed by the set, the embedder's name and
+    the question texts (another embedder or another question list gets its own file)."""
+    key = hashlib.sha256("\0".join([embedder, *texts]).encode("utf-8")).hexdigest()[:16]
+    safe = re.sub(r"[^\w.-]+", "_", embedder)[:60]
+    return work / f"{name}.{safe}.{key}.qvecs.npy"
+
+
 def open_set(name: str, work: Path) -> Setup:
+    from shared_data import SHARED_DATA  # bench/ (this script's folder) is on sys.path
+
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import open_or_build_index
 
-    ds = load_dataset(str(DATA / name))
+    ds = load_dataset(str(SHARED_DATA / name))
     index, _tmp, _ = open_or_build_index(ds, str(work / name), None, False)
-    cache = work / f"{name}.qvecs.npy"
     texts = [q.question for q in ds.questions]
+    cache = qvec_cache(work, name, index.embedder.name, texts)
     if cache.is_file():
         qvecs = np.load(cache)
     else:
@@ -277,6 +284,7 @@ def cv_report(swept: dict, seeds: int = 5) -> dict:
 
 
 def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpurag without an install
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["misses", "sweep", "cv"])
     ap.add_argument("--inputs", nargs="*", default=[], help="cv: pickles written by sweep")

@@ -52,8 +52,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from shared_data import SHARED_DATA  # bench/ (the running script's folder) is on sys.path
 
-DEFAULT_DATA = Path("/work/shared/data/hotpotqa_train100")
+DEFAULT_DATA = SHARED_DATA / "hotpotqa_train100"
 
 
 def _records(path: Path) -> list[dict]:

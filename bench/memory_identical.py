@@ -31,12 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from shared_data import SHARED_DATA  # bench/ (this script's folder) is on sys.path
 
 DIM = 64
-_ROOT = Path(__file__).resolve().parents[1]
-LIHUA = next((p for p in (_ROOT.parent / "shared", _ROOT.parents[1] / "shared")
-              if (p / "data" / "lihua_world").exists()), _ROOT.parent / "shared"
-             ) / "data" / "lihua_world"
+LIHUA = SHARED_DATA / "lihua_world"
 
 
 class HashEmbedder:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-_HERE = Path(__file__).resolve().parents[2] / "shared/data"
-DATA = _HERE if _HERE.is_dir() else Path("/work/shared/data")
+from shared_data import SHARED_DATA as DATA  # bench/, this script's folder, is on sys.path
+
 SETS = ("musique_train100", "hotpotqa_train100", "lihua_world")
 MODES = ("dense", "graph")
 

@@ -14,8 +14,26 @@ _spec = importlib.util.spec_from_file_location("bench_chain_misses",
                                                REPO / "bench" / "chain_misses.py")
 chain_misses = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = chain_misses
+_before = list(sys.path)
 _spec.loader.exec_module(chain_misses)
+_after = list(sys.path)
 crossval, miss_class = chain_misses.crossval, chain_misses.miss_class
+
+
+def test_loading_the_script_leaves_sys_path_alone():
+    assert _after == _before  # the pytest session's imports stay the same
+
+
+def test_question_vectors_are_cached_per_embedder_and_questions(tmp_path):
+    cache = chain_misses.qvec_cache
+    a = cache(tmp_path, "musique_train100", "onnx-minilm-l6-v2-int8:model.onnx", ["q1", "q2"])
+    assert a.parent == tmp_path and a.name.startswith("musique_train100.")
+    assert a == cache(tmp_path, "musique_train100", "onnx-minilm-l6-v2-int8:model.onnx",
+                      ["q1", "q2"])
+    assert a != cache(tmp_path, "musique_train100", "st:other-model", ["q1", "q2"])
+    assert a != cache(tmp_path, "musique_train100", "onnx-minilm-l6-v2-int8:model.onnx",
+                      ["q1", "q3"])
+    assert cache(tmp_path, "s", "st:a/b", []).parent == tmp_path  # a name with a slash
 
 
 def test_miss_classes_follow_the_links_to_the_missing_page():
