@@ -3,10 +3,12 @@
 Each shared set's graph query runs once with power iteration (``ppr_method="power"``) and once
 per candidate ``push_eps`` with the local push for every question (``ppr_method="push"``),
 as one batch (``evidence=False``); per question: R@2, R@5 (share of gold documents in the
-top 2 / 5) and all-gold@8. Then ``--folds``-fold cross-validation over the questions of all
-sets (each set split alike, ``--repeats`` shuffles): on the training folds the **largest**
-eps whose mean of the three metrics is not below power iteration's (ties keep the faster
-walk) is picked, and scored on the held-out fold against power iteration on the same fold.
+top 2 / 5) and all-gold@8, by ``gpurag.metrics`` (ranks over documents, a document's
+repeated passages folded, as the eval tables and ``rerank="auto"`` count). Then
+``--folds``-fold cross-validation over the questions of all sets (each set split alike,
+``--repeats`` shuffles): on the training folds the **largest** eps whose mean of the three
+metrics is not below power iteration's (ties keep the faster walk) is picked, and scored on
+the held-out fold against power iteration on the same fold.
 
 Usage: python bench/walk_cv.py [--sets musique_train100,hotpotqa_train100] [--work DIR]
        [--eps 3e-6,1e-5,3e-5,1e-4,3e-4] [--folds 5] [--repeats 5] [--out FILE.json]
@@ -24,27 +26,25 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ranks import DATA
-
 METRICS = ("r2", "r5", "all8")
 
 
 def per_question(docs: list[list[str]], gold: list[list[str]]) -> np.ndarray:
-    """``(questions, 3)``: R@2, R@5 and all-gold@8 of each ranked doc-id list."""
-    out = np.zeros((len(docs), 3))
-    for i, (d, g) in enumerate(zip(docs, gold, strict=True)):
-        g = set(g)
-        if not g:
-            continue
-        out[i] = [len(set(d[:2]) & g) / len(g), len(set(d[:5]) & g) / len(g),
-                  float(g <= set(d[:8]))]
-    return out
+    """``(questions, 3)``: R@2, R@5 and all-gold@8 of each ranked doc-id list (documents, not
+    passages: :func:`gpurag.metrics.gold_ranks` folds a document's repeats)."""
+    from gpurag.metrics import all_gold_per_question, gold_ranks, recall_per_question
+
+    ranks = [gold_ranks(d, g) for d, g in zip(docs, gold, strict=True)]
+    if not ranks:
+        return np.zeros((0, 3))
+    return np.stack([recall_per_question(ranks, 2), recall_per_question(ranks, 5),
+                     all_gold_per_question(ranks, 8)], axis=1)
 
 
 def run_set(name: str, work: Path, eps_list: list[float], k: int) -> dict:
     """Per variant (``power`` and each eps) the per-question metrics and the walk's time."""
+    from shared_data import SHARED_DATA as DATA  # bench/ (this script's folder) is on sys.path
+
     from gpurag.eval.datasets import load_dataset
     from gpurag.eval.runner import open_or_build_index
 
@@ -105,6 +105,7 @@ def cross_validate(sets: dict, eps_list: list[float], folds: int, repeats: int) 
 
 
 def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gpurag without an install
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="musique_train100,hotpotqa_train100")
     ap.add_argument("--work", default="runs/ranks")
