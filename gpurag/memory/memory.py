@@ -687,14 +687,10 @@ class Memory:
         from gpurag.eval.bm25 import BM25Retriever
 
         def build(lo: int, hi: int):
-            frame = pd.DataFrame({"title": [""] * (hi - lo),
-                                  "text": [self.lexical_text(i) for i in range(lo, hi)]})
-            try:
-                return BM25Retriever(frame), lo, hi
-            except ValueError:  # bm25s refuses documents without one word it indexes
-                if _indexes_a_word(frame["text"].tolist()):
-                    raise
+            texts = [self.lexical_text(i) for i in range(lo, hi)]
+            if not _indexes_a_word(texts):  # bm25s refuses (and warns on) a part without one
                 return None, lo, hi  # ("?", "ok then": nothing to score in these traces)
+            return BM25Retriever(pd.DataFrame({"title": [""] * (hi - lo), "text": texts})), lo, hi
 
         if self._lex is None or self._n - self._lex[2] > self.config.bm25_rebuild:
             self._lex, self._lex_tail = build(0, self._n), None
@@ -883,11 +879,12 @@ class Memory:
 
 
 def _indexes_a_word(texts: list[str]) -> bool:
-    """Whether BM25 (bm25s, English stop words: what BM25Retriever indexes) keeps a word of
-    ``texts``."""
-    import bm25s
+    """Whether BM25 (bm25s' tokenizer, English stop words: what BM25Retriever indexes) keeps a
+    word of ``texts``: lexical's token rule, stopping at the first such word."""
+    from gpurag.query.lexical import _TOKEN, _bm25s
 
-    return bool(bm25s.tokenize(texts, stopwords="en", show_progress=False).vocab)
+    stop = frozenset(_bm25s().stopwords.STOPWORDS_EN)
+    return any(w not in stop for t in texts for w in _TOKEN.findall(t.lower()))
 
 
 def _values_of(scores: dict[int, float], ids: np.ndarray) -> np.ndarray:

@@ -112,11 +112,12 @@ def test_defaults_continue_the_session_and_an_empty_memory_answers(memory):
         memory.add("   ")
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_a_search_after_traces_without_an_indexed_word_answers(memory):
     """Traces of stop words and punctuation only ("?", "and?") give BM25 no document
     to index: appended after a search (the lexical tail holds only them) or alone, the next
     search answers from the other views (bm25s refused such a tail with 'max() arg is an
-    empty sequence')."""
+    empty sequence'), and no build is tried for them (bm25s warned 0/0 before refusing)."""
     first = memory.add("Ann met Bob at the park", session="s", time=1.0)
     assert memory.search("Ann park?", k=2).hits[0].id == first
     tail = [memory.add(t, session="s", time=2.0 + i) for i, t in enumerate(["?", "and?"])]
