@@ -1,7 +1,8 @@
 """Appends before / after in one run: the bench's fill (bench/memory.py's template traces and
 precomputed vectors, ``add_many`` in batches of 1,000, CPU time of those calls) with two code
-trees in turn, each fill in its own process, rounds interleaved (the machine is shared: the
-load moves during a run, so the two versions see the same load).
+trees in turn, each fill in its own process, rounds interleaved and each round's order
+alternated (the machine is shared: the load moves during a run, so the two versions see the
+same load, and neither always runs first).
 
 ``--warm``: a full garbage collection before the timed appends. A fresh process has never
 collected the objects its imports made, and the first full collection (~0.1 s on this
@@ -69,7 +70,9 @@ def main() -> None:
     out = {"bench": "memory_appends", "traces": args.traces, "warm": args.warm,
            "load_before": os.getloadavg()}
     for r in range(args.rounds):
-        for name, tree in trees.items():
+        order = list(trees) if r % 2 == 0 else list(trees)[::-1]  # neither always runs first
+        for name in order:
+            tree = trees[name]
             env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()), GPURAG_PROGRESS="0")
             cmd = [sys.executable, __file__, "--one", "--traces", str(args.traces)]
             res = subprocess.run(cmd + (["--warm"] if args.warm else []), env=env, check=True,

@@ -120,7 +120,7 @@ PRONOUNS, OWNERS, RELATIVES, ATTRIBUTE_WORDS = 1, 2, 4, 8
 
 
 # PRONOUN on lower-cased ASCII text, spelled as a prefix tree whose branches open with a
-# letter (h, s, t) and check the word boundary before it after it: the regex engine then
+# letter (h, s, t) and check, after the letter, the word boundary before it: the regex engine then
 # skips to those letters instead of trying every position (the same matches)
 _PRONOUN_LOWER = re.compile(
     r"(?:h(?<=\bh)(?:e(?:rs?)?|i[ms])|s(?<=\bs)he|t(?<=\bt)he(?:[ym]|irs?))\b")
