@@ -54,12 +54,17 @@ def server_missing() -> str | None:
 
 
 def default_server_threads() -> int:
-    """Two threads where two cores are free for the server: while it evaluates a prompt the
-    test waits for the answer, and a second thread nearly halves the time (the CPU seconds
-    stay about the same). One beside other pytest-xdist workers, which have the cores."""
+    """Two threads where this process may run on two or more cores (its allowed cores, busy
+    or not; a 2-core machine included): while the server evaluates a prompt the test waits
+    for the answer, and a second thread nearly halves that wait (measured: the CPU seconds
+    stay about the same). One beside other pytest-xdist workers, which have the cores.
+    Allowed cores from ``os.sched_getaffinity`` where the OS has it (Linux), else
+    ``os.cpu_count()`` (macOS, Windows)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return 1
-    return min(2, len(os.sched_getaffinity(0)))
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
+    return min(2, cores)
 
 
 def serve_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

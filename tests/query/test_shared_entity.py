@@ -14,6 +14,7 @@ from gpurag import Index
 from gpurag.errors import ConfigError
 from gpurag.profile import RankingProfile
 from gpurag.query.shared_entity import entity_pages, shared_entity_ranking
+from tests.conftest import _build_shared, _open_clean
 
 CORPUS = Path(__file__).parent / "data" / "shared_entity_corpus.jsonl"
 # the book (named) -> Judith Viorst (its author; bridge page) -> Rutgers (no page) -> the station
@@ -21,8 +22,13 @@ QUESTION = "What kind of university did the author of Alexander and the Terrible
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory) -> Index:
-    return Index.build(CORPUS, tmp_path_factory.mktemp("shared") / "idx", show_progress=False)
+def index(tmp_path_factory):
+    """Built once under the tests' clean environment and the session's embedding cache
+    (module fixtures run before the per-test cleanup), opened clean, closed at the end."""
+    path = _build_shared(tmp_path_factory, "shared_entity", CORPUS)
+    idx = _open_clean(path)
+    yield idx
+    idx.close()
 
 
 def _docs(index: Index, weight: float) -> list[str]:
