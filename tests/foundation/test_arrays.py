@@ -1,5 +1,6 @@
 """gpurag.arrays: the sort-based set helpers equal NumPy's, and no module calls the plain
-(hash-path) ``np.unique``, ``np.union1d`` or ``np.setdiff1d`` on NumPy 2.4."""
+(hash-path) ``np.unique``, ``np.union1d``, ``np.setdiff1d``, ``np.isin``, ``np.in1d`` or
+``np.intersect1d`` on NumPy 2.4."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def _slow_calls() -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "np"
-                    and node.func.attr in ("unique", "union1d", "setdiff1d")
+                    and node.func.attr in ("unique", "union1d", "setdiff1d", "isin", "in1d",
+                                           "intersect1d")
                     and not any(k.arg in ("return_index", "return_inverse", "return_counts",
                                           "assume_unique") for k in node.keywords)):
                 out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
