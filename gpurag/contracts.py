@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.arrays import unique_sorted
+from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction
 
 
@@ -302,4 +302,4 @@ def check_query_walk(walk: Any, index_path: Any, questions: list[str], *, k: int
         assert rows.shape == best.shape and len(rows) == len(cand)
         assert (np.diff(np.where(np.isfinite(best), best, -np.inf), axis=1) <= 0).all()
         for r_best, r_cand in zip(rows, cand, strict=True):
-            assert np.isin(r_best[r_best >= 0], r_cand).all()
+            assert isin_sorted(r_best[r_best >= 0], r_cand).all()

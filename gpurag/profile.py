@@ -15,16 +15,21 @@ error naming it). A caller who experiments passes a field explicitly in Python
 query runs on a copy named ``<name>+custom``.
 
 Profile ``default`` version 2 (version 1 and shared-entity pages, cross-validated by the same
-protocol: ``docs/RECALL.md`` "Shared-entity pages"), and the runs it came from (each field's
-note says which):
+protocol: ``docs/RECALL.md`` "Shared-entity pages"; and the walk's local push on large graphs:
+``push_eps`` is new, and with it the size rule of :mod:`gpurag.graph.ppr`, every question
+pushed on graphs of at least ``AUTO_PUSH_MIN_EDGES`` (500k) stored edges, changes the default
+ranks there; below that the walk is v1's power iteration), and the runs it came from (each
+field's note says which):
 
 - ``docs/RECALL.md`` "How it was tuned": the seeds, linking, title and head settings by
   5-fold x 5-seed cross-validation over the questions of ``musique_train100``,
   ``hotpotqa_train100`` and ``lihua_world``; the second hop and ``second_hop_triples`` by the
   same protocol (stops 11-13); ``head_mode`` / ``lexical_weight_unbridged`` on lihua_world
   (15 of 25 folds picked 0.3).
-- ``docs/results.md``: the scores of these constants, ``scripts/make_results.py`` on
-  2026-12-01 (CPU, bundled MiniLM int8 embedder).
+- ``docs/results.md``: the scores of version 1's constants, ``scripts/make_results.py`` on
+  2026-12-01 (CPU, bundled MiniLM int8 embedder; not regenerated for version 2, whose
+  cross-validated figures are in ``docs/RECALL.md`` and
+  ``bench/results/chains_shared_2026-12-01_cpu.md``).
 
 Build profile ``default`` version 1 (the values the code and ``IndexConfig`` held before):
 
@@ -143,14 +148,18 @@ class RankingProfile(Profile):
     """The evaluated constants of the ranking (see the module docstring for their runs)."""
 
     KIND: ClassVar[str] = "ranking profile"
-    # v2: shared-entity pages on (v1 had no such stage; every other constant is v1's)
+    # v2: shared-entity pages on (v1 had no such stage) and the walk's local push: push_eps is
+    # new, and with it the size rule (gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES: on graphs of at
+    # least 500k stored edges every question with up to AUTO_PUSH_MAX_SEEDS seeds is pushed)
+    # changes the default ranks on large graphs; every other constant is v1's
     version: int = field(default=2, metadata={"meta": True})
     evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
     # Personalized PageRank: probability of following an edge.
     damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
-    # The local push's threshold (a node pushes while its residual exceeds push_eps times its
-    # out-degree), where the walk pushes: on graphs of at least
-    # gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES stored edges (smaller ones use power iteration).
+    # The local push's threshold (a node pushes while its residual exceeds push_eps times
+    # max(out-degree, 1)), where the walk pushes: on the CPU, on graphs of at least
+    # gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES stored edges (smaller ones use power iteration, and
+    # the device walk always runs power iteration, so push_eps does not reach it).
     # Chosen in bench/walk_cv.py (5-fold over questions; bench/results/walk_cv_2026-12-01.md).
     push_eps: float = constant(3e-6, float, lo=0, hi=1, open_lo=True)
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.

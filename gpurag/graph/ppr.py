@@ -78,7 +78,9 @@ class _Operator:
     transposes: dict  # dtype -> P^T as csr_array (lazily built)
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards the lazy parts
     push: dict | None = None  # the push's per-graph arrays (lazily built, _push_arrays)
-    scratch: threading.local = field(default_factory=threading.local)  # per-thread work arrays
+    # idle push work arrays, zeroed (a free list under ``lock``: as many as the peak number of
+    # concurrent pushes on this graph, not one per thread that ever pushed)
+    scratch: list = field(default_factory=list)
 
 
 # The operator lives on the graph object itself (an opened index's graph, shared by the
@@ -327,15 +329,14 @@ def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
     return arrays
 
 
-def _scratch(op: _Operator, n: int) -> dict:
-    """This thread's dense work arrays for the push (allocated once per thread and graph;
-    :func:`_push_one` hands them back zeroed)."""
-    scratch = getattr(op.scratch, "arrays", None)
-    if scratch is None:
-        scratch = {"p": np.zeros(n), "r": np.zeros(n),
-                   "stamp": np.full(n, -1, dtype=np.int64), "seen": np.zeros(n, dtype=bool)}
-        op.scratch.arrays = scratch
-    return scratch
+def _take_scratch(op: _Operator, n: int) -> dict:
+    """Dense work arrays for one push (25 bytes a node): an idle zeroed set from the
+    operator's free list, else a new one; :func:`_push_one` hands it back zeroed."""
+    with op.lock:
+        if op.scratch:
+            return op.scratch.pop()
+    return {"p": np.zeros(n), "r": np.zeros(n), "stamp": np.full(n, -1, dtype=np.int64),
+            "seen": np.zeros(n, dtype=bool)}
 
 
 def _push_one(
@@ -354,8 +355,7 @@ def _push_one(
     seeds). Each round's receivers are summed with one ``bincount`` over their distinct ids.
     """
     arrays = _push_arrays(g, op)
-    scratch = _scratch(op, g.n_nodes)
-    op.scratch.arrays = None  # taken: an error below leaves none half-written behind
+    scratch = _take_scratch(op, g.n_nodes)  # an error below leaves none half-written behind
     p, r, stamp, seen = scratch["p"], scratch["r"], scratch["stamp"], scratch["seen"]
     indptr, indices, prob, scale = (arrays["indptr"], arrays["indices"], arrays["prob"],
                                     arrays["scale"])
@@ -395,7 +395,8 @@ def _push_one(
     p[nodes] = 0.0
     r[nodes] = 0.0
     seen[nodes] = False
-    op.scratch.arrays = scratch  # zeroed again: the next call of this thread reuses it
+    with op.lock:  # zeroed again: the next push, of any thread, reuses it
+        op.scratch.append(scratch)
     return nodes, p_out, r_out
 
 
@@ -499,23 +500,31 @@ def ppr(
     scored as it would be alone, whatever the batch. Returns a dense ``(q, n)`` float32 array,
     or a CSR array with ``output="sparse"``.
     """
-    if method not in ("auto", "power", "push"):
-        raise ValueError(f"unknown PPR method {method!r}")
     if output not in ("dense", "sparse"):
         raise ValueError(f"unknown output {output!r}")
-    _check_damping(damping)
-    _check_eps(eps)
-    r = _normalized_reset(reset, g.n_nodes)
-    if method == "auto":
-        push = push_rows(g, r)
-        if push.any() and not push.all():  # each row by its own method, as it would alone
-            return _mixed(g, r, push, damping, tol, max_iter, eps, output)
-        method = "push" if push.size and push.all() else "power"
-    if method == "power":
+    r, push = routed_rows(g, reset, method, damping, eps)
+    if push.any() and not push.all():  # each row by its own method, as it would alone
+        return _mixed(g, r, push, damping, tol, max_iter, eps, output)
+    if not (push.all() if push.size else method == "push"):
         res = _power(g, r, damping, tol, max_iter, np.dtype(np.float32))
         return sp.csr_array(res) if output == "sparse" else res
     res_sp = _push_batch(g, r, damping, eps)
     return res_sp if output == "sparse" else res_sp.toarray()
+
+
+def routed_rows(g: CSRGraph, reset: ResetLike, method: str, damping: float, eps: float
+                ) -> tuple[sp.csr_array, np.ndarray]:
+    """The checks and routing of :func:`ppr`: ``method``, ``damping`` and ``eps`` validated,
+    the reset matrix row-normalized (:func:`normalized_reset`) and, per row, whether it is
+    pushed (``"auto"``: :func:`push_rows`; ``"push"``: every row; ``"power"``: none)."""
+    if method not in ("auto", "power", "push"):
+        raise ValueError(f"unknown PPR method {method!r}")
+    _check_damping(damping)
+    _check_eps(eps)
+    r = _normalized_reset(reset, g.n_nodes)
+    push = (push_rows(g, r) if method == "auto"
+            else np.full(r.shape[0], method == "push", dtype=bool))
+    return r, push
 
 
 def push_rows(g: CSRGraph, reset: ResetLike) -> np.ndarray:

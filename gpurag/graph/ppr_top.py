@@ -1,8 +1,9 @@
 """The PPR component's result and its host implementation: :class:`PPRTop` (only each
 question's top-``k`` and gathered scores come back, never a dense ``(q, n)`` array),
-:func:`host_ppr_topk` (the SciPy power iteration of :func:`gpurag.graph.ppr.ppr`, then the
-top-``k`` in host memory) and :func:`numpy_topk`. The device implementations live in
-:mod:`gpurag.backends.ppr`, which chooses between them once per runtime."""
+:func:`host_ppr_topk` (the CPU walk of :func:`gpurag.graph.ppr.ppr`, each row by power
+iteration or the local push as ``ppr`` routes it, then the top-``k`` in host memory) and
+:func:`numpy_topk`. The device implementations live in :mod:`gpurag.backends.ppr`, which
+chooses between them once per runtime."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import sorted_lookup
 from gpurag.graph import ppr as host_ppr
 from gpurag.graph.csr import CSRGraph
 from gpurag.graph.ppr_local import DenseScores, LocalScores, rank_within
@@ -114,8 +116,8 @@ def sparse_gather(rows: sp.csr_array, gather: np.ndarray, lo: int) -> np.ndarray
     keys = (np.repeat(np.arange(q, dtype=np.int64), np.diff(rows.indptr)) * n
             + np.asarray(rows.indices, dtype=np.int64))
     want = np.arange(q, dtype=np.int64)[:, None] * n + lo + gather.clip(0)
-    pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
-    hit = (keys[pos] == want) & (gather >= 0) if keys.size else np.zeros(gather.shape, bool)
+    pos, hit = sorted_lookup(keys, want)
+    hit &= gather >= 0
     data = np.asarray(rows.data, dtype=np.float32)
     return np.where(hit, data[pos] if keys.size else 0, 0).astype(np.float32)
 
@@ -164,14 +166,8 @@ def _split_topk(g: CSRGraph, r: sp.csr_array, k: int, lo: int, hi: int | None,
                 method: str, eps: float) -> PPRTop:
     """:func:`host_ppr_topk` without the full rows: each row by the method ``ppr`` gives it,
     pushed rows' top-``k`` from their sparse scores, power rows' from their dense ones."""
-    if method not in ("auto", "power", "push"):
-        raise ValueError(f"unknown PPR method {method!r}")
-    host_ppr._check_damping(damping)
-    host_ppr._check_eps(eps)
-    rn = host_ppr.normalized_reset(r, g.n_nodes)
+    rn, push = host_ppr.routed_rows(g, r, method, damping, eps)
     q = rn.shape[0]
-    push = (host_ppr.push_rows(g, rn) if method == "auto"
-            else np.full(q, method == "push", dtype=bool))
     n_gather = 0 if gather is None else np.asarray(gather).shape[1]
     values = np.full((q, k), -np.inf, dtype=np.float32)
     ids = np.full((q, k), -1, dtype=np.int64)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.arrays import isin_sorted
 from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
 from gpurag.memory import derived, scale_store
@@ -802,7 +803,7 @@ class Memory:
                 cand_arr = unique(np.r_[cand_arr, cand_arr - 1, cand_arr + 1])
                 cand_arr = cand_arr[(cand_arr >= 0) & (cand_arr < self._n)]
             if len(self._damaged):  # damaged records are placeholders: never returned
-                cand_arr = cand_arr[~np.isin(cand_arr, self._damaged)]
+                cand_arr = cand_arr[~isin_sorted(cand_arr, self._damaged)]
             out.append({
                 "ids": cand_arr,
                 "dense": self._vec[cand_arr] @ qv[qi],
@@ -811,7 +812,7 @@ class Memory:
                 "deficit": deficit, "n_anchors": a,
                 "anchors": [self.vocab.surfaces[int(e)] for e in anc],
                 "neighbours": self._neighbours(cand_arr),
-                "claim": np.isin(cand_arr, claimed).astype(np.float32),
+                "claim": isin_sorted(cand_arr, claimed).astype(np.float32),
                 "attributes": attrs, "subjects": subjects,
                 "before": BEFORE.search(questions[qi]) is not None,
             })
@@ -863,9 +864,9 @@ class Memory:
             top.tolist(), [self.texts[i] for i in top], [self.sessions[i] for i in top],
             [self.times[i] for i in top], scores[: len(top)].tolist(), cfg.policy)
         want = np.asarray(kept[:k], np.int64)  # (kept lies in ``top``: a prefix of ``ids``)
-        pos = dict(zip(top[np.isin(top, want)].tolist(),
-                       np.flatnonzero(np.isin(top, want)).tolist(), strict=True))
-        at = np.isin(v["ids"], want)
+        pos = dict(zip(top[isin_sorted(top, want)].tolist(),
+                       np.flatnonzero(isin_sorted(top, want)).tolist(), strict=True))
+        at = isin_sorted(v["ids"], want)
         vpos = dict(zip(v["ids"][at].tolist(), np.flatnonzero(at).tolist(), strict=True))
         hits = []
         for i in kept[:k]:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gpurag.arrays import isin_sorted
 from gpurag.memory.postings import Grow, Postings, unique
 from gpurag.memory.vectors import VectorStore
 from gpurag.memory.views import MASS_FLOOR
@@ -424,7 +425,7 @@ class ScaleIndex:
             w = math.ceil(TEMPORAL_WINDOW * max(tau, 1e-6))
             near = unique((hit[:, None] + np.arange(-w, w + 1)).ravel())
             near = near[(near >= 0) & (near < self.n)]
-            rows = near[np.isin(session[near], sessions)]
+            rows = near[isin_sorted(session[near], sessions)]
         best = cov >= cov.max() - 1e-9
         bonus = np.zeros(len(sessions))
         s_of = np.searchsorted(sessions, session[rows])

@@ -83,6 +83,9 @@ def shrunk_index(index, drop_rows: np.ndarray, rel: str, cfg: IndexConfig, hnsw:
     same_kind = index_kind(n_old, cfg.ivf_threshold, hnsw_threshold) == index_kind(
         int(keep.sum()), cfg.ivf_threshold, hnsw_threshold)
     if same_kind and not isinstance(base, faiss.IndexIVF | faiss.IndexHNSW):
+        # a flat base with parts: not reached from delete_local, whose _writable_index adds a
+        # flat base's parts itself (it keeps a PartedIndex over IVF/HNSW bases only); kept so
+        # that any PartedIndex shrinks alike (tests/pipeline/test_incremental_delete.py)
         for part in index.parts if parted else []:
             base.add(decode_all(part))
         base.remove_ids(drop_rows)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.arrays import isin_sorted
 from gpurag.errors import ConfigError
 from gpurag.store import layout
 
@@ -184,7 +185,7 @@ class CommunityView:
             return []
         centroid = (weight[:, None] * self.passage_vecs[rows]).sum(axis=0)
         centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
-        facts = np.flatnonzero(np.isin(self.fact_chunk, rows))
+        facts = np.flatnonzero(isin_sorted(self.fact_chunk, rows))
         picked: list[int] = []
         if len(facts):
             sim = self.fact_vecs[facts] @ centroid

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.arrays import unique_sorted
+from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.extract.sentences import sentence_spans
 from gpurag.store import layout
 
@@ -192,8 +192,8 @@ def _links(data: EvidenceData, universe: np.ndarray, rows: np.ndarray) -> _Links
     size = hi - lo
     idx = np.repeat(lo, size) + (np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size,
                                                                         size))
-    idx = idx[np.isin(data.r_dst[idx], universe)]
-    returned = np.isin(data.r_chunk[idx], rows)
+    idx = idx[isin_sorted(data.r_dst[idx], universe)]
+    returned = isin_sorted(data.r_chunk[idx], rows)
     labelled = data.r_label[idx] != data.cooccurs
     w = np.where(labelled, LABELLED_W, RELATION_W) * np.where(returned, RETURNED_W, ELSEWHERE_W)
     src, dst, chunk = data.r_src[idx], data.r_dst[idx], data.r_chunk[idx]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import sorted_lookup
 from gpurag.graph.ppr_local import rank_within
 from gpurag.query.lexical import BM25Index, Tokens, sparse_topk
 from gpurag.query.sparse_rows import csr_positions
@@ -30,8 +31,7 @@ def expansion_topk(lexical: BM25Index, tokens: Tokens, owner: np.ndarray, names:
     k = min(k, n)
     if k <= 0 or e == 0:
         return np.zeros((e, max(k, 0)), np.float32), np.full((e, max(k, 0)), -1, np.int64)
-    own = lexical.scores(tokens)  # (q, n): each question's row, once
-    own.sort_indices()  # each row by passage: what _row_values looks up in
+    own = lexical.scores(tokens)  # (q, n): each question's row, once, sorted by passage
     top_s, top_r = sparse_topk(own, k)
     # every posting entry of every expansion's name tokens: (expansion, token position, doc)
     m = lexical.matrix
@@ -80,8 +80,6 @@ def _row_values(scores: sp.csr_array, row: np.ndarray, col: np.ndarray) -> np.nd
     data = np.asarray(scores.data, np.float32)
     want = row.astype(np.int64) * n + col
     out = np.zeros(want.size, np.float32)
-    if keys.size and want.size:
-        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
-        hit = keys[pos] == want
-        out[hit] = data[pos[hit]]
+    pos, hit = sorted_lookup(keys, want)
+    out[hit] = data[pos[hit]]
     return out

@@ -139,8 +139,9 @@ class BM25Index:
         return Tokens(indptr, ids[keep])
 
     def scores(self, tokens: Tokens) -> sp.csr_array:
-        """``(q, n)`` float32 BM25 scores of the tokenized texts, nonzero entries only (kept on
-        ``tokens`` and returned again for the same tokens: a batch's texts are scored once)."""
+        """``(q, n)`` float32 BM25 scores of the tokenized texts, nonzero entries only, each
+        row's by passage (kept on ``tokens`` and returned again for the same tokens: a batch's
+        texts are scored once; not to be changed in place)."""
         if tokens.scored is not None and tokens.scored[0] is self:
             return tokens.scored[1]
         q = len(tokens)
@@ -151,6 +152,7 @@ class BM25Index:
         terms.has_canonical_format = False
         out = terms @ self.matrix
         out = out if isinstance(out, sp.csr_array) else sp.csr_array(out)
+        out.sort_indices()  # by passage before it is cached: expansion_bm25 looks up in it
         tokens.scored = (self, out)
         return out
 

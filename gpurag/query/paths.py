@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.arrays import unique_sorted
+from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.query.results import EntityPath
 from gpurag.query.sparse_rows import csr_positions, csr_rows
 
@@ -39,7 +39,7 @@ def trace(seed_q: np.ndarray, seed_e: np.ndarray, rows: np.ndarray, mentions: sp
     owner, ent = csr_rows(pair, m_lo, mentions.indptr[prow + 1] - m_lo, mentions.indices)
     ent = ent.astype(np.int64)
     # a seed the passage mentions: the first (lowest) of its mentions that is a seed
-    hit = np.isin(pq[owner] * n_ent + ent, seed_key)
+    hit = isin_sorted(pq[owner] * n_ent + ent, seed_key)
     direct_pair, first_hit = np.unique(owner[hit], return_index=True)
     direct_ent = ent[hit][first_hit]
     # otherwise the strongest seed -> mentioned entity relation

@@ -24,12 +24,14 @@ expanded, so a passage's dozens of other names no longer crowd its bridge out.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gpurag.arrays import unique_sorted
-from gpurag.query.sparse_rows import csr_rows, pack_rows, reached
+from gpurag.arrays import isin_sorted, unique_sorted
+from gpurag.query.sparse_rows import cosine_ranking, csr_rows, pack_rows, reached
 from gpurag.resolve.normalize import alias_keys, normalize_name
 
 FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
@@ -136,14 +138,7 @@ def bridge_ranking(first: np.ndarray, matrix: sp.csr_array, qvecs: np.ndarray,
     ``(q, d)``, -1 padded), best first, ``(q, depth)`` -1 padded."""
     q = first.shape[0]
     qr, page, value = reached(first[:, :hop_from], matrix)
-    if temperature > 0 and len(qr):
-        sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
-                        np.asarray(passage_emb[page], np.float64))
-        best = np.full(q, -np.inf)
-        np.maximum.at(best, qr, sim)
-        value = value * np.exp((sim - best[qr]) / temperature)  # the best page weighs 1
-    order = np.lexsort((page, -value, qr))
-    return pack_rows(qr[order], page[order], q, depth)
+    return cosine_ranking(qr, page, value, qvecs, passage_emb, temperature, q, depth)
 
 
 def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: int
@@ -200,7 +195,7 @@ def expansion_pairs(top: np.ndarray, mentions: sp.csr_array, title_entity: np.nd
     r, c = np.nonzero(top >= 0)
     own = title_entity[top[r, c]]
     drop = np.concatenate([named[0] * n_ent + named[1], (r * n_ent + own)[own >= 0]])
-    key = unique_sorted(key[~np.isin(key, drop)])
+    key = unique_sorted(key[~isin_sorted(key, drop)])
     return key // n_ent, key % n_ent
 
 
@@ -244,7 +239,7 @@ def best_expansions(owner: np.ndarray, entity: np.ndarray, keys: np.ndarray,
     order = np.lexsort((entity, -score, owner))
     owner, entity = owner[order], entity[order]
     pos = np.arange(len(owner)) - np.searchsorted(owner, owner)
-    scored = np.isin(owner, unique_sorted(keys // n_ent))
+    scored = isin_sorted(owner, unique_sorted(keys // n_ent))
     keep_row = ~scored | (pos < keep)
     return owner[keep_row], entity[keep_row]
 
@@ -306,6 +301,8 @@ class BridgePages:
         self._matrices: dict[int, sp.csr_array] = {}
         self._reached: dict[int, float] = {}
         self._emb: PassageVectors | None = None
+        self._entity_pages: tuple[sp.csr_array, sp.csr_array, np.ndarray] | None = None
+        self._lock = threading.Lock()  # guards the lazy shared-entity tables
         chunks = retriever.chunks
         self.doc_codes = (pd.factorize(chunks["doc_id"])[0] if "doc_id" in chunks
                           else np.arange(retriever.n_psg))
@@ -385,8 +382,10 @@ class BridgePages:
         from gpurag.query.shared_entity import entity_pages, shared_entity_ranking
 
         r = self.retriever
-        if getattr(self, "_entity_pages", None) is None:
-            self._entity_pages = entity_pages(r.mentions)
+        if self._entity_pages is None:  # built once, by one thread (the service shares it)
+            with self._lock:
+                if self._entity_pages is None:
+                    self._entity_pages = entity_pages(r.mentions)
         if linked is None:
             linked = r.linker.link_batch(questions)
         elif not isinstance(linked, LinkedBatch):
@@ -428,8 +427,10 @@ class BridgePages:
         (and ``qvecs``) and an index with labelled triples, only the entities of the
         ``triples`` best triples where the top passages have any (:func:`best_expansions`).
 
-        All expansions of the batch are one BM25 product: each is the question's tokens
-        followed by its entity name's, as the text "question name" tokenizes."""
+        Each expansion is the question's tokens followed by its entity name's, as the text
+        "question name" tokenizes; with an exact BM25 index they are scored from each
+        question's BM25 row read once and the names' postings
+        (:func:`gpurag.query.expansion_bm25.expansion_topk`), else searched as texts."""
         from gpurag.query.linking import LinkedBatch
 
         r = self.retriever

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.arrays import unique_sorted
+from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.query.fusion import minmax
 from gpurag.query.linking import LinkedBatch
 from gpurag.query.results import SeedEntity
@@ -173,7 +173,7 @@ def add_named(reset: sp.csr_array, named: LinkedBatch, link_weight: float, parts
     count = np.bincount(q_idx, minlength=named.n)[q_idx]
     share = link_weight * parts.specificity[ents] / count
     # the named entities that are not similarity seeds (a name named twice, twice)
-    new = ~np.isin(q_idx * parts.n_ent + ents, seeds.q * parts.n_ent + seeds.entity)
+    new = ~isin_sorted(q_idx * parts.n_ent + ents, seeds.q * parts.n_ent + seeds.entity)
     seeds = seeds.extend(q_idx[new], ents[new], np.ones(int(new.sum())), "name")
     return scaled_plus(reset, scale, q_idx, ents, share), seeds
 

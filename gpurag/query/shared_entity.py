@@ -10,8 +10,9 @@ it, and the walk spreads the entity's mass evenly over every passage that mentio
 Here the top ``sources`` passages of the ranking point to the other passages that mention an
 entity they mention, less the entities the question names (the walk started from those) and
 entities mentioned by more than ``max_df`` passages (a category, not a bridge). A page scores
-the number of (source, entity) links that reach it times ``exp(cos(question, page) /
-temperature)``, as bridge pages do; the ranking is fused by reciprocal rank below the first
+the number of distinct such entities it shares with the question's sources (an entity counts
+once however many sources mention it) times ``exp(cos(question, page) / temperature)``, as
+bridge pages do; the ranking is fused by reciprocal rank below the first
 documents, so the head stays where it is. Why and how much: docs/RECALL.md "Shared-entity
 pages".
 """
@@ -21,17 +22,19 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from gpurag.query.sparse_rows import csr_positions, pack_rows, reached
+from gpurag.arrays import isin_sorted
+from gpurag.query.sparse_rows import cosine_ranking, csr_positions, reached
 
 
 def entity_pages(mentions: sp.csr_array) -> tuple[sp.csr_array, sp.csr_array, np.ndarray]:
-    """From the ``(n_psg, n_ent)`` mention weights: the 0/1 passage -> entity CSR, its
+    """From the ``(n_psg, n_ent)`` mention weights: the 0/1 passage -> entity CSR (float32), its
     transpose (entity -> the passages that mention it) and each entity's passage count (its
     document frequency)."""
     ment = sp.csr_array(mentions, copy=True)
-    ment.eliminate_zeros()
+    ment.eliminate_zeros()  # in the weights' own dtype: what counts as a mention stays
     ment.sum_duplicates()
-    ment.data[:] = 1.0
+    ment = sp.csr_array((np.ones(ment.nnz, np.float32), ment.indices, ment.indptr),
+                        shape=ment.shape)
     by_entity = sp.csr_array(ment.T)
     by_entity.sort_indices()
     return ment, by_entity, np.diff(by_entity.indptr).astype(np.int64)
@@ -50,24 +53,17 @@ def shared_entity_ranking(top: np.ndarray, mentions: sp.csr_array, by_entity: sp
     qr, ent, _ = reached(top, mentions)
     keep = (df[ent] >= 2) & (df[ent] <= max_df)
     if len(named[0]):
-        keep &= ~np.isin(qr * n_ent + ent, named[0] * n_ent + named[1])
+        keep &= isin_sorted(qr * n_ent + ent, named[0] * n_ent + named[1], invert=True)
     qr, ent = qr[keep], ent[keep]
     lo = by_entity.indptr[ent].astype(np.int64)
     owner, at = csr_positions(np.arange(len(qr)), lo, by_entity.indptr[ent + 1] - lo)
-    qq, page = qr[owner], by_entity.indices[at].astype(np.int64)
-    r, c = np.nonzero(top >= 0)
-    is_source = np.isin(qq * n_psg + page, r * n_psg + top[r, c])
-    qq, page = qq[~is_source], page[~is_source]
-    if not len(qq):
-        return np.full((q, depth), -1, np.int64)
-    uniq, inv = np.unique(qq * n_psg + page, return_inverse=True)
+    uniq, inv = np.unique(qr[owner] * n_psg + by_entity.indices[at].astype(np.int64),
+                          return_inverse=True)
     value = np.bincount(inv, minlength=len(uniq)).astype(np.float64)
-    uq, up = uniq // n_psg, uniq % n_psg
-    if temperature > 0:
-        sim = np.einsum("ij,ij->i", qvecs[uq].astype(np.float64),
-                        np.asarray(passage_emb[up], np.float64))
-        best = np.full(q, -np.inf)
-        np.maximum.at(best, uq, sim)
-        value = value * np.exp((sim - best[uq]) / temperature)  # the best page weighs 1
-    order = np.lexsort((up, -value, uq))
-    return pack_rows(uq[order], up[order], q, depth)
+    r, c = np.nonzero(top >= 0)
+    other = isin_sorted(uniq, r * n_psg + top[r, c], invert=True)  # not a source itself
+    uniq, value = uniq[other], value[other]
+    if not len(uniq):
+        return np.full((q, depth), -1, np.int64)
+    return cosine_ranking(uniq // n_psg, uniq % n_psg, value, qvecs, passage_emb, temperature,
+                          q, depth)

@@ -1,6 +1,7 @@
 """Row operations over CSR arrays shared by the query stages (seeds, second hop, shared-entity
-pages, lexical, paths, evidence): flattened slices, what rows reach through a matrix, and
-ragged per-question values packed into padded rows. NumPy/SciPy only; no stage imports."""
+pages, lexical, paths, evidence): flattened slices, what rows reach through a matrix,
+ragged per-question values packed into padded rows, and pages ranked by value and cosine.
+NumPy/SciPy only; no stage imports."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ def reached(top: np.ndarray, matrix: sp.csr_array) -> tuple[np.ndarray, np.ndarr
     return uniq // matrix.shape[1], uniq % matrix.shape[1], value
 
 
-
 def pack_rows(qr: np.ndarray, values: np.ndarray, q: int, depth: int) -> np.ndarray:
     """``(q, depth)`` rows, -1 padded, from ``values`` grouped by ascending question ``qr``
     (in their order within each question)."""
@@ -39,14 +39,12 @@ def pack_rows(qr: np.ndarray, values: np.ndarray, q: int, depth: int) -> np.ndar
     return out
 
 
-
 def csr_rows(owner: np.ndarray, lo: np.ndarray, size: np.ndarray, values: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
     """The CSR slices ``values[lo[i] : lo[i] + size[i]]`` flattened, each value with its
     ``owner[i]``."""
     owner, at = csr_positions(owner, lo, size)
     return owner, values[at]
-
 
 
 def csr_positions(owner: np.ndarray, lo: np.ndarray, size: np.ndarray
@@ -56,3 +54,19 @@ def csr_positions(owner: np.ndarray, lo: np.ndarray, size: np.ndarray
     size = size.astype(np.int64)
     pos = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
     return np.repeat(owner, size), np.repeat(lo.astype(np.int64), size) + pos
+
+
+def cosine_ranking(qr: np.ndarray, page: np.ndarray, value: np.ndarray, qvecs: np.ndarray,
+                   passage_emb, temperature: float, q: int, depth: int) -> np.ndarray:
+    """Per question, the pages ``page`` of the questions ``qr`` by ``value`` times
+    ``exp((cos(question, page) - the question's best cosine) / temperature)`` (``temperature``
+    0: by ``value``), ties by the lower page: ``(q, depth)`` -1 padded. The bridge pages'
+    and the shared-entity pages' ranking (the same float64 operations in the same order)."""
+    if temperature > 0 and len(qr):
+        sim = np.einsum("ij,ij->i", qvecs[qr].astype(np.float64),
+                        np.asarray(passage_emb[page], np.float64))
+        best = np.full(q, -np.inf)
+        np.maximum.at(best, qr, sim)
+        value = value * np.exp((sim - best[qr]) / temperature)  # the best page weighs 1
+    order = np.lexsort((page, -value, qr))
+    return pack_rows(qr[order], page[order], q, depth)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpurag.arrays import union_sorted
+from gpurag.arrays import sorted_lookup, union_sorted
 from gpurag.graph.csr import CSRGraph, ranges
 from gpurag.graph.ppr_local import NodeScores, as_node_scores, rank_within
 
@@ -45,14 +45,6 @@ class Subgraphs:
     def graph_of_node(self) -> np.ndarray:
         """(N,) subgraph index of every node."""
         return np.repeat(np.arange(self.n_subgraphs, dtype=np.int64), np.diff(self.ptr))
-
-
-def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
-    """Boolean mask: which ``keys`` occur in the sorted array ``sorted_keys``."""
-    if sorted_keys.size == 0:
-        return np.zeros(keys.shape, dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
-    return sorted_keys[pos] == keys
 
 
 def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
@@ -99,7 +91,7 @@ def extract_subgraphs(graph: CSRGraph, roots: np.ndarray, owner: np.ndarray,
         nbr, prio = p_nbr[take], p_prio[take]
         sub = f_sub[parent]
         key = sub * n + nbr
-        new = ~_in_sorted(key, seen)  # order stays (parent, -priority, node id)
+        new = ~sorted_lookup(seen, key)[1]  # order stays (parent, -priority, node id)
         parent, nbr, sub, key, prio = (a[new] for a in (parent, nbr, sub, key, prio))
         keep = rank_within(parent) < cap
         nbr, sub, key, prio = nbr[keep], sub[keep], key[keep], prio[keep]
@@ -156,6 +148,5 @@ def _induced_edges(graph: CSRGraph, ptr: np.ndarray,
     src, dst = pos[s_idx, i], pos[s_idx, j]
     keys = edge_keys(graph)
     query = node[src] * n + node[dst]
-    at = np.minimum(np.searchsorted(keys, query), keys.size - 1)
-    found = keys[at] == query if keys.size else np.zeros(query.size, bool)
+    at, found = sorted_lookup(keys, query)
     return src[found], dst[found], graph.weights[at[found]].astype(np.float32)

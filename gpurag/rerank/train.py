@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurag.arrays import setdiff_sorted, unique_sorted
+from gpurag.arrays import isin_sorted, setdiff_sorted, unique_sorted
 from gpurag.rerank.features import (
     CandidateInputs,
     GraphArrays,
@@ -92,7 +92,7 @@ class QuestionSet:
         cand = self.inputs.cand
         self.labels = np.zeros(cand.shape, dtype=np.float32)
         for i, rows in enumerate(self.gold):
-            self.labels[i] = np.isin(cand[i], rows)
+            self.labels[i] = isin_sorted(cand[i], rows)
 
     def take(self, idx: np.ndarray | list[int]) -> QuestionSet:
         """The questions ``idx`` only."""
@@ -209,7 +209,7 @@ def node_labels(qs: QuestionSet, batch) -> np.ndarray:
     ent = nbr < arrays.n_ent
     keys = np.concatenate([gq * n + gnode, nq[ent] * n + nbr[ent]])
     question = batch.question.numpy()[batch.batch.numpy()]
-    return np.isin(question * n + batch.node_id.numpy(), keys).astype(np.float32)
+    return isin_sorted(question * n + batch.node_id.numpy(), keys).astype(np.float32)
 
 
 def listwise_loss(logits, labels):
@@ -254,8 +254,8 @@ def ranking_metrics(scores: np.ndarray, qs: QuestionSet) -> dict[str, float]:
             continue
         g = unique_sorted(gold)
         for k in (2, 5):
-            out[f"recall@{k}"].append(np.isin(g, ranked[i, :k]).mean())
-        out["all_gold@8"].append(float(np.isin(g, ranked[i, :8]).all()))
+            out[f"recall@{k}"].append(isin_sorted(g, ranked[i, :k]).mean())
+        out["all_gold@8"].append(float(isin_sorted(g, ranked[i, :8]).all()))
     return {k: float(np.mean(v)) if v else 0.0 for k, v in out.items()}
 
 
@@ -276,7 +276,7 @@ def evaluate_model(model, qs: QuestionSet, cfg: TrainConfig) -> dict[str, float]
     out.update({f"gat_{k}": v for k, v in ranking_metrics(scores_all, qs).items()})
     if qs.base is not None:
         out.update({f"base_{k}": v for k, v in ranking_metrics(qs.base, qs).items()})
-    out["candidate_recall"] = float(np.mean([np.isin(unique_sorted(g), qs.inputs.cand[i]).mean()
+    out["candidate_recall"] = float(np.mean([isin_sorted(unique_sorted(g), qs.inputs.cand[i]).mean()
                                              for i, g in enumerate(qs.gold) if len(g)]))
     return out
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpurag.arrays import unique_sorted
+from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.resolve.aliases import resolve_aliases
 from gpurag.resolve.groups import group_mode
 from gpurag.resolve.normalize import normalize_name
@@ -82,7 +82,7 @@ def resolve_new_names(unseen: Sequence[str], unseen_vectors: np.ndarray,
         seeds.append(stored_entity[same_key & (stored_names["count"].to_numpy() > 0)])
     seed_entities = unique_sorted(np.concatenate(seeds)) if seeds else np.zeros(0, np.int64)
     # the seed entities' names, less those a local delete blanked (count 0)
-    rows = np.flatnonzero(np.isin(stored_entity, seed_entities)
+    rows = np.flatnonzero(isin_sorted(stored_entity, seed_entities)
                           & (stored_names["count"].to_numpy() > 0))
     sub_names = stored_names["name"].astype(str).to_numpy(dtype=object)[rows].tolist()
     sub_entity = stored_entity[rows]

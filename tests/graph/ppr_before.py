@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpurag.graph.csr import CSRGraph
-from gpurag.graph.ppr import ResetLike, _operator, _push_one, _transition_transpose
+from gpurag.graph.ppr import ResetLike, _operator, _transition_transpose
 
 
 def old_normalized_reset(reset: ResetLike, n: int) -> sp.csr_array:
@@ -105,23 +105,3 @@ def old_power(
         )
     x /= x.sum(axis=0, keepdims=True, dtype=np.float64).astype(dtype)
     return np.ascontiguousarray(x.T, dtype=np.float32)
-
-
-def old_push_batch(g: CSRGraph, r: sp.csr_array, damping: float, eps: float) -> sp.csr_array:
-    """Push for each row of a validated, row-normalized reset matrix."""
-    n = g.n_nodes
-    op = _operator(g)
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    counts = np.zeros(r.shape[0], dtype=np.int64)
-    for i in range(r.shape[0]):
-        lo, hi = r.indptr[i], r.indptr[i + 1]
-        seeds = r.indices[lo:hi].astype(np.int64)
-        nodes, p, res = _push_one(g, op, seeds, r.data[lo:hi], damping, eps)
-        cols.append(nodes)
-        vals.append((p + res).astype(np.float32))
-        counts[i] = nodes.size
-    indptr = np.concatenate([[0], np.cumsum(counts)])
-    data = np.concatenate(vals) if vals else np.zeros(0, np.float32)
-    idx = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-    return sp.csr_array((data, idx, indptr), shape=(r.shape[0], n))

@@ -55,3 +55,21 @@ def test_a_batchs_bm25_rows_are_computed_once(graph_index, questions, monkeypatc
     assert products == []
     lexical.scores(lexical.tokens(questions[:2]))  # new tokens: scored (the patch sees it)
     assert products == [(2, lexical.matrix.shape[0])]
+
+
+def test_cached_bm25_rows_are_sorted_when_made_and_not_changed_by_the_expansions(
+        graph_index, questions):
+    """The rows kept on the tokens (shared with the seed search) come sorted by passage from
+    ``scores``; the expansions only read them (no in-place sort of a cached array)."""
+    lexical = graph_index.retriever.lexical
+    tokens = lexical.tokens(questions[:6])
+    rows = lexical.scores(tokens)
+    assert rows.has_sorted_indices
+    assert all((np.diff(rows.indices[a:b]) > 0).all()
+               for a, b in zip(rows.indptr[:-1], rows.indptr[1:], strict=True))
+    before = rows.indices.copy(), rows.data.copy()
+    names = lexical.tokens([str(x) for x in graph_index.retriever.entity_names[:8]])
+    expansion_topk(lexical, tokens, np.arange(6) % 6, names, np.arange(6), EXPANSION_HITS)
+    assert lexical.scores(tokens) is rows
+    np.testing.assert_array_equal(rows.indices, before[0])
+    np.testing.assert_array_equal(rows.data, before[1])

@@ -84,3 +84,15 @@ def test_shared_entity_settings_are_validated():
         RankingProfile(shared_entity_from=0)
     with pytest.raises(ConfigError, match="shared_entity_weight"):
         RankingProfile(shared_entity_weight=-0.1)
+
+
+def test_a_page_scores_the_distinct_entities_it_shares_and_tables_are_float32():
+    # sources 0 and 1 both mention entity 0 (page 2 mentions it: two links, one entity);
+    # page 3 shares entities 1 and 2 with them: it scores 2 against page 2's 1
+    ment, by_entity, df = entity_pages(_matrix([[0, 1], [0, 2], [0], [1, 2]], 3))
+    assert ment.dtype == by_entity.dtype == np.float32 and (ment.data == 1).all()
+    found = shared_entity_ranking(np.array([[0, 1]]), ment, by_entity, df,
+                                  (np.zeros(0, np.int64), np.zeros(0, np.int64)),
+                                  np.zeros((1, 4), np.float32), np.eye(4, dtype=np.float32),
+                                  max_df=5, temperature=0.0, depth=4)
+    assert found.tolist() == [[3, 2, -1, -1]]
