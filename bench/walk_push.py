@@ -5,9 +5,9 @@ The questions (bench/query.py's) run through the graph stages up to the walk, wh
 are recorded (``bench/walk_replay.py``'s capture); then the host PPR component
 (:func:`gpurag.graph.ppr_top.host_ppr_topk`) answers each question alone, by power iteration
 (the query's ``tol``) and by the push at each ``--eps``, each timed alike (a warm-up walk,
-then the best of 2). Reported per eps: process CPU ms per question, overlap@10/20/60 of the top passages with power
-iteration's (mean and worst question), and the largest gathered-score difference relative
-to the question's top passage score.
+then the best of 2). Reported per eps: process CPU ms per question, overlap@10/20/60 of the
+top passages with power iteration's (mean and worst question), and the largest gathered-score
+difference relative to the question's top passage score.
 
 Usage: python bench/walk_push.py --index DIR --size N [--questions 100] [--eps 3e-6,1e-5]
        [--out FILE.json]
