@@ -34,9 +34,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-_SHARED = Path(__file__).resolve().parents[2] / "shared/data"
-DEFAULT_DATA = ((_SHARED if _SHARED.is_dir() else Path("/work/shared/data"))
-                / "enwiki_passages/passages.jsonl.gz")
+from shared_data import SHARED_DATA
+
+DEFAULT_DATA = SHARED_DATA / "enwiki_passages/passages.jsonl.gz"
 MODES = ("dense", "graph", "graph:noevidence")
 
 
