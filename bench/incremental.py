@@ -52,9 +52,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from shared_data import SHARED_DATA  # bench/ (the running script's folder) is on sys.path
-
-DEFAULT_DATA = SHARED_DATA / "hotpotqa_train100"
 
 
 def _records(path: Path) -> list[dict]:
@@ -329,7 +326,9 @@ def enwiki_main(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    from shared_data import SHARED_DATA  # bench/ (the running script's folder) is on sys.path
+
+    ap.add_argument("--data", type=Path, default=SHARED_DATA / "hotpotqa_train100")
     ap.add_argument("--pcts", default="1,10", help="inserted shares of the corpus, in percent")
     ap.add_argument("--out", type=Path, help="write the JSON here too")
     ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
