@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpurag.arrays import union_sorted, unique_sorted
+from gpurag.arrays import sorted_lookup, union_sorted, unique_sorted
 from gpurag.graph.csr import CSRGraph, ranges
 
 TopFn = Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
@@ -125,9 +125,7 @@ def as_node_scores(scores: Any) -> NodeScores:
 
 def _lookup(keys: np.ndarray, query: np.ndarray, what: str) -> np.ndarray:
     """Positions of ``query`` in the sorted unique ``keys``; an error naming a missing one."""
-    pos = np.searchsorted(keys, query)
-    pos = np.minimum(pos, max(keys.size - 1, 0))
-    ok = keys[pos] == query if keys.size else np.zeros(query.shape, bool)
+    pos, ok = sorted_lookup(keys, query)
     if not ok.all():
         raise KeyError(f"{what} not recorded for (question * n + node) key "
                        f"{int(query[~ok][0])}: the scores were kept for another fanout or "

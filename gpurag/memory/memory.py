@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gpurag.arrays import isin_sorted
+from gpurag.arrays import isin_sorted, sorted_lookup
 from gpurag.errors import ConfigError, IndexBusyError, InputError
 from gpurag.graph.csr import CSRGraph, build_csr
 from gpurag.memory import derived, scale_store
@@ -896,8 +896,8 @@ def _values_of(scores: dict[int, float], ids: np.ndarray) -> np.ndarray:
     vals = np.fromiter(scores.values(), np.float64, count=len(scores))
     order = np.argsort(keys)
     keys, vals = keys[order], vals[order]
-    at = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
-    return np.where(keys[at] == ids, vals[at], 0.0)
+    at, hit = sorted_lookup(keys, ids)
+    return np.where(hit, vals[at], 0.0)
 
 
 def _top(x: np.ndarray, k: int) -> np.ndarray:

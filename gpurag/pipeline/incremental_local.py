@@ -360,13 +360,6 @@ def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages
     return KnowledgeGraph(graph, entity_graph)
 
 
-def _distinct(values: np.ndarray) -> int:
-    """How many distinct ``values``: ``len(np.unique(values))`` by :func:`unique_sorted`
-    (NumPy 2.4's ``np.unique`` takes its hash path here: 0.5-0.75 s for the 145k level-0
-    nodes of a 50k index on this machine, a sort 2 ms)."""
-    return int(unique_sorted(values).size)
-
-
 def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: int
                        ) -> pd.DataFrame | None:
     """The stored communities with the new entities (ids ``n_stored`` on) placed locally: each
@@ -375,7 +368,7 @@ def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: i
     None when the stored table does not hold every stored entity once at level 0."""
     level0 = stored["level"].to_numpy() == 0
     nodes0 = stored["node"].to_numpy(np.int64)[level0]
-    if len(nodes0) != n_stored or (n_stored and _distinct(nodes0) != n_stored):
+    if len(nodes0) != n_stored or (n_stored and unique_sorted(nodes0).size != n_stored):
         return None
     n_ent = entity_graph.n_nodes
     if n_ent == n_stored:

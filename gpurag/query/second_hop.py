@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gpurag.arrays import isin_sorted, unique_sorted
+from gpurag.arrays import isin_sorted, sorted_lookup, unique_sorted
 from gpurag.query.sparse_rows import cosine_ranking, csr_rows, pack_rows, reached
 from gpurag.resolve.normalize import alias_keys, normalize_name
 
@@ -233,9 +233,8 @@ def best_expansions(owner: np.ndarray, entity: np.ndarray, keys: np.ndarray,
     entities (entities in no triple after the scored ones); other questions keep them all."""
     key = owner * n_ent + entity
     score = np.full(len(key), -np.inf)
-    if len(keys):
-        at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
-        score = np.where(keys[at] == key, scores[at], -np.inf)
+    at, hit = sorted_lookup(keys, key)
+    score[hit] = scores[at[hit]]
     order = np.lexsort((entity, -score, owner))
     owner, entity = owner[order], entity[order]
     pos = np.arange(len(owner)) - np.searchsorted(owner, owner)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpurag.arrays import sorted_lookup
 from gpurag.graph.csr import CSRGraph
 from gpurag.graph.ppr_local import NodeScores, as_node_scores
 from gpurag.rerank.subgraph import Subgraphs, extract_subgraphs
@@ -101,10 +102,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray,
     order = np.argsort(keys, kind="stable")
     keys, values = keys[order], values[order]
     out = np.full(query.shape, default, dtype=np.float32)
-    if keys.size == 0:
-        return out
-    pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
-    hit = keys[pos] == query
+    pos, hit = sorted_lookup(keys, query)
     out[hit] = values[pos[hit]]
     return out
 

@@ -113,8 +113,6 @@ def test_repair_communities_places_new_entities_by_their_strongest_stored_link()
     assert repair_communities(stored.iloc[1:], g, 3) is None  # entity 0 not covered
     twice = stored.assign(node=stored["node"].where(stored.index != 1, 0))  # 0 twice, no 1
     assert repair_communities(twice, g, 3) is None
-    assert local_mod._distinct(np.array([5, 1, 5, 9, 1])) == 3
-    assert local_mod._distinct(np.zeros(0, np.int64)) == 0
 
 
 def test_compact_equals_the_full_build_byte_for_byte(split_index, tmp_path, corpus, runtime):
