@@ -180,7 +180,6 @@ _HONORIFIC = re.compile(r"^(?:mr|mrs|ms|dr|miss|prof)\.?\s+", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-@functools.lru_cache(maxsize=1 << 18)  # (names recur: each is keyed many times a batch)
 def key(name: str) -> str:
     """A comparable form of a name: case, spaces and a title ("Mr. Tanaka") do not matter."""
     return "".join(_HONORIFIC.sub("", name.strip()).lower().split())
@@ -290,7 +289,7 @@ class Discourse:
         while recent and turn - recent[0][0] > self.window:
             recent.popleft()
         own = [n for n in names if key(n) not in speakers
-               and (_several_words(n) or not _sentence_initial(body, n))]
+               and (" " in n.strip() or not _sentence_initial(body, n))]  # (several words)
         referent = ""
         if flags & PRONOUNS and PRONOUN.search(body):
             for _, prior in reversed(recent):
@@ -359,16 +358,10 @@ class Discourse:
         return out
 
 
-@functools.lru_cache(maxsize=1 << 18)
-def _several_words(name: str) -> bool:
-    """Whether ``name`` holds a space inside (not only around it)."""
-    return " " in name.strip()
-
-
 def _sentence_initial(body: str, name: str) -> bool:
     """A one-word name that only opens a sentence ("Tell me more", "Guess what") is too
     likely a capitalized common word to be a referent."""
-    if _several_words(name):
+    if " " in name.strip():
         return False
     at = body.find(name)
     while at >= 0:
