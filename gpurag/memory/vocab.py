@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, filterfalse
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,7 @@ class Vocabulary:
         self._tok_cache: dict[str, str] = {}  # token -> its normalized form, spaces dropped
         self._tok_start: dict[str, str] = {}  # cached tokens that may start an entry -> key
         self._name_cache: dict[str, list[str]] = {}  # surface -> its normalized tokens
+        self._name_key: dict[str, str] = {}  # surface -> its key (those tokens joined)
         self._canon: np.ndarray | None = None
         self._canon_list: tuple[np.ndarray, list[int]] | None = None
         self._prefixes: set[str] = {""}  # prefixes of keys[:_prefixes_n] (see tag)
@@ -130,26 +131,32 @@ class Vocabulary:
         if not texts:
             return
         joined = _SEP.join(texts)
-        names = [n for n in find_names(joined) if n not in SINGLE_WORD_DROP]
+        names = list(filterfalse(SINGLE_WORD_DROP.__contains__, find_names(joined)))
         if names:
-            cache = self._name_cache
+            cache, key_of = self._name_cache, self._name_key
             if len(cache) > CACHE_MAX:
                 cache.clear()
-            fresh = list(dict.fromkeys(n for n in names if n not in cache))
+                key_of.clear()
+            fresh = list(dict.fromkeys(filterfalse(cache.__contains__, names)))
             if fresh:
                 cache.update(zip(fresh, name_tokens(fresh), strict=True))
-            keys = [("".join(t) if t else "") for t in map(cache.__getitem__, names)]
-            self.cap_count.update(k for k in keys if k)
+                key_of.update((n, "".join(cache[n])) for n in fresh)
+            keys = list(map(key_of.__getitem__, names))
+            self.cap_count.update(filter(None, keys))
             index = self.index
-            for name, key in zip(names, keys, strict=True):
-                if key and key not in index:
+            # the batch's new keys in order of first occurrence, each with its first surface
+            new = [k for k in dict.fromkeys(filter(None, keys)) if k not in index]
+            if new:
+                first = dict(zip(reversed(keys), reversed(names), strict=True))
+                for key in new:
+                    name = first[key]
                     toks = cache[name]
                     index[key] = len(self.keys)
                     self.keys.append(key)
                     self.surfaces.append(name)
                     self.n_tokens.append(len(toks))
                     self.first_last.append((toks[0], toks[-1]))
-                    self._canon = None
+                self._canon = None
         self.lower_words.update(_LOWER.findall(joined))
 
     # -- matching -----------------------------------------------------------------------------
