@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpurag.arrays import unique_sorted
 from gpurag.errors import ConfigError
 
 TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
@@ -127,7 +128,7 @@ def length_batches(sorted_lengths: np.ndarray, max_rows: int = MAX_ROWS,
     # boundaries of the runs of one length; a run long enough stands apart
     edge = np.flatnonzero(np.r_[True, lens[1:] != lens[:-1], True])
     long = np.flatnonzero(np.diff(edge) >= min_run)
-    cuts = np.unique(np.r_[0, edge[long], edge[long + 1], len(lens)])
+    cuts = unique_sorted(np.r_[0, edge[long], edge[long + 1], len(lens)])
     out: list[tuple[int, int]] = []
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):  # a few per length
         out += _budget_slices(lens, lo, hi, max_rows, attention_budget, token_budget)
