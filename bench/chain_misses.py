@@ -235,6 +235,22 @@ def shared_grid() -> dict[str, dict]:
     return out
 
 
+def v3_grid() -> dict[str, dict]:
+    """On top of v2 (``off``): shared entities weighted by their passage count to a power
+    (``shared_entity_df_power``), question-named entities counted
+    (``shared_entity_named_weight``) and names that run past a page's title
+    (``shared_entity_prefix_weight``), each alone and with the df power."""
+    out: dict[str, dict] = {"off": {}}
+    for a, nw, pw in itertools.product((0.0, 0.5, 1.0), (0.0, 0.25, 0.5), (0.0, 0.5, 1.0)):
+        if a or nw or pw:
+            out[f"df {a} named {nw} prefix {pw}"] = {
+                "shared_entity_df_power": a, "shared_entity_named_weight": nw,
+                "shared_entity_prefix_weight": pw}
+    for a, w in itertools.product((0.5, 1.0), (0.35, 0.5)):
+        out[f"df {a} weight {w}"] = {"shared_entity_df_power": a, "shared_entity_weight": w}
+    return out
+
+
 def rounds_grid(base: dict | None = None) -> dict[str, dict]:
     """Chain rounds off, 1 or 2 per question (from its relation phrases), or the same number
     for every question (``uniform``), on top of ``base``."""
@@ -289,7 +305,8 @@ def main() -> None:
     ap.add_argument("what", choices=["misses", "sweep", "cv"])
     ap.add_argument("--inputs", nargs="*", default=[], help="cv: pickles written by sweep")
     ap.add_argument("--sets", default=",".join(SETS))
-    ap.add_argument("--grid", default="shared", choices=["shared", "rounds", "rounds+shared"])
+    ap.add_argument("--grid", default="shared",
+                    choices=["shared", "rounds", "rounds+shared", "v3"])
     ap.add_argument("--set", default="musique_train100")
     ap.add_argument("--work", default="runs", type=Path)
     ap.add_argument("--long", action="store_true", help="3- and 4-hop questions only")
@@ -304,8 +321,11 @@ def main() -> None:
         print(json.dumps(cv_report(swept), indent=1))
         return
     if args.what == "sweep":
-        grid = (shared_grid() if args.grid == "shared" else rounds_grid(
-            json.loads(args.base) if args.grid == "rounds+shared" else None))
+        if args.grid == "v3":
+            grid = v3_grid()
+        else:
+            grid = (shared_grid() if args.grid == "shared" else rounds_grid(
+                json.loads(args.base) if args.grid == "rounds+shared" else None))
         swept = sweep(args.sets.split(","), args.work, grid)
         if args.out:
             with open(args.out, "wb") as f:
