@@ -395,9 +395,7 @@ class BridgePages:
         found = shared_entity_ranking(
             rows[:, :cfg.shared_entity_from], ment, by_entity, df, (linked.q, linked.entity),
             qvecs, self.passage_emb, max_df=cfg.shared_entity_max_df,
-            temperature=cfg.shared_entity_temperature, depth=BRIDGE_DEPTH,
-            named_weight=cfg.shared_entity_named_weight, df_power=cfg.shared_entity_df_power,
-            prefix=prefix,
+            temperature=cfg.shared_entity_temperature, depth=BRIDGE_DEPTH, prefix=prefix,
             prefix_weight=cfg.shared_entity_prefix_weight)
         head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes, cfg.second_hop_expansion_keep)
         return fuse([rows, found, head], [1.0, cfg.shared_entity_weight, _HEAD], r.n_psg,

@@ -76,32 +76,25 @@ def prefix_pages(keys: list[str], entity: np.ndarray, title_keys: list[str],
 def shared_entity_ranking(top: np.ndarray, mentions: sp.csr_array, by_entity: sp.csr_array,
                           df: np.ndarray, named: tuple[np.ndarray, np.ndarray],
                           qvecs: np.ndarray, passage_emb, *, max_df: int, temperature: float,
-                          depth: int, named_weight: float = 0.0, df_power: float = 0.0,
-                          prefix: sp.csr_array | None = None, prefix_weight: float = 0.0
+                          depth: int, prefix: sp.csr_array | None = None,
+                          prefix_weight: float = 0.0
                           ) -> np.ndarray:
     """Per question, the passages sharing an entity with its ``top`` rows (``(q, m)``, -1
     padded), best first, ``(q, depth)`` -1 padded (see the module docstring). ``mentions``,
     ``by_entity``, ``df``: :func:`entity_pages`; ``named``: the (question, entity) pairs the
-    questions name, which count ``named_weight`` each instead of 1 (0: skipped); with
-    ``df_power``, each entity's count is divided by its passage count to that power. With
-    ``prefix`` (:func:`prefix_pages`), the pages a mentioned entity's name runs past also count,
-    ``prefix_weight`` each."""
+    questions name, which are skipped. With ``prefix`` (:func:`prefix_pages`), the pages a
+    mentioned entity's name runs past also count, ``prefix_weight`` each."""
     q = top.shape[0]
     n_ent, n_psg = by_entity.shape
     qr, ent, _ = reached(top, mentions)
     is_named = (isin_sorted(qr * n_ent + ent, named[0] * n_ent + named[1]) if len(named[0])
                 else np.zeros(len(qr), bool))
-    keep = (df[ent] >= 2) & (df[ent] <= max_df)
-    if named_weight <= 0:
-        keep &= ~is_named
-    weight = np.where(is_named, named_weight, 1.0)[keep]
-    if df_power > 0:  # a bridge few passages mention says more than a common one
-        weight = weight * df[ent[keep]].astype(np.float64) ** -df_power
+    keep = (df[ent] >= 2) & (df[ent] <= max_df) & ~is_named
     sq, sent = qr[keep], ent[keep]
     lo = by_entity.indptr[sent].astype(np.int64)
     owner, at = csr_positions(np.arange(len(sq)), lo, by_entity.indptr[sent + 1] - lo)
     keys = [sq[owner] * n_psg + by_entity.indices[at].astype(np.int64)]
-    gains = [weight[owner]]
+    gains = [np.ones(len(owner))]
     if prefix is not None and prefix_weight > 0:
         pq, pe = qr[~is_named], ent[~is_named]
         lo = prefix.indptr[pe].astype(np.int64)

@@ -31,7 +31,6 @@ V1 = {"damping": 0.8, "seed_entities": 10, "seed_facts": 10, "seed_passages": 20
 V2 = {**V1, "shared_entity_weight": 0.25, "shared_entity_from": 3, "shared_entity_max_df": 50,
       "shared_entity_temperature": 0.1,
       # opt-in, 0 keeps v2's ranks (docs/RECALL.md "Shared-entity pages, third pass")
-      "shared_entity_df_power": 0.0, "shared_entity_named_weight": 0.0,
       "shared_entity_prefix_weight": 0.0}
 
 

@@ -98,20 +98,6 @@ def test_a_page_scores_the_distinct_entities_it_shares_and_tables_are_float32():
     assert found.tolist() == [[3, 2, -1, -1]]
 
 
-def test_named_entities_count_at_their_weight():
-    # passages 0-3; entity 0 (named by the question) is mentioned by 0 (the source) and 3
-    ment, by_entity, df = entity_pages(_matrix([[0, 1], [1], [], [0]], 2))
-    emb = np.eye(4, dtype=np.float32)
-    q = np.full((1, 4), 0.5, np.float32)
-    named = (np.array([0]), np.array([0]))
-    kw = dict(max_df=5, temperature=0.1, depth=3)
-    off = shared_entity_ranking(np.array([[0]]), ment, by_entity, df, named, q, emb, **kw)
-    assert off.tolist() == [[1, -1, -1]]  # v2: the named entity leads nowhere
-    on = shared_entity_ranking(np.array([[0]]), ment, by_entity, df, named, q, emb,
-                               named_weight=0.5, **kw)
-    assert on.tolist() == [[1, 3, -1]]  # page 3 comes in, at half an unnamed entity's value
-
-
 def test_prefix_pages_link_names_that_run_past_a_title():
     from gpurag.query.shared_entity import prefix_pages
 
