@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from gpurag.arrays import isin_sorted
+from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.query.sparse_rows import cosine_ranking, csr_positions, reached
 
 
@@ -65,8 +65,8 @@ def prefix_pages(keys: list[str], entity: np.ndarray, title_keys: list[str],
     flat = words.loc[words.index.repeat(n)].to_numpy()
     rep["key"] = [" ".join(w[:j]) for w, j in zip(flat, upto, strict=True)]
     pairs = rep.merge(tkeys, on="key")
-    pair = np.unique(pairs["entity"].to_numpy(np.int64) * max(n_psg, 1)
-                     + pairs["page"].to_numpy(np.int64))
+    pair = unique_sorted(pairs["entity"].to_numpy(np.int64) * max(n_psg, 1)
+                         + pairs["page"].to_numpy(np.int64))
     e, p = pair // max(n_psg, 1), pair % max(n_psg, 1)
     other = title_entity[p] != e
     e, p = e[other], p[other]
