@@ -87,7 +87,9 @@ if not _row_index_agrees():  # pragma: no cover - only on a SciPy whose kernel c
     _csr_row_index = None
 
 # "auto" pushes each query with at most AUTO_PUSH_MAX_SEEDS seeds on a graph with at least
-# AUTO_PUSH_MIN_EDGES stored edges, power iteration otherwise (see :func:`choose_method`).
+# AUTO_PUSH_MIN_EDGES stored edges, power iteration otherwise (see :func:`choose_method`):
+# the defaults of a direct call; the query passes its ranking profile's ``push_min_edges``
+# and ``push_max_seeds`` (gpurag.profile, the same values: tests/graph/test_ppr.py).
 AUTO_PUSH_MIN_EDGES = 500_000
 AUTO_PUSH_MAX_SEEDS = 256
 
@@ -561,16 +563,19 @@ def ppr(
     max_iter: int = 100,
     eps: float = 1e-6,
     output: Literal["dense", "sparse"] = "dense",
+    push_min_edges: int | None = None,
+    push_max_seeds: int | None = None,
 ) -> np.ndarray | sp.csr_array:
     """Personalized PageRank for a ``(q, n)`` reset matrix by the named or the faster method.
 
-    ``method="auto"`` picks per row (:func:`push_rows`, :func:`choose_method`): a row is
-    scored as it would be alone, whatever the batch. Returns a dense ``(q, n)`` float32 array,
-    or a CSR array with ``output="sparse"``.
+    ``method="auto"`` picks per row (:func:`push_rows`, with ``push_min_edges`` and
+    ``push_max_seeds``; :func:`choose_method`): a row is scored as it would be alone,
+    whatever the batch. Returns a dense ``(q, n)`` float32 array, or a CSR array with
+    ``output="sparse"``.
     """
     if output not in ("dense", "sparse"):
         raise ValueError(f"unknown output {output!r}")
-    r, push = routed_rows(g, reset, method, damping, eps)
+    r, push = routed_rows(g, reset, method, damping, eps, push_min_edges, push_max_seeds)
     if push.any() and not push.all():  # each row by its own method, as it would alone
         return _mixed(g, r, push, damping, tol, max_iter, eps, output)
     if not (push.all() if push.size else method == "push"):
@@ -580,32 +585,38 @@ def ppr(
     return res_sp if output == "sparse" else res_sp.toarray()
 
 
-def routed_rows(g: CSRGraph, reset: ResetLike, method: str, damping: float, eps: float
+def routed_rows(g: CSRGraph, reset: ResetLike, method: str, damping: float, eps: float,
+                min_edges: int | None = None, max_seeds: int | None = None
                 ) -> tuple[sp.csr_array, np.ndarray]:
     """The checks and routing of :func:`ppr`: ``method``, ``damping`` and ``eps`` validated,
     the reset matrix row-normalized (:func:`normalized_reset`) and, per row, whether it is
-    pushed (``"auto"``: :func:`push_rows`; ``"push"``: every row; ``"power"``: none)."""
+    pushed (``"auto"``: :func:`push_rows` with ``min_edges``/``max_seeds``; ``"push"``:
+    every row; ``"power"``: none)."""
     if method not in ("auto", "power", "push"):
         raise ValueError(f"unknown PPR method {method!r}")
     _check_damping(damping)
     _check_eps(eps)
     r = _normalized_reset(reset, g.n_nodes)
-    push = (push_rows(g, r) if method == "auto"
+    push = (push_rows(g, r, min_edges, max_seeds) if method == "auto"
             else np.full(r.shape[0], method == "push", dtype=bool))
     return r, push
 
 
-def push_rows(g: CSRGraph, reset: ResetLike) -> np.ndarray:
+def push_rows(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
+              max_seeds: int | None = None) -> np.ndarray:
     """Per row of a ``(q, n)`` reset matrix, whether ``method="auto"`` pushes it: on a graph
-    with at least ``AUTO_PUSH_MIN_EDGES`` stored edges, a query with at most
-    ``AUTO_PUSH_MAX_SEEDS`` seeds (see :func:`choose_method` for the measurements)."""
+    with at least ``min_edges`` stored edges, a query with at most ``max_seeds`` seeds (None:
+    ``AUTO_PUSH_MIN_EDGES``, ``AUTO_PUSH_MAX_SEEDS``; see :func:`choose_method` for the
+    measurements)."""
+    min_edges = AUTO_PUSH_MIN_EDGES if min_edges is None else min_edges
+    max_seeds = AUTO_PUSH_MAX_SEEDS if max_seeds is None else max_seeds
     if sp.issparse(reset):
         seeds_per_row = np.diff(sp.csr_array(reset).indptr)
     else:
         seeds_per_row = np.count_nonzero(np.atleast_2d(np.asarray(reset)), axis=1)
-    if g.n_edges < AUTO_PUSH_MIN_EDGES:
+    if g.n_edges < min_edges:
         return np.zeros(seeds_per_row.size, dtype=bool)
-    return seeds_per_row <= AUTO_PUSH_MAX_SEEDS
+    return seeds_per_row <= max_seeds
 
 
 def _mixed(g: CSRGraph, r: sp.csr_array, push: np.ndarray, damping: float, tol: float,
@@ -625,7 +636,8 @@ def _mixed(g: CSRGraph, r: sp.csr_array, push: np.ndarray, damping: float, tol: 
     return out
 
 
-def choose_method(g: CSRGraph, reset: ResetLike) -> Literal["power", "push"]:
+def choose_method(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
+                  max_seeds: int | None = None) -> Literal["power", "push"]:
     """The method ``ppr(method="auto")`` uses for this graph and ``(q, n)`` reset matrix.
 
     Push when the graph has at least ``AUTO_PUSH_MIN_EDGES`` stored edges and every query at
@@ -642,7 +654,7 @@ def choose_method(g: CSRGraph, reset: ResetLike) -> Literal["power", "push"]:
     With ~1000 seeds per query each seed's mass can fall under the push threshold and push
     returns little more than the reset vector, so such rows take power iteration.
     """
-    rows = push_rows(g, reset)
+    rows = push_rows(g, reset, min_edges, max_seeds)
     return "push" if rows.size and rows.all() else "power"
 
 
