@@ -30,6 +30,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import unique_sorted
 from gpurag.graph.csr import CSRGraph, ranges
 
 ResetLike = np.ndarray | sp.sparray | sp.spmatrix
@@ -460,7 +461,7 @@ def _push_one(
     # the touched nodes, ascending: a scan of ``seen`` where they may be many, else the
     # distinct receivers
     nodes = (np.flatnonzero(seen) if received * 16 > g.n_nodes
-             else np.unique(np.concatenate(parts)).astype(np.int64))
+             else unique_sorted(np.concatenate(parts).astype(np.int64)))
     p_out, r_out = p[nodes], r[nodes]
     p[nodes] = 0.0
     r[nodes] = 0.0
