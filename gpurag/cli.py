@@ -106,35 +106,49 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    """``gpurag insert`` / ``gpurag delete``: a new index version, what changed printed."""
-    from gpurag import Index
+    """``gpurag insert`` / ``gpurag delete`` / ``gpurag compact``: a new index version, what
+    changed printed. The update opens the index once (under its write lock); this command reads
+    only the manifest, before (the embedder) and after (what to say), never the whole index."""
+    from gpurag.api import trusted_embedder
+    from gpurag.config import stored_plan
+    from gpurag.store import current_manifest
 
-    index = Index.open(args.index, embedder=args.embedder, runtime=make_runtime(args))
+    path = Path(args.index)
+    spec = trusted_embedder(stored_plan(current_manifest(path).config).embedder, args.embedder,
+                            path)
+    runtime, show = make_runtime(args), not args.quiet
     if args.command == "compact":
-        return _report_compact(index.compact(show_progress=not args.quiet).last_update)
+        from gpurag.pipeline.incremental_local import compact_index
+
+        return _report_compact(compact_index(path, runtime=runtime, embedder=spec,
+                                             show_progress=show))
+    exact = getattr(args, "exact", False)
     if args.command == "insert":
-        new = index.insert(args.sources, show_progress=not args.quiet,
-                           exact=getattr(args, "exact", False))
+        from gpurag.pipeline.updates import insert_documents
+
+        r = insert_documents(path, args.sources, runtime=runtime, embedder=spec,
+                             show_progress=show, exact=exact)
     else:
         from gpurag.pipeline.incremental import read_ids_file
+        from gpurag.pipeline.updates import delete_documents
 
         ids = list(args.doc_ids or []) + (read_ids_file(args.ids_file) if args.ids_file else [])
-        new = index.delete(ids, show_progress=not args.quiet,
-                           exact=getattr(args, "exact", False))
-    r = new.last_update
+        r = delete_documents(path, ids, runtime=runtime, embedder=spec,
+                             show_progress=show, exact=exact)
     verb = "added" if r.op == "insert" else "removed"
     if r.version is None:
         say(f"nothing {'new to insert into' if r.op == 'insert' else 'to delete from'} "
             f"{r.path} (index unchanged)")
     else:
-        local = (new.manifest.extra.get("incremental") or {}).get("mode") == "local"
+        extra = current_manifest(r.path).extra
+        local = (extra.get("incremental") or {}).get("mode") == "local"
         # a delete extracts nothing new: it re-extracts the chunks whose extraction depended
         # on the removed ones (batch-dependent extractors), usually none
         extracted = "extracted" if r.op == "insert" else "re-extracted"
         say(f"{r.path}: version {r.version}: {len(r.documents)} documents ({r.chunks} chunks) "
             f"{verb}; {r.reextracted_chunks} chunks {extracted}, {r.embedded_texts} "
             f"names/facts embedded ({r.reused_vectors} reused); communities: "
-            f"{str(new.manifest.extra.get('communities') or 'full re-cluster').split(':')[0]}"
+            f"{str(extra.get('communities') or 'full re-cluster').split(':')[0]}"
             + ("; local update (within a tolerance of a full build: `gpurag compact` "
                "restores it)" if local else ""))
     if r.skipped:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, filterfalse
 
 import numpy as np
 import pandas as pd
@@ -28,17 +28,25 @@ from gpurag.extract.fast import _U as _CAPITAL  # the pattern's own class of cap
 from gpurag.resolve.normalize import normalize_name
 
 MAX_TOKENS = 6
-_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+# a lower-case letter before a capital (the pattern opens with a class: the regex engine skips
+# to those letters; the same splits as a space put at each (?<=[a-z])(?=[A-Z]))
+_CAMEL = re.compile(r"[a-z](?=[A-Z])")
 _TOKEN = re.compile(r"[^\W_]+")
 _TOKEN_OR_SEP = re.compile(rf"[^\W_]+|{_SEP}")
-_LOWER = re.compile(r"(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])")
+# a lower-case ASCII word of 2+ letters, not inside a longer word: the letter before it is
+# tested after its first letter, so the pattern opens with a character class (the regex
+# engine then skips to those letters instead of trying every position; the same matches as
+# ``(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])``, tests/memory/test_fast_paths.py)
+_LOWER = re.compile(r"[a-z](?<![^\W\d_][a-z])[a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
 # every position a match of ENTITY_PATTERN can start at (a superset): each of its
 # alternatives opens with an upper/title-case letter (names, month names, quoted titles), or
 # with a digit at a word boundary (dates, years: those alternatives open with \b), or follows
-# a curly opening quote; the pattern is tried only there (not at the digits inside "Ann12")
-_CANDIDATE = re.compile(rf"{_CAPITAL}|\d(?<=\b\d)|(?<=“)(?s:.)")
+# a curly opening quote; the pattern is tried only there (not at the digits inside "Ann12").
+# One character class (the word boundary before a digit tested after it), so the regex engine
+# skips to those characters; a curly quote stands for the position after it (see find_names)
+_CANDIDATE = re.compile(rf"[{_CAPITAL[1:-1]}\d“](?<!\w\d)")
 CACHE_MAX = 1_000_000  # entries of a tokenization cache before it is emptied
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
 INTERJECTIONS = frozenset((
@@ -60,6 +68,11 @@ def find_names(text: str) -> list[str]:
         if p < end:
             continue
         m = match(text, p)
+        # (at a curly quote the pattern matches only after another one, where the plain
+        # candidate scan tries too; else the position after it is the candidate)
+        if m is None and text[p] == "“":
+            m = match(text, p + 1)
+            p += 1
         if m is not None:
             end = m.end()
             if m.lastgroup in _GROUPS_KEPT and end - p <= MAX_NAME_CHARS:
@@ -69,7 +82,7 @@ def find_names(text: str) -> list[str]:
 
 def split_camel(text: str) -> str:
     """``"WolfgangSchulz"`` -> ``"Wolfgang Schulz"``."""
-    return _CAMEL.sub(" ", text)
+    return _CAMEL.sub(r"\g<0> ", text)
 
 
 def name_tokens(names: Sequence[str]) -> list[list[str]]:
@@ -93,8 +106,9 @@ class Vocabulary:
         self.cap_count = Counter()  # key -> capitalized occurrences seen by the extractor
         self.lower_words = Counter()  # lower-case words seen in traces
         self._tok_cache: dict[str, str] = {}  # token -> its normalized form, spaces dropped
-        self._tok_start: set[str] = set()  # cached tokens that may start an entry
+        self._tok_start: dict[str, str] = {}  # cached tokens that may start an entry -> key
         self._name_cache: dict[str, list[str]] = {}  # surface -> its normalized tokens
+        self._name_key: dict[str, str] = {}  # surface -> its key (those tokens joined)
         self._canon: np.ndarray | None = None
         self._canon_list: tuple[np.ndarray, list[int]] | None = None
         self._prefixes: set[str] = {""}  # prefixes of keys[:_prefixes_n] (see tag)
@@ -117,26 +131,32 @@ class Vocabulary:
         if not texts:
             return
         joined = _SEP.join(texts)
-        names = [n for n in find_names(joined) if n not in SINGLE_WORD_DROP]
+        names = list(filterfalse(SINGLE_WORD_DROP.__contains__, find_names(joined)))
         if names:
-            cache = self._name_cache
+            cache, key_of = self._name_cache, self._name_key
             if len(cache) > CACHE_MAX:
                 cache.clear()
-            fresh = list(dict.fromkeys(n for n in names if n not in cache))
+                key_of.clear()
+            fresh = list(dict.fromkeys(filterfalse(cache.__contains__, names)))
             if fresh:
                 cache.update(zip(fresh, name_tokens(fresh), strict=True))
-            keys = [("".join(t) if t else "") for t in map(cache.__getitem__, names)]
-            self.cap_count.update(k for k in keys if k)
+                key_of.update((n, "".join(cache[n])) for n in fresh)
+            keys = list(map(key_of.__getitem__, names))
+            self.cap_count.update(filter(None, keys))
             index = self.index
-            for name, key in zip(names, keys, strict=True):
-                if key and key not in index:
+            # the batch's new keys in order of first occurrence, each with its first surface
+            new = [k for k in dict.fromkeys(filter(None, keys)) if k not in index]
+            if new:
+                first = dict(zip(reversed(keys), reversed(names), strict=True))
+                for key in new:
+                    name = first[key]
                     toks = cache[name]
                     index[key] = len(self.keys)
                     self.keys.append(key)
                     self.surfaces.append(name)
                     self.n_tokens.append(len(toks))
                     self.first_last.append((toks[0], toks[-1]))
-                    self._canon = None
+                self._canon = None
         self.lower_words.update(_LOWER.findall(joined))
 
     # -- matching -----------------------------------------------------------------------------
@@ -171,12 +191,12 @@ class Vocabulary:
                 missing = [t for t in dict.fromkeys(flat) if t != _SEP]
             cache.update(zip(missing, (k.replace(" ", "") for k in normalize_name(missing)),
                              strict=True))
-            starts.update(t for t in missing if t[0].isupper() or t[0].isdigit())
+            starts.update((t, cache[t]) for t in missing if t[0].isupper() or t[0].isdigit())
         toks = list(map(cache.get, flat, flat))  # (the separator stays itself)
         prefixes = self._key_prefixes()
         # tokens that may start an entry and whose own key starts one (else no run does)
-        at = [i for i in compress(range(len(flat)), map(starts.__contains__, flat))
-              if toks[i] in prefixes]
+        at = list(compress(range(len(flat)), map(prefixes.__contains__,
+                                                 map(starts.get, flat))))
         ends = [i for i, t in enumerate(flat) if t == _SEP]  # where each text's tokens end
         ends.append(len(flat))
         get = self.index.get

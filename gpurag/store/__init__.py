@@ -8,7 +8,7 @@ pins the opened version (see :mod:`gpurag.store.reader`). No pickle anywhere.
 from gpurag.store.layout import MANIFEST
 from gpurag.store.lock import WriteLock
 from gpurag.store.manifest import FORMAT_NAME, FORMAT_VERSION, Manifest, read_manifest
-from gpurag.store.reader import IndexDir, open_index_dir
+from gpurag.store.reader import IndexDir, current_manifest, open_index_dir
 from gpurag.store.writer import IndexWriter
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "IndexWriter",
     "Manifest",
     "WriteLock",
+    "current_manifest",
     "open_index_dir",
     "read_manifest",
 ]

@@ -22,7 +22,9 @@ import stat
 import tempfile
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -39,6 +41,7 @@ _PROC_FD = Path("/proc/self/fd")
 _ATTEMPTS = 50
 _VIEW_PREFIX = "gpurag-view-"
 _swept = False
+T = TypeVar("T")
 
 
 class _MovedError(Exception):
@@ -139,10 +142,31 @@ def _release(fds: list[int], view: Path | None, owner: int | None = None) -> Non
 def open_index_dir(path: str | os.PathLike, verify: bool = False) -> IndexDir:
     """Open the index at ``path`` (``verify``: sha256 of every file, not only the small ones)."""
     target = Path(path).resolve()
+    return _retrying(target, lambda dirfd, fds: _open_files(target, dirfd, fds, verify))
+
+
+def current_manifest(path: str | os.PathLike) -> Manifest:
+    """The checked manifest of the version at ``path`` now, read as :func:`open_index_dir`
+    reads it, its files neither opened nor checked (for a caller whose update opens and checks
+    them itself, under its lock)."""
+    target = Path(path).resolve()
+
+    def read(dirfd: int, fds: list[int]) -> Manifest:
+        manifest = _manifest_in(target, dirfd, fds)
+        _release(fds, None)
+        fds.clear()
+        return manifest
+
+    return _retrying(target, read)
+
+
+def _retrying(target: Path, read: Callable[[int, list[int]], T]) -> T:
+    """``read(dirfd, fds)`` of the directory at ``target``, again on the new version when a
+    commit moved it meanwhile."""
     for _ in range(_ATTEMPTS):
         _recover_interrupted_commit(target)
         try:
-            return _open_once(target, verify)
+            return _open_once(target, read)
         except _MovedError:
             time.sleep(0.01)
     raise IndexFormatError(f"index {target} kept changing while it was opened: try again")
@@ -163,7 +187,7 @@ def _same_dir(dirfd: int, target: Path) -> bool:
         return False
 
 
-def _open_once(target: Path, verify: bool) -> IndexDir:
+def _open_once(target: Path, read: Callable[[int, list[int]], T]) -> T:
     try:
         dirfd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
@@ -175,7 +199,7 @@ def _open_once(target: Path, verify: bool) -> IndexDir:
         raise IndexFormatError(f"no index at {target}: not a directory") from None
     fds: list[int] = []
     try:
-        return _open_files(target, dirfd, fds, verify)
+        return read(dirfd, fds)
     except BaseException:
         _release(fds, None)
         raise
@@ -183,7 +207,9 @@ def _open_once(target: Path, verify: bool) -> IndexDir:
         os.close(dirfd)  # the open files pin the version, not the directory
 
 
-def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> IndexDir:
+def _manifest_in(target: Path, dirfd: int, fds: list[int]) -> Manifest:
+    """The manifest of the directory ``dirfd``, opened inside it (its fd added to ``fds``) and
+    checked: a regular file, valid, its paths plain and inside, the required layout listed."""
     try:
         mfd = _open_inside(dirfd, layout.MANIFEST)
     except FileNotFoundError:
@@ -199,7 +225,12 @@ def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> Index
     for rel in manifest.files:
         layout.check_relpath(rel, target)
     layout.check_file_set(manifest.files, manifest.config, target)
-    by_rel: dict[str, int] = {layout.MANIFEST: mfd}
+    return manifest
+
+
+def _open_files(target: Path, dirfd: int, fds: list[int], verify: bool) -> IndexDir:
+    manifest = _manifest_in(target, dirfd, fds)
+    by_rel: dict[str, int] = {layout.MANIFEST: fds[-1]}
     for rel, meta in manifest.files.items():
         try:
             fd = _open_inside(dirfd, rel)

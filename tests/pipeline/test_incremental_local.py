@@ -136,13 +136,22 @@ def test_exact_insert_after_local_ones_equals_a_build(split_index, tmp_path, cor
     assert "incremental" not in grown.manifest.extra
 
 
-def test_cli_compact(split_index, tmp_path, corpus, runtime, capsys):
+def test_cli_compact(split_index, tmp_path, corpus, runtime, capsys, monkeypatch):
+    """The insert and compact commands open (read and check the files of) the index once: the
+    update's own open, not an opened Index before it and another after."""
+    from gpurag.store import reader
+
     out = tmp_path / "idx"
-    split_index("A", out, runtime)
+    split_index("A", out, runtime).close()
+    opens = []
+    files = reader._open_files
+    monkeypatch.setattr(reader, "_open_files", lambda *a: opens.append(a[0]) or files(*a))
     assert main(["-q", "insert", str(out), str(corpus["B1"])]) == 0
     assert "local update" in capsys.readouterr().out
+    assert len(opens) == 1
     assert main(["-q", "compact", str(out)]) == 0
     assert "version 3" in capsys.readouterr().out
+    assert len(opens) == 2
     assert main(["-q", "compact", str(out)]) == 0
     assert "already" in capsys.readouterr().out
 
