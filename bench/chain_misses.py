@@ -235,6 +235,15 @@ def shared_grid() -> dict[str, dict]:
     return out
 
 
+def v3_grid() -> dict[str, dict]:
+    """On top of v2 (``off``): names that run past a page's title
+    (``shared_entity_prefix_weight``). The variants of docs/RECALL.md's third pass that were
+    dropped from the code (an entity's count divided by its passage count to a power,
+    question-named entities counted) are in commit 23814eb's grid."""
+    return {"off": {}, **{f"prefix {pw}": {"shared_entity_prefix_weight": pw}
+                          for pw in (0.5, 1.0)}}
+
+
 def rounds_grid(base: dict | None = None) -> dict[str, dict]:
     """Chain rounds off, 1 or 2 per question (from its relation phrases), or the same number
     for every question (``uniform``), on top of ``base``."""
@@ -270,7 +279,10 @@ def sweep(sets: list[str], work: Path, grid: dict[str, dict]) -> dict:
 def cv_report(swept: dict, seeds: int = 5) -> dict:
     """Cross-validated metrics (``crossval``) next to the baseline ``off``, per set; the
     3/4-hop share where the set has such questions."""
-    res = crossval({n: d["table"] for n, d in swept.items()}, seeds=seeds)
+    common = [v for v in next(iter(swept.values()))["table"]
+              if all(v in d["table"] for d in swept.values())]  # the variants every set has
+    res = crossval({n: {v: d["table"][v] for v in common} for n, d in swept.items()},
+                   seeds=seeds)
     rep = {"picks": dict(sorted(res["picks"].items(), key=lambda x: -x[1]))}
     for n, d in swept.items():
         off, held, lc = d["table"]["off"], res["held_out"][n], d["long"]
@@ -289,7 +301,8 @@ def main() -> None:
     ap.add_argument("what", choices=["misses", "sweep", "cv"])
     ap.add_argument("--inputs", nargs="*", default=[], help="cv: pickles written by sweep")
     ap.add_argument("--sets", default=",".join(SETS))
-    ap.add_argument("--grid", default="shared", choices=["shared", "rounds", "rounds+shared"])
+    ap.add_argument("--grid", default="shared",
+                    choices=["shared", "rounds", "rounds+shared", "v3"])
     ap.add_argument("--set", default="musique_train100")
     ap.add_argument("--work", default="runs", type=Path)
     ap.add_argument("--long", action="store_true", help="3- and 4-hop questions only")
@@ -304,8 +317,11 @@ def main() -> None:
         print(json.dumps(cv_report(swept), indent=1))
         return
     if args.what == "sweep":
-        grid = (shared_grid() if args.grid == "shared" else rounds_grid(
-            json.loads(args.base) if args.grid == "rounds+shared" else None))
+        if args.grid == "v3":
+            grid = v3_grid()
+        else:
+            grid = (shared_grid() if args.grid == "shared" else rounds_grid(
+                json.loads(args.base) if args.grid == "rounds+shared" else None))
         swept = sweep(args.sets.split(","), args.work, grid)
         if args.out:
             with open(args.out, "wb") as f:
