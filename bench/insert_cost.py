@@ -40,12 +40,25 @@ import json, os, resource, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, os.path.join(sys.argv[1], "bench"))
 from scale import host_only_runtime
-from gpurag.pipeline.updates import insert_documents
+op, target, arg = sys.argv[2], sys.argv[3], sys.argv[4]
+if op.startswith("cli-"):
+    import gpurag.cli as cli
+else:
+    from gpurag.pipeline.updates import delete_documents, insert_documents
 t_import = time.perf_counter() - t0
 runtime = host_only_runtime("cpu")
 t1 = time.perf_counter()
 c1 = os.times()
-insert_documents(sys.argv[2], [sys.argv[3]], runtime=runtime, show_progress=False)
+if op.startswith("cli-"):  # the command line, its runtime the stand-in's
+    cli.make_runtime = lambda args: runtime
+    argv = (["-q", "insert", target, arg] if op == "cli-insert"
+            else ["-q", "delete", target, "--ids-file", arg])
+    assert cli.main(argv) == 0
+elif op == "insert":
+    insert_documents(target, [arg], runtime=runtime, show_progress=False)
+else:
+    ids = [json.loads(line)["id"] for line in open(arg, encoding="utf-8") if line.strip()]
+    delete_documents(target, ids, runtime=runtime, show_progress=False)
 c2 = os.times()
 print(json.dumps({"import_s": round(t_import, 3), "update_s": round(time.perf_counter() - t1, 3),
                   "update_cpu_s": round(c2.user + c2.system - c1.user - c1.system, 3)}))
@@ -86,8 +99,10 @@ def compiled(tree: Path) -> None:
                    stdout=subprocess.DEVNULL)
 
 
-def one_insert(tree: Path, base: Path, new: Path, work: Path) -> dict:
-    """One local insert of ``new`` into a hard-link copy of ``base``, run by ``tree``."""
+def one_insert(tree: Path, base: Path, new: Path, work: Path, op: str = "insert") -> dict:
+    """One local update ``op`` into a hard-link copy of ``base``, run by ``tree``: insert the
+    documents of ``new``, or delete them (``delete``; ``cli-insert``/``cli-delete``: through
+    the command line, as ``gpurag insert``/``gpurag delete`` run)."""
     target = work / "t.index"
     shutil.rmtree(target, ignore_errors=True)
     shutil.rmtree(work / ".t.index.embcache", ignore_errors=True)
@@ -95,7 +110,14 @@ def one_insert(tree: Path, base: Path, new: Path, work: Path) -> dict:
     before = _inodes(target)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tree), str(target), str(new)],
+        arg = new
+        if op == "cli-delete":  # the ids file the command reads
+            arg = work / "ids.txt"
+            arg.write_text("".join(json.loads(line)["id"] + "\n" for line in
+                                   new.read_text(encoding="utf-8").splitlines() if line.strip()),
+                           encoding="utf-8")
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tree), op, str(target),
+                                 str(arg)],
                                 env=_env(tree), stdout=out, stderr=err, cwd=tree)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
@@ -129,7 +151,7 @@ def compare(args) -> dict:
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     for i in range(args.runs):
         for name, tree in trees.items():
-            row = one_insert(tree, args.base, args.new, work)
+            row = one_insert(tree, args.base, args.new, work, args.op)
             runs[name].append(row)
             print(json.dumps({name: i, **row}), file=sys.stderr)
     shutil.rmtree(work, ignore_errors=True)
@@ -196,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", type=Path, required=True, help="documents to insert (jsonl)")
     ap.add_argument("--baseline", type=Path, help="a checkout of the tree to compare against")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--op", default="insert", choices=["insert", "delete", "cli-insert",
+                                                       "cli-delete"],
+                    help="what each run does with --new (delete: --base must hold them)")
     ap.add_argument("--repeat", type=int, default=0,
                     help="single-document inserts in a row (one per line of --new)")
     ap.add_argument("--repeat-s", type=float, default=0, help="stop --repeat after this long")
@@ -203,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--note", default="")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    report = {"bench": "insert-cost", "base": str(args.base), "new": str(args.new),
+    report = {"bench": "insert-cost", "op": args.op, "base": str(args.base),
+              "new": str(args.new),
               "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],

@@ -163,6 +163,12 @@ class RankingProfile(Profile):
     # the device walk always runs power iteration, so push_eps does not reach it).
     # Chosen in bench/walk_cv.py (5-fold over questions; bench/results/walk_cv_2026-12-01.md).
     push_eps: float = constant(3e-6, float, lo=0, hi=1, open_lo=True)
+    # The CPU walk's size rule (gpurag.graph.ppr.push_rows): on a graph of at least
+    # push_min_edges stored edges a question with at most push_max_seeds seeds is pushed,
+    # the others take power iteration (measured: gpurag.graph.ppr.choose_method,
+    # bench/results/walk_push_2026-12-01_cpu_148k.md).
+    push_min_edges: int = constant(500_000, int, **NONNEG_INT)
+    push_max_seeds: int = constant(256, int, **NONNEG_INT)
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = constant(10, int, **NONNEG_INT)
     seed_facts: int = constant(10, int, **NONNEG_INT)

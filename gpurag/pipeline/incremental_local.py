@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from gpurag.arrays import setdiff_sorted, unique_sorted
@@ -213,7 +215,8 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
 
     res = resolve_new_names(
         unseen, vecs, counts.to_numpy(np.float64)[~seen], labels.to_numpy(dtype=object)[~seen],
-        stored_names=names, stored_keys=alias_keys(aliases),
+        stored_names=names,
+        stored_keys=aliases["key"] if "key" in aliases else alias_keys(aliases),
         entity_counts=entities["count"].to_numpy(np.float64),
         entity_labels=entities["label"].astype(str).to_numpy(dtype=object),
         search=search_names, decode=lambda rows: decode_all(name_index, rows),
@@ -250,10 +253,23 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
 
 def stored_name_rows(names: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
     """Rows of the ``wanted`` surface names in the stored name table, -1 where absent; names a
-    local delete blanked (empty, count 0) are never found."""
-    live = np.flatnonzero(names["count"].to_numpy() > 0)
-    at = pd.Index(names["name"].astype(str).to_numpy(dtype=object)[live]).get_indexer(wanted)
-    return np.where(at >= 0, live[np.maximum(at, 0)], -1)
+    local delete blanked (empty, count 0) are never found. Distinct ``wanted`` (a few hundred
+    new names) are looked up by a hash of them probed with the stored column in Arrow, not a
+    hash of every stored name (0.13 s at the 50k index's 130k names)."""
+    live = names["count"].to_numpy() > 0
+    column = pa.array(names["name"])
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) or (
+            not pd.Index(wanted).is_unique):
+        rows = np.flatnonzero(live)
+        at = pd.Index(names["name"].astype(str).to_numpy(dtype=object)[rows]).get_indexer(
+            wanted)
+        return np.where(at >= 0, rows[np.maximum(at, 0)], -1)
+    pos = pc.index_in(column, value_set=pa.array([str(w) for w in wanted], column.type))
+    pos = pos.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    hit = np.flatnonzero((pos >= 0) & live)
+    out = np.full(len(wanted), -1, np.int64)
+    out[pos[hit]] = hit  # a live name is stored once
+    return out
 
 
 def mention_counts(mentions: pd.DataFrame, n_ent: int) -> tuple[np.ndarray, np.ndarray]:

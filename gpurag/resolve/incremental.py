@@ -58,7 +58,8 @@ def resolve_new_names(unseen: Sequence[str], unseen_vectors: np.ndarray,
                       k: int = 10, **options: Any) -> LocalResolution:
     """Resolve ``unseen`` names (with their stored-precision vectors, counts and labels) against
     the stored names (``stored_names``: ``name``, ``entity``, ``count`` rows; ``stored_keys``:
-    their normalized keys; ``entity_counts``/``entity_labels`` per stored entity).
+    their normalized keys, a list or a column; ``entity_counts``/``entity_labels`` per stored
+    entity).
 
     ``search(vectors, k) -> (scores, ids)`` searches the stored name index, ``decode(rows)``
     returns the stored vectors of those rows. ``options``: the other keywords of
@@ -77,14 +78,15 @@ def resolve_new_names(unseen: Sequence[str], unseen_vectors: np.ndarray,
         ids = np.asarray(ids, np.int64)
         hit = (ids >= 0) & (np.asarray(scores) >= low)
         seeds.append(stored_entity[ids[hit]])
-        keys = pd.Index(np.asarray(stored_keys, dtype=object))
-        same_key = np.asarray(keys.isin(normalize_name(unseen)), bool)
+        # a hash of the new keys probed with the stored ones (not a hash of every stored key)
+        same_key = np.asarray(pd.Series(stored_keys, copy=False).isin(normalize_name(unseen)),
+                              bool)
         seeds.append(stored_entity[same_key & (stored_names["count"].to_numpy() > 0)])
     seed_entities = unique_sorted(np.concatenate(seeds)) if seeds else np.zeros(0, np.int64)
     # the seed entities' names, less those a local delete blanked (count 0)
     rows = np.flatnonzero(isin_sorted(stored_entity, seed_entities)
                           & (stored_names["count"].to_numpy() > 0))
-    sub_names = stored_names["name"].astype(str).to_numpy(dtype=object)[rows].tolist()
+    sub_names = stored_names["name"].iloc[rows].astype(str).tolist()
     sub_entity = stored_entity[rows]
     vectors = np.concatenate([decode(rows), np.asarray(unseen_vectors, np.float32)])
     counts = np.concatenate([stored_names["count"].to_numpy(np.float64)[rows],
