@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpurag.arrays import unique_sorted
 from gpurag.errors import ConfigError
 
 TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
@@ -114,16 +115,32 @@ MAX_ROWS = 512
 
 def length_batches(sorted_lengths: np.ndarray, max_rows: int = MAX_ROWS,
                    attention_budget: int = ATTENTION_BUDGET,
-                   token_budget: int = TOKEN_BUDGET) -> list[tuple[int, int]]:
+                   token_budget: int = TOKEN_BUDGET, min_run: int = 0
+                   ) -> list[tuple[int, int]]:
     """``(start, stop)`` slices of ascending ``sorted_lengths``: each as many rows as fit
     ``rows x longest^2 <= attention_budget`` and ``rows x longest <= token_budget`` (at least
-    one row, at most ``max_rows``)."""
-    n = len(sorted_lengths)
+    one row, at most ``max_rows``). With ``min_run``, every run of at least ``min_run`` equal
+    lengths is cut apart from its neighbours, so its batches hold no padding (the texts
+    between such runs share batches as before)."""
     lens = np.maximum(np.asarray(sorted_lengths, dtype=np.int64), 1)
+    if min_run <= 0 or len(lens) < min_run:
+        return _budget_slices(lens, 0, len(lens), max_rows, attention_budget, token_budget)
+    # boundaries of the runs of one length; a run long enough stands apart
+    edge = np.flatnonzero(np.r_[True, lens[1:] != lens[:-1], True])
+    long = np.flatnonzero(np.diff(edge) >= min_run)
+    cuts = unique_sorted(np.r_[0, edge[long], edge[long + 1], len(lens)])
     out: list[tuple[int, int]] = []
-    pos = 0
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):  # a few per length
+        out += _budget_slices(lens, lo, hi, max_rows, attention_budget, token_budget)
+    return out
+
+
+def _budget_slices(lens: np.ndarray, pos: int, n: int, max_rows: int, attention_budget: int,
+                   token_budget: int) -> list[tuple[int, int]]:
+    """:func:`length_batches`' greedy slices of ``lens[pos:n]`` (ascending, each >= 1)."""
+    out: list[tuple[int, int]] = []
     while pos < n:
-        window = lens[pos : pos + max_rows]  # ascending: the last row of a prefix is its longest
+        window = lens[pos : min(pos + max_rows, n)]  # ascending: a prefix's last is its longest
         rows = np.arange(1, len(window) + 1)
         fits = (rows * window * window <= attention_budget) & (rows * window <= token_budget)
         take = max(1, int(np.count_nonzero(fits)))  # fits is a prefix (both sides grow)

@@ -27,6 +27,23 @@ def test_length_batches_cover_everything_within_the_budgets():
                     or (rows + 1) * nxt > 2_000)
 
 
+def test_long_runs_of_one_length_get_unpadded_batches():
+    """A batch of 64 questions was padded to its one long outlier (3x the work): runs of
+    ``min_run`` equal lengths now get batches of their own."""
+    lengths = np.sort(np.r_[np.full(20, 21), np.full(9, 24), [22, 23, 25, 26, 69]])
+    slices = length_batches(lengths, max_rows=64, min_run=8)
+    assert slices[0][0] == 0 and slices[-1][1] == len(lengths)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))
+    widths = [set(lengths[a:b].tolist()) for a, b in slices]
+    assert {21} in widths and {24} in widths  # the runs stand apart, unpadded
+    assert not any(69 in w and len(w) > 1 and 22 in w for w in widths)
+    for a, b in slices:  # the texts between runs still share batches within the budgets
+        assert b - a <= 64
+    assert length_batches(lengths, max_rows=64) == [(0, len(lengths))]  # off: one batch
+    assert length_batches(lengths, max_rows=8, min_run=8) == [  # a run cut by the row cap
+        (0, 8), (8, 16), (16, 20), (20, 22), (22, 30), (30, 31), (31, 34)]
+
+
 def test_onnx_batches_stay_within_the_memory_budgets():
     embedder = load_embedder("onnx-minilm")
     long_text = " ".join(f"word{i} alpha beta" for i in range(300))  # truncated at 512 tokens
