@@ -26,10 +26,11 @@ field's note says which):
   ``hotpotqa_train100`` and ``lihua_world``; the second hop and ``second_hop_triples`` by the
   same protocol (stops 11-13); ``head_mode`` / ``lexical_weight_unbridged`` on lihua_world
   (15 of 25 folds picked 0.3).
-- ``docs/results.md``: the scores of version 1's constants, ``scripts/make_results.py`` on
-  2026-12-01 (CPU, bundled MiniLM int8 embedder; not regenerated for version 2, whose
-  cross-validated figures are in ``docs/RECALL.md`` and
-  ``bench/results/chains_shared_2026-12-01_cpu.md``).
+- ``docs/results.md``: the scores of version 2's constants, ``scripts/make_results.py`` on
+  2026-12-02 (CPU, bundled MiniLM int8 embedder, baselines in the same run); version 1's were
+  the 2026-12-01 run (git history of that file). Version 2's cross-validated figures are in
+  ``docs/RECALL.md`` ("Shared-entity pages") and
+  ``bench/results/chains_shared_2026-12-01_cpu.md``.
 
 Build profile ``default`` version 1 (the values the code and ``IndexConfig`` held before):
 
@@ -57,7 +58,7 @@ HEAD_FUSIONS = ("dense", "dense+bm25", "dense+ppr", "dense+bm25+ppr", "dense+tit
                 "dense+bm25+title+ppr")
 DEFAULT = "default"
 EVALUATED_BY = ("docs/RECALL.md (5-fold x 5 seeds over musique_train100, hotpotqa_train100, "
-                "lihua_world); scores in docs/results.md (scripts/make_results.py, 2026-12-01)")
+                "lihua_world); scores in docs/results.md (scripts/make_results.py, 2026-12-02)")
 BUILD_EVALUATED_BY = ("docs/RECALL.md (title_edge_weight, cross-validated with the seeds); "
                       "tests/resolve/ and bench/resolve.py (alias thresholds and rules); "
                       "gpurag/vectors/faiss_index.py and gpurag/resolve/knn.py (HNSW recall "
@@ -162,6 +163,12 @@ class RankingProfile(Profile):
     # the device walk always runs power iteration, so push_eps does not reach it).
     # Chosen in bench/walk_cv.py (5-fold over questions; bench/results/walk_cv_2026-12-01.md).
     push_eps: float = constant(3e-6, float, lo=0, hi=1, open_lo=True)
+    # The CPU walk's size rule (gpurag.graph.ppr.push_rows): on a graph of at least
+    # push_min_edges stored edges a question with at most push_max_seeds seeds is pushed,
+    # the others take power iteration (measured: gpurag.graph.ppr.choose_method,
+    # bench/results/walk_push_2026-12-01_cpu_148k.md).
+    push_min_edges: int = constant(500_000, int, **NONNEG_INT)
+    push_max_seeds: int = constant(256, int, **NONNEG_INT)
     # Seeds: how many entities/facts/passages FAISS proposes, and how they are weighted.
     seed_entities: int = constant(10, int, **NONNEG_INT)
     seed_facts: int = constant(10, int, **NONNEG_INT)

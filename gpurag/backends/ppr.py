@@ -197,8 +197,11 @@ def make_device_ppr_topk(score_fn: PPRFn, device: str) -> PPRFn:
     def ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
                  gather: np.ndarray | None = None, damping: float, tol: float,
                  max_iter: int = 100, method: str = "auto", eps: float = 1e-6,
-                 full: bool = False, local_fanout: Sequence[int] | None = None) -> PPRTop:
-        """``method`` and ``eps`` are accepted for the host call shape and ignored (the device
+                 full: bool = False, local_fanout: Sequence[int] | None = None,
+                 push_min_edges: int | None = None, push_max_seeds: int | None = None
+                 ) -> PPRTop:
+        """``method``, ``eps`` and the push size rule (``push_min_edges``,
+        ``push_max_seeds``) are accepted for the host call shape and ignored (the device
         runs power iteration)."""
         import torch
 

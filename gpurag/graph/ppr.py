@@ -30,6 +30,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from gpurag.arrays import unique_sorted
 from gpurag.graph.csr import CSRGraph, ranges
 
 ResetLike = np.ndarray | sp.sparray | sp.spmatrix
@@ -39,6 +40,10 @@ try:  # the kernels behind SciPy's ``csr @ dense`` (called directly into reused 
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 except ImportError:  # pragma: no cover - renamed in some future SciPy: plain ``pt @ x``
     _csr_matvec = _csr_matvecs = None
+try:  # the kernel behind SciPy's row selection ``csr[rows]`` (the push's neighbour lists)
+    from scipy.sparse._sparsetools import csr_row_index as _csr_row_index
+except ImportError:  # pragma: no cover - renamed in some future SciPy: gathered by ranges
+    _csr_row_index = None
 
 
 def _kernels_agree() -> bool:
@@ -61,8 +66,31 @@ def _kernels_agree() -> bool:
 if not _kernels_agree():  # pragma: no cover - only on a SciPy whose kernels changed
     _csr_matvec = _csr_matvecs = None
 
+
+def _row_index_agrees() -> bool:
+    """Whether SciPy's private ``csr_row_index`` takes the arguments :func:`_row_entries`
+    passes and copies the rows SciPy's ``csr[rows]`` gives (checked once at import)."""
+    if _csr_row_index is None:
+        return False
+    pt = sp.csr_array(np.array([[0.5, 0.0, 0.25], [0.0, 1.0, 0.0], [0.5, 0.0, 0.75]]))
+    rows = np.array([2, 0], dtype=np.int32)
+    nbrs, vals = np.empty(4, np.int32), np.empty(4)
+    try:
+        _csr_row_index(2, rows, pt.indptr.astype(np.int32), pt.indices.astype(np.int32),
+                       pt.data, nbrs, vals)
+    except Exception:  # any failure means: gather the rows by their ranges
+        return False
+    want = pt[rows]
+    return bool(np.array_equal(nbrs, want.indices) and np.array_equal(vals, want.data))
+
+
+if not _row_index_agrees():  # pragma: no cover - only on a SciPy whose kernel changed
+    _csr_row_index = None
+
 # "auto" pushes each query with at most AUTO_PUSH_MAX_SEEDS seeds on a graph with at least
-# AUTO_PUSH_MIN_EDGES stored edges, power iteration otherwise (see :func:`choose_method`).
+# AUTO_PUSH_MIN_EDGES stored edges, power iteration otherwise (see :func:`choose_method`):
+# the defaults of a direct call; the query passes its ranking profile's ``push_min_edges``
+# and ``push_max_seeds`` (gpurag.profile, the same values: tests/graph/test_ppr.py).
 AUTO_PUSH_MIN_EDGES = 500_000
 AUTO_PUSH_MAX_SEEDS = 256
 
@@ -313,8 +341,11 @@ def _power(
 
 def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
     """What the push reads per graph, kept on the operator: the CSR arrays as plain ndarrays
-    (an opened index's are memory maps, whose indexing costs ~10x more per call), each edge's
-    transition probability, and ``max(out_degree, 1)`` as floats (the threshold's scale)."""
+    (an opened index's are memory maps, whose indexing costs ~10x more per call) in one index
+    type (int32 below 2^31 stored edges: SciPy's ``csr_row_index`` copies the pushed rows'
+    neighbours and transition probabilities in one pass), each edge's transition
+    probability, ``max(out_degree, 1)`` as floats (the threshold's scale) and, per ``eps``,
+    the thresholds ``eps * scale`` (``thresholds``, filled by :func:`_thresholds`)."""
     arrays = op.push
     if arrays is None:
         with op.lock:
@@ -323,20 +354,49 @@ def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
                 indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
                 rows = np.repeat(np.arange(g.n_nodes, dtype=np.int64), op.degree)
                 prob = np.asarray(g.weights, dtype=np.float64) * op.inv_out_weight[rows]
-                arrays = {"indptr": indptr, "indices": indices, "prob": prob,
-                          "scale": np.maximum(op.degree, 1).astype(np.float64)}
+                idx = np.int32 if indices.size < np.iinfo(np.int32).max else np.int64
+                arrays = {"indptr": indptr.astype(idx), "indices": indices.astype(idx),
+                          "prob": prob, "scale": np.maximum(op.degree, 1).astype(np.float64),
+                          "thresholds": {}}
                 op.push = arrays
     return arrays
 
 
+def _thresholds(op: _Operator, arrays: dict, eps: float) -> np.ndarray:
+    """``eps * max(out_degree, 1)`` per node (float64, the push's test), cached per ``eps``."""
+    thr = arrays["thresholds"].get(eps)
+    if thr is None:
+        thr = eps * arrays["scale"]
+        with op.lock:
+            arrays["thresholds"].setdefault(eps, thr)
+    return thr
+
+
+def _row_entries(arrays: dict, active: np.ndarray, counts: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The out-neighbours and transition probabilities of the ``active`` nodes' rows, row
+    after row (``counts``: their degrees), by SciPy's ``csr_row_index`` (one C pass)."""
+    total = int(counts.sum())
+    indices = arrays["indices"]
+    nbrs = np.empty(total, dtype=indices.dtype)
+    prob = np.empty(total, dtype=np.float64)
+    if _csr_row_index is None:  # pragma: no cover - SciPy's kernel missing or changed
+        edges = ranges(arrays["indptr"][active], counts)
+        return indices[edges], arrays["prob"][edges]
+    _csr_row_index(active.size, active.astype(indices.dtype, copy=False), arrays["indptr"],
+                   indices, arrays["prob"], nbrs, prob)
+    return nbrs, prob
+
+
 def _take_scratch(op: _Operator, n: int) -> dict:
-    """Dense work arrays for one push (25 bytes a node): an idle zeroed set from the
-    operator's free list, else a new one; :func:`_push_one` hands it back zeroed."""
+    """Dense work arrays for one push (25 bytes a node): an idle set from the operator's free
+    list, else a new one; :func:`_push_one` hands it back with ``p``, ``r`` and ``seen``
+    zeroed (``stamp`` holds any ids: each round writes the entries it reads)."""
     with op.lock:
         if op.scratch:
             return op.scratch.pop()
-    return {"p": np.zeros(n), "r": np.zeros(n), "stamp": np.full(n, -1, dtype=np.int64),
-            "seen": np.zeros(n, dtype=bool)}
+    return {"p": np.zeros(n), "r": np.zeros(n), "stamp": np.zeros(n, dtype=np.int64),
+            "seen": np.zeros(n, dtype=bool), "pos": np.arange(1024, dtype=np.int64)}
 
 
 def _push_one(
@@ -352,46 +412,57 @@ def _push_one(
     ``seeds`` are unique with weights summing to 1. Each round pushes every node whose
     residual exceeds ``eps * max(out_degree, 1)``: ``1 - damping`` of it settles in ``p``, the
     rest goes to its out-neighbours by transition probability (a dangling node's to the
-    seeds). Each round's receivers are summed with one ``bincount`` over their distinct ids.
+    seeds). Each round's receivers are summed with one ``bincount`` over their distinct ids
+    (in the order of their last place among the round's entries: the sums, and so the bits,
+    do not depend on anything else), and only they are tested in the next round.
     """
     arrays = _push_arrays(g, op)
+    thr = _thresholds(op, arrays, eps)
     scratch = _take_scratch(op, g.n_nodes)  # an error below leaves none half-written behind
     p, r, stamp, seen = scratch["p"], scratch["r"], scratch["stamp"], scratch["seen"]
-    indptr, indices, prob, scale = (arrays["indptr"], arrays["indices"], arrays["prob"],
-                                    arrays["scale"])
     degree = op.degree
+    seeds = seeds.astype(arrays["indices"].dtype)
     r[seeds] = seed_weights
     seen[seeds] = True
-    touched = [seeds]
-    cand = seeds
+    cand, cand_r = seeds, np.asarray(seed_weights, dtype=np.float64)
+    received = seeds.size  # receivers over all rounds (with repeats): a bound on the touched
+    parts = [seeds]
     while cand.size:
-        active = cand[r[cand] > eps * scale[cand]]
+        keep = cand_r > thr[cand]
+        active = cand[keep]
         if active.size == 0:
             break
-        mass = r[active]
+        mass = cand_r[keep]
         r[active] = 0.0
         p[active] += (1.0 - damping) * mass
         counts = degree[active]
-        edges = ranges(indptr[active], counts)
-        nbrs = indices[edges]
-        vals = np.repeat(damping * mass, counts) * prob[edges]
+        nbrs, prob = _row_entries(arrays, active, counts)
+        vals = np.repeat(damping * mass, counts) * prob
         dangling_mass = damping * float(mass[counts == 0].sum())
         if dangling_mass > 0.0:
             nbrs = np.concatenate([nbrs, seeds])
             vals = np.concatenate([vals, dangling_mass * seed_weights])
-        # The distinct receivers in O(len) with a stamp array (last writer wins), then each
-        # one's sum by position: one bincount, not an unbuffered add per entry.
-        pos = np.arange(nbrs.size, dtype=np.int64)
+        # The distinct receivers in O(len) with a stamp array (last writer wins: ``last`` is
+        # each entry's receiver's last place), then each one's sum by that place: one bincount,
+        # not an unbuffered add per entry.
+        m = nbrs.size
+        if scratch["pos"].size < m:
+            scratch["pos"] = np.arange(2 * m, dtype=np.int64)
+        pos = scratch["pos"][:m]
         stamp[nbrs] = pos
-        cand = nbrs[stamp[nbrs] == pos]
-        stamp[cand] = np.arange(cand.size, dtype=np.int64)
-        r[cand] += np.bincount(stamp[nbrs], weights=vals, minlength=cand.size)
-        stamp[cand] = -1
-        new = cand[~seen[cand]]
-        seen[new] = True
-        touched.append(new)
-    nodes = np.sort(np.concatenate(touched).astype(np.int64))
-    p_out, r_out = p[nodes].copy(), r[nodes].copy()
+        last = stamp[nbrs]
+        first = last == pos
+        cand = nbrs[first]
+        cand_r = r[cand] + np.bincount(last, weights=vals, minlength=m)[first]
+        r[cand] = cand_r
+        seen[cand] = True
+        received += cand.size
+        parts.append(cand)
+    # the touched nodes, ascending: a scan of ``seen`` where they may be many, else the
+    # distinct receivers
+    nodes = (np.flatnonzero(seen) if received * 16 > g.n_nodes
+             else unique_sorted(np.concatenate(parts).astype(np.int64)))
+    p_out, r_out = p[nodes], r[nodes]
     p[nodes] = 0.0
     r[nodes] = 0.0
     seen[nodes] = False
@@ -493,16 +564,19 @@ def ppr(
     max_iter: int = 100,
     eps: float = 1e-6,
     output: Literal["dense", "sparse"] = "dense",
+    push_min_edges: int | None = None,
+    push_max_seeds: int | None = None,
 ) -> np.ndarray | sp.csr_array:
     """Personalized PageRank for a ``(q, n)`` reset matrix by the named or the faster method.
 
-    ``method="auto"`` picks per row (:func:`push_rows`, :func:`choose_method`): a row is
-    scored as it would be alone, whatever the batch. Returns a dense ``(q, n)`` float32 array,
-    or a CSR array with ``output="sparse"``.
+    ``method="auto"`` picks per row (:func:`push_rows`, with ``push_min_edges`` and
+    ``push_max_seeds``; :func:`choose_method`): a row is scored as it would be alone,
+    whatever the batch. Returns a dense ``(q, n)`` float32 array, or a CSR array with
+    ``output="sparse"``.
     """
     if output not in ("dense", "sparse"):
         raise ValueError(f"unknown output {output!r}")
-    r, push = routed_rows(g, reset, method, damping, eps)
+    r, push = routed_rows(g, reset, method, damping, eps, push_min_edges, push_max_seeds)
     if push.any() and not push.all():  # each row by its own method, as it would alone
         return _mixed(g, r, push, damping, tol, max_iter, eps, output)
     if not (push.all() if push.size else method == "push"):
@@ -512,32 +586,38 @@ def ppr(
     return res_sp if output == "sparse" else res_sp.toarray()
 
 
-def routed_rows(g: CSRGraph, reset: ResetLike, method: str, damping: float, eps: float
+def routed_rows(g: CSRGraph, reset: ResetLike, method: str, damping: float, eps: float,
+                min_edges: int | None = None, max_seeds: int | None = None
                 ) -> tuple[sp.csr_array, np.ndarray]:
     """The checks and routing of :func:`ppr`: ``method``, ``damping`` and ``eps`` validated,
     the reset matrix row-normalized (:func:`normalized_reset`) and, per row, whether it is
-    pushed (``"auto"``: :func:`push_rows`; ``"push"``: every row; ``"power"``: none)."""
+    pushed (``"auto"``: :func:`push_rows` with ``min_edges``/``max_seeds``; ``"push"``:
+    every row; ``"power"``: none)."""
     if method not in ("auto", "power", "push"):
         raise ValueError(f"unknown PPR method {method!r}")
     _check_damping(damping)
     _check_eps(eps)
     r = _normalized_reset(reset, g.n_nodes)
-    push = (push_rows(g, r) if method == "auto"
+    push = (push_rows(g, r, min_edges, max_seeds) if method == "auto"
             else np.full(r.shape[0], method == "push", dtype=bool))
     return r, push
 
 
-def push_rows(g: CSRGraph, reset: ResetLike) -> np.ndarray:
+def push_rows(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
+              max_seeds: int | None = None) -> np.ndarray:
     """Per row of a ``(q, n)`` reset matrix, whether ``method="auto"`` pushes it: on a graph
-    with at least ``AUTO_PUSH_MIN_EDGES`` stored edges, a query with at most
-    ``AUTO_PUSH_MAX_SEEDS`` seeds (see :func:`choose_method` for the measurements)."""
+    with at least ``min_edges`` stored edges, a query with at most ``max_seeds`` seeds (None:
+    ``AUTO_PUSH_MIN_EDGES``, ``AUTO_PUSH_MAX_SEEDS``; see :func:`choose_method` for the
+    measurements)."""
+    min_edges = AUTO_PUSH_MIN_EDGES if min_edges is None else min_edges
+    max_seeds = AUTO_PUSH_MAX_SEEDS if max_seeds is None else max_seeds
     if sp.issparse(reset):
         seeds_per_row = np.diff(sp.csr_array(reset).indptr)
     else:
         seeds_per_row = np.count_nonzero(np.atleast_2d(np.asarray(reset)), axis=1)
-    if g.n_edges < AUTO_PUSH_MIN_EDGES:
+    if g.n_edges < min_edges:
         return np.zeros(seeds_per_row.size, dtype=bool)
-    return seeds_per_row <= AUTO_PUSH_MAX_SEEDS
+    return seeds_per_row <= max_seeds
 
 
 def _mixed(g: CSRGraph, r: sp.csr_array, push: np.ndarray, damping: float, tol: float,
@@ -557,7 +637,8 @@ def _mixed(g: CSRGraph, r: sp.csr_array, push: np.ndarray, damping: float, tol: 
     return out
 
 
-def choose_method(g: CSRGraph, reset: ResetLike) -> Literal["power", "push"]:
+def choose_method(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
+                  max_seeds: int | None = None) -> Literal["power", "push"]:
     """The method ``ppr(method="auto")`` uses for this graph and ``(q, n)`` reset matrix.
 
     Push when the graph has at least ``AUTO_PUSH_MIN_EDGES`` stored edges and every query at
@@ -574,7 +655,7 @@ def choose_method(g: CSRGraph, reset: ResetLike) -> Literal["power", "push"]:
     With ~1000 seeds per query each seed's mass can fall under the push threshold and push
     returns little more than the reset vector, so such rows take power iteration.
     """
-    rows = push_rows(g, reset)
+    rows = push_rows(g, reset, min_edges, max_seeds)
     return "push" if rows.size and rows.all() else "power"
 
 

@@ -125,8 +125,11 @@ def sparse_gather(rows: sp.csr_array, gather: np.ndarray, lo: int) -> np.ndarray
 def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | None = None,
                   gather: np.ndarray | None = None, damping: float, tol: float,
                   max_iter: int = 100, method: str = "auto", eps: float = 1e-6,
-                  full: bool = False, local_fanout: Sequence[int] | None = None) -> PPRTop:
-    """The host PPR component: :func:`gpurag.graph.ppr.ppr` (``method``, ``eps`` as there),
+                  full: bool = False, local_fanout: Sequence[int] | None = None,
+                  push_min_edges: int | None = None, push_max_seeds: int | None = None
+                  ) -> PPRTop:
+    """The host PPR component: :func:`gpurag.graph.ppr.ppr` (``method``, ``eps`` and the
+    size rule's ``push_min_edges``/``push_max_seeds`` as there),
     then the top-``k`` over ``[lo, hi)`` (the scores are computed in host memory, where they
     already live). Pushed rows stay sparse: their top-``k`` and gathered scores are read from
     the touched nodes (:func:`sparse_topk`, :func:`sparse_gather`: the dense rows' values).
@@ -141,15 +144,18 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
         parts = [host_ppr_topk(g, r[c0:c0 + rows], k=k, lo=lo, hi=hi,
                                gather=None if gather is None else gather[c0:c0 + rows],
                                damping=damping, tol=tol, max_iter=max_iter, method=method,
-                               eps=eps)
+                               eps=eps, push_min_edges=push_min_edges,
+                               push_max_seeds=push_max_seeds)
                  for c0 in range(0, q_all, rows)]
         return PPRTop(np.concatenate([p.values for p in parts]),
                       np.concatenate([p.ids for p in parts]),
                       np.concatenate([p.gathered for p in parts]), None, None)
     if not full and local_fanout is None:
-        return _split_topk(g, r, k, lo, hi, gather, damping, tol, max_iter, method, eps)
+        return _split_topk(g, r, k, lo, hi, gather, damping, tol, max_iter, method, eps,
+                           (push_min_edges, push_max_seeds))
     scores = host_ppr.ppr(g, r, method=method, damping=damping, tol=tol,
-                          max_iter=max_iter, eps=eps, output="dense")
+                          max_iter=max_iter, eps=eps, output="dense",
+                          push_min_edges=push_min_edges, push_max_seeds=push_max_seeds)
     part = scores[:, lo:hi]
     values, ids = numpy_topk(part, k)
     q = scores.shape[0]
@@ -163,10 +169,12 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
 
 def _split_topk(g: CSRGraph, r: sp.csr_array, k: int, lo: int, hi: int | None,
                 gather: np.ndarray | None, damping: float, tol: float, max_iter: int,
-                method: str, eps: float) -> PPRTop:
-    """:func:`host_ppr_topk` without the full rows: each row by the method ``ppr`` gives it,
-    pushed rows' top-``k`` from their sparse scores, power rows' from their dense ones."""
-    rn, push = host_ppr.routed_rows(g, r, method, damping, eps)
+                method: str, eps: float,
+                size_rule: tuple[int | None, int | None] = (None, None)) -> PPRTop:
+    """:func:`host_ppr_topk` without the full rows: each row by the method ``ppr`` gives it
+    (``size_rule``: its ``push_min_edges``, ``push_max_seeds``), pushed rows' top-``k`` from
+    their sparse scores, power rows' from their dense ones."""
+    rn, push = host_ppr.routed_rows(g, r, method, damping, eps, *size_rule)
     q = rn.shape[0]
     n_gather = 0 if gather is None else np.asarray(gather).shape[1]
     values = np.full((q, k), -np.inf, dtype=np.float32)

@@ -46,6 +46,7 @@ from gpurag.query.fusion import (  # noqa: F401  (re-exported: the stages' funct
     union_head,
 )
 from gpurag.query.linking import LinkedBatch
+from gpurag.query.overlap import ahead
 from gpurag.query.paths import path_lists
 from gpurag.query.rescore import rerank as rerank_stage
 from gpurag.query.results import EntityPath, SeedEntity
@@ -57,6 +58,7 @@ from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
 from gpurag.vectors import search
 from gpurag.vectors.codec import decode_all
+from gpurag.vectors.faiss_index import overlaps_scan
 from gpurag.vectors.grouped import GroupedIndex
 
 log = logging.getLogger(__name__)
@@ -261,14 +263,18 @@ class GraphRetriever:
         """Top-``cfg.k`` passage (scores, rows) per question, plus seeds and entity paths.
 
         The stages in order, each over the whole batch: dense and BM25 hits, linking (once),
-        seeds, walk, fusion/head, rerank, second hop, paths. ``stages`` gets each stage's
-        time (:class:`~gpurag.query.timing.Stages`).
+        seeds, walk, fusion/head, rerank, second hop, paths; a long dense scan runs on a helper
+        thread beside BM25 and linking (:mod:`gpurag.query.overlap`). ``stages`` gets each
+        stage's time (:class:`~gpurag.query.timing.Stages`; ``dense``: the wait for the scan
+        after linking).
         """
         stages = stages or Stages()
         cfg = self.for_corpus(cfg)
         depth = max(cfg.k, cfg.seed_passages, 1)
-        dense = search(passage_index, qvecs, depth)
-        stages.lap("dense")
+        # The dense passage scan (FAISS, without the GIL) on the helper thread while this one
+        # runs the text stages (BM25, linking): the same hits, on the second core.
+        dense_job = ahead(search, passage_index, qvecs, depth,
+                          worth=overlaps_scan(passage_index, len(questions)))
         sources = cfg.head_fusion.split("+") if cfg.dense_head else []
         want_lexical = (cfg.lexical_weight > 0 and cfg.lexical_seeds > 0) or (
             "bm25" in cfg.head_fusion.split("+") and cfg.dense_head > 0)
@@ -285,6 +291,8 @@ class GraphRetriever:
                  if self.n_ent and (cfg.link_weight > 0 or "title" in sources or expansions)
                  else None)
         stages.lap("linking")
+        dense = dense_job.result()
+        stages.lap("dense")  # what is left of the scan once the text stages are done
         # seeds: the reset matrix, and the head sources' passages, gathered by the walk
         lex_seeds = None
         if lexical is not None and cfg.lexical_seeds > 0:
@@ -319,6 +327,7 @@ class GraphRetriever:
             top = walk(self.ppr, self.graph, reset, n_ent=self.n_ent, n_psg=self.n_psg,
                        k=want, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
                        method=cfg.ppr_method, eps=cfg.push_eps,
+                       size_rule=(cfg.push_min_edges, cfg.push_max_seeds),
                        local_fanout=self._fanout(reranker) if reranker is not None else None)
             stages.lap("walk")
             cand, score = candidate_scores(top, gather, dense, cfg.dense_blend)

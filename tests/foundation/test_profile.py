@@ -26,7 +26,7 @@ V1 = {"damping": 0.8, "seed_entities": 10, "seed_facts": 10, "seed_passages": 20
       "second_hop_expansion_weight": 0.5, "second_hop_expansion_keep": 5,
       "second_hop_triples": 4, "chain_rounds": 0,
       # the walk's push threshold: read only on graphs past the size rule (>= 500k edges)
-      "push_eps": 3e-6}
+      "push_eps": 3e-6, "push_min_edges": 500_000, "push_max_seeds": 256}
 # v2: v1 and shared-entity pages (docs/RECALL.md "Shared-entity pages"); weight 0 is v1's ranks
 V2 = {**V1, "shared_entity_weight": 0.25, "shared_entity_from": 3, "shared_entity_max_df": 50,
       "shared_entity_temperature": 0.1,

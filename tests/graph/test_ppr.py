@@ -240,3 +240,13 @@ def test_power_iteration_scores_do_not_depend_on_the_batch():
     single = np.vstack([ppr(g, reset[[i]], method="power", damping=0.8, tol=1e-4)
                         for i in range(16)])
     assert np.array_equal(batch, single)
+
+
+def test_the_modules_size_rule_is_the_ranking_profiles():
+    """A direct ``ppr`` call routes rows as the query does: the module's defaults are the
+    profile's ``push_min_edges`` / ``push_max_seeds``."""
+    from gpurag.profile import RankingProfile
+
+    profile = RankingProfile()
+    rule = (profile.push_min_edges, profile.push_max_seeds)
+    assert rule == (ppr_module.AUTO_PUSH_MIN_EDGES, ppr_module.AUTO_PUSH_MAX_SEEDS)

@@ -146,4 +146,20 @@ def test_push_from_many_threads_gives_the_same_bits_and_keeps_peak_work_arrays()
         assert 1 <= len(op.scratch) <= 8
     for work in op.scratch:
         assert not work["p"].any() and not work["r"].any() and not work["seen"].any()
-        assert (work["stamp"] == -1).all()
+
+
+def test_a_small_push_on_a_large_graph_touches_and_scores_the_same_nodes():
+    """The touched nodes are read from the work arrays' ``seen`` scan or, when the push is
+    small for the graph, from its receivers: isolated nodes added to a graph (never touched)
+    move a push from the one way to the other and change no id, bit or dtype."""
+    g = undirected_graph(5, n=200, m=400)
+    n_big = 200 * 1024
+    big = CSRGraph(np.concatenate([g.indptr, np.full(n_big - 200, g.indptr[-1])]),
+                   g.indices, g.weights)
+    for seed in range(3):
+        s, w = _seed_arrays(g.n_nodes, np.array([seed, 50 + seed]), np.array([1.0, 2.0]))
+        small = _push_one(g, _operator(g), s, w, 0.8, 1e-3)
+        large = _push_one(big, _operator(big), s, w, 0.8, 1e-3)
+        assert 2 < small[0].size < g.n_nodes  # a local push, touching a part of the graph
+        for a, b in zip(small, large, strict=True):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

@@ -1,6 +1,6 @@
-"""The walk's local-push threshold comes from the ranking profile (``push_eps``) and reaches
-the PPR component; below the size rule (``AUTO_PUSH_MIN_EDGES``) the walk stays power
-iteration, so no threshold changes a small graph's ranking (issue 26)."""
+"""The walk's local-push threshold and size rule come from the ranking profile (``push_eps``,
+``push_min_edges``, ``push_max_seeds``) and reach the PPR component; below the size rule the
+walk stays power iteration, so no threshold changes a small graph's ranking (issue 26)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ class _Recorder:
     implementation = "recording ppr"
 
     def __init__(self) -> None:
-        self.calls: list[tuple[float, str]] = []
+        self.calls: list[tuple] = []
 
     def __call__(self, *args, **kwargs):
-        self.calls.append((kwargs["eps"], kwargs["method"]))
+        self.calls.append((kwargs["eps"], kwargs["method"], kwargs["push_min_edges"],
+                           kwargs["push_max_seeds"]))
         return host_ppr_topk(*args, **kwargs)
 
 
@@ -37,17 +38,27 @@ def test_the_profiles_push_eps_reaches_the_walk(graph_index_path, questions, mon
     index = Index.open(graph_index_path, runtime=Runtime(device="cpu", ppr=rec))
     qs = questions[:4]
     index.query_batch(qs, k=5, evidence=False)
-    assert rec.calls[-1] == (RankingProfile().push_eps, "auto")
-    index.query_batch(qs, k=5, evidence=False, push_eps=0.25)
-    assert rec.calls[-1] == (0.25, "auto")
+    profile = RankingProfile()
+    assert rec.calls[-1] == (profile.push_eps, "auto", profile.push_min_edges,
+                             profile.push_max_seeds)
+    index.query_batch(qs, k=5, evidence=False, push_eps=0.25, push_min_edges=7,
+                      push_max_seeds=9)
+    assert rec.calls[-1] == (0.25, "auto", 7, 9)
     # a small graph: power iteration whatever the threshold (the default ranks unchanged)
-    assert index.retriever.graph.n_edges < ppr_module.AUTO_PUSH_MIN_EDGES
+    assert index.retriever.graph.n_edges < profile.push_min_edges
     power = index.query_batch(qs, k=5, evidence=False, ppr_method="power")
     coarse = index.query_batch(qs, k=5, evidence=False, push_eps=0.25)
     assert _ranked(coarse) == _ranked(power) and _scores(coarse) == _scores(power)
-    # past the size rule the walk pushes, with the profile's threshold
+    # past the size rule the walk pushes, with the profile's threshold; the module's
+    # default rule does not reach the query (the profile's does)
     monkeypatch.setattr(ppr_module, "AUTO_PUSH_MIN_EDGES", 0)
-    fine = index.query_batch(qs, k=5, evidence=False)
+    assert _scores(index.query_batch(qs, k=5, evidence=False)) == _scores(power)
+    monkeypatch.setattr(ppr_module, "AUTO_PUSH_MIN_EDGES", 500_000)
+    fine = index.query_batch(qs, k=5, evidence=False, push_min_edges=0)
     assert _scores(fine) == _scores(index.query_batch(qs, k=5, evidence=False,
                                                       ppr_method="push"))
-    assert _scores(index.query_batch(qs, k=5, evidence=False, push_eps=0.25)) != _scores(fine)
+    assert _scores(index.query_batch(qs, k=5, evidence=False, push_eps=0.25,
+                                     push_min_edges=0)) != _scores(fine)
+    # a seed cap below every question's seed count: power iteration again
+    assert _scores(index.query_batch(qs, k=5, evidence=False, push_min_edges=0,
+                                     push_max_seeds=0)) == _scores(power)
