@@ -235,15 +235,6 @@ def shared_grid() -> dict[str, dict]:
     return out
 
 
-def v3_grid() -> dict[str, dict]:
-    """On top of v2 (``off``): names that run past a page's title
-    (``shared_entity_prefix_weight``). The variants of docs/RECALL.md's third pass that were
-    dropped from the code (an entity's count divided by its passage count to a power,
-    question-named entities counted) are in commit 23814eb's grid."""
-    return {"off": {}, **{f"prefix {pw}": {"shared_entity_prefix_weight": pw}
-                          for pw in (0.5, 1.0)}}
-
-
 def rounds_grid(base: dict | None = None) -> dict[str, dict]:
     """Chain rounds off, 1 or 2 per question (from its relation phrases), or the same number
     for every question (``uniform``), on top of ``base``."""
@@ -301,8 +292,7 @@ def main() -> None:
     ap.add_argument("what", choices=["misses", "sweep", "cv"])
     ap.add_argument("--inputs", nargs="*", default=[], help="cv: pickles written by sweep")
     ap.add_argument("--sets", default=",".join(SETS))
-    ap.add_argument("--grid", default="shared",
-                    choices=["shared", "rounds", "rounds+shared", "v3"])
+    ap.add_argument("--grid", default="shared", choices=["shared", "rounds", "rounds+shared"])
     ap.add_argument("--set", default="musique_train100")
     ap.add_argument("--work", default="runs", type=Path)
     ap.add_argument("--long", action="store_true", help="3- and 4-hop questions only")
@@ -317,11 +307,8 @@ def main() -> None:
         print(json.dumps(cv_report(swept), indent=1))
         return
     if args.what == "sweep":
-        if args.grid == "v3":
-            grid = v3_grid()
-        else:
-            grid = (shared_grid() if args.grid == "shared" else rounds_grid(
-                json.loads(args.base) if args.grid == "rounds+shared" else None))
+        grid = (shared_grid() if args.grid == "shared" else rounds_grid(
+            json.loads(args.base) if args.grid == "rounds+shared" else None))
         swept = sweep(args.sets.split(","), args.work, grid)
         if args.out:
             with open(args.out, "wb") as f:

@@ -236,11 +236,6 @@ class RankingProfile(Profile):
     shared_entity_from: int = constant(3, int, **POS_INT)
     shared_entity_max_df: int = constant(50, int, **POS_INT)
     shared_entity_temperature: float = constant(0.1, float, **NONNEG)
-    # Within that stage, a mentioned name that runs past a page's title ("Trent Reznor of Nine
-    # Inch Nails" -> "Trent Reznor") reaches that page at `shared_entity_prefix_weight` (0:
-    # off; not kept on: one hotpotqa question in-sample, none held out, docs/RECALL.md
-    # "Shared-entity pages, third pass").
-    shared_entity_prefix_weight: float = constant(0.0, float, **NONNEG)
 
 
 @named_keywords(_unknown_constant)

@@ -390,31 +390,13 @@ class BridgePages:
         elif not isinstance(linked, LinkedBatch):
             linked = LinkedBatch.from_lists(linked)
         ment, by_entity, df = self._entity_pages
-        prefix = (self.prefix_pages(cfg.second_hop_max_pages)
-                  if cfg.shared_entity_prefix_weight > 0 else None)
         found = shared_entity_ranking(
             rows[:, :cfg.shared_entity_from], ment, by_entity, df, (linked.q, linked.entity),
             qvecs, self.passage_emb, max_df=cfg.shared_entity_max_df,
-            temperature=cfg.shared_entity_temperature, depth=BRIDGE_DEPTH, prefix=prefix,
-            prefix_weight=cfg.shared_entity_prefix_weight)
+            temperature=cfg.shared_entity_temperature, depth=BRIDGE_DEPTH)
         head = document_head(rows[:, :FIRST_DEPTH], self.doc_codes, cfg.second_hop_expansion_keep)
         return fuse([rows, found, head], [1.0, cfg.shared_entity_weight, _HEAD], r.n_psg,
                     cfg.second_hop_rank_constant, depth)
-
-    def prefix_pages(self, max_pages: int) -> sp.csr_array:
-        """Entity -> the pages whose title key its name runs past
-        (:func:`gpurag.query.shared_entity.prefix_pages`), built on first use."""
-        from gpurag.query.shared_entity import prefix_pages
-
-        with self._lock:
-            cache = self.__dict__.setdefault("_prefix", {})
-            if max_pages not in cache:
-                r = self.retriever
-                titles = r.chunks["title"] if "title" in r.chunks else pd.Series([""] * r.n_psg)
-                cache[max_pages] = prefix_pages(
-                    alias_keys(r.aliases), r.aliases["entity_id"].to_numpy(np.int64),
-                    title_keys(titles), r.title_entity, r.n_ent, max_pages)
-            return cache[max_pages]
 
     def chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(indptr, fact ids) of each passage's labelled triples (the facts the ``typed``

@@ -29,9 +29,7 @@ V1 = {"damping": 0.8, "seed_entities": 10, "seed_facts": 10, "seed_passages": 20
       "push_eps": 3e-6, "push_min_edges": 500_000, "push_max_seeds": 256}
 # v2: v1 and shared-entity pages (docs/RECALL.md "Shared-entity pages"); weight 0 is v1's ranks
 V2 = {**V1, "shared_entity_weight": 0.25, "shared_entity_from": 3, "shared_entity_max_df": 50,
-      "shared_entity_temperature": 0.1,
-      # opt-in, 0 keeps v2's ranks (docs/RECALL.md "Shared-entity pages, third pass")
-      "shared_entity_prefix_weight": 0.0}
+      "shared_entity_temperature": 0.1}
 
 
 def test_default_profile_keeps_the_evaluated_constants():

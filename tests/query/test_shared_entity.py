@@ -96,31 +96,3 @@ def test_a_page_scores_the_distinct_entities_it_shares_and_tables_are_float32():
                                   np.zeros((1, 4), np.float32), np.eye(4, dtype=np.float32),
                                   max_df=5, temperature=0.0, depth=4)
     assert found.tolist() == [[3, 2, -1, -1]]
-
-
-def test_prefix_pages_link_names_that_run_past_a_title():
-    from gpurag.query.shared_entity import prefix_pages
-
-    keys = ["trent reznor of nine inch nails", "sulli choi", "red river", "nine inch nails",
-            "ab cd"]
-    entity = np.array([0, 1, 2, 3, 4])
-    titles = ["trent reznor", "sulli", "red", "red", "nine inch nails", "ab"]
-    title_entity = np.array([-1, -1, -1, -1, 3, -1])
-    m = prefix_pages(keys, entity, titles, title_entity, n_ent=5, max_pages=1)
-    got = {(int(e), int(p)) for e, p in zip(*m.nonzero(), strict=True)}
-    # "red" titles 2 pages (over max_pages 1), "ab" is too short, "nine inch nails" is entity
-    # 3's own page and no proper prefix of its name
-    assert got == {(0, 0), (1, 1)}
-    m = prefix_pages(keys, entity, titles, title_entity, n_ent=5, max_pages=2)
-    assert {(int(e), int(p)) for e, p in zip(*m.nonzero(), strict=True)} == got | {(2, 2), (2, 3)}
-    # the stage reaches the page through the mention, at the prefix weight
-    q = np.full((1, 6), 0.4, np.float32)
-    emb = np.eye(6, dtype=np.float32)
-    kw = dict(max_df=5, temperature=0.1, depth=2)
-    none = (np.zeros(0, np.int64),) * 2
-    top = np.array([[5]])
-    ment, by_entity, df = entity_pages(_matrix([[], [], [], [], [], [0]], 5))
-    assert shared_entity_ranking(top, ment, by_entity, df, none, q, emb, **kw).tolist() == [
-        [-1, -1]]
-    assert shared_entity_ranking(top, ment, by_entity, df, none, q, emb, prefix=m,
-                                 prefix_weight=1.0, **kw).tolist() == [[0, -1]]
