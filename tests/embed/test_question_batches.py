@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpurag.backends.embed import load_embedder
+from gpurag.embed.onnx_minilm import LENGTH_RUN
+from gpurag.embed.tokens import length_batches
 
 QUESTIONS = [
     "Who wrote Hamlet?",
@@ -30,3 +32,24 @@ def test_a_batch_embeds_each_question_as_it_would_alone():
         assert np.array_equal(got, alone), batch_size
     shuffled = np.random.default_rng(0).permutation(len(texts))
     assert np.array_equal(embedder.encode([texts[i] for i in shuffled]), alone[shuffled])
+
+
+def test_a_run_of_one_length_embeds_each_question_as_it_would_alone():
+    """Ten questions of one token length and a longer one: with ``length_run`` 8 the run is
+    its own unpadded batch, with 0 it is padded to the outlier; both give each text's vector
+    alone."""
+    embedder = load_embedder("onnx-minilm")
+    texts = [f"Who wrote book number {i} of the series?" for i in range(10, 20)] + [
+        "Which river flows through the old capital of the northern kingdom, and who built it?"]
+    lengths = embedder.model_inputs(texts)[1]
+    assert len(set(lengths[:-1].tolist())) == 1 and lengths[-1] > lengths[0]
+    assert length_batches(np.sort(lengths), min_run=8) == [(0, 10), (10, 11)]  # run apart
+    alone = np.vstack([embedder.encode([t]) for t in texts])
+    order = np.random.default_rng(1).permutation(len(texts))
+    try:
+        for run in (8, 0):
+            embedder.length_run = run
+            got = embedder.encode([texts[i] for i in order])
+            assert np.array_equal(got, alone[order]), run
+    finally:
+        embedder.length_run = LENGTH_RUN
