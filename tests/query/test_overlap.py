@@ -10,11 +10,14 @@ import threading
 import time
 import warnings
 
+import numpy as np
 import pytest
 
 import gpurag.query.overlap as overlap
 import gpurag.vectors.faiss_index as faiss_index
 from gpurag import Index
+from gpurag.vectors.codec import codec_for
+from gpurag.vectors.parted import PartedIndex, delta_index
 
 
 def _rows(results) -> list[list[tuple[str, float]]]:
@@ -40,6 +43,31 @@ def test_the_scan_on_the_helper_gives_the_callers_results(graph_index_path, ques
     beside = [index.query_batch([q], k=8, evidence=False) for q in qs]
     assert [_rows(r) for r in beside] == [_rows(r) for r in alone]
     assert len(seen) == len(qs) and all(name.startswith("gpurag-overlap") for name in seen)
+
+
+class _DeviceSearcher:
+    """What a GPU or torch searcher shows the query: ``ntotal`` and ``search``."""
+
+    ntotal = 300
+
+    def search(self, x, k):  # pragma: no cover - never called
+        raise AssertionError
+
+
+def test_only_an_exhaustive_host_scan_is_handed_over(monkeypatch):
+    """rows x vectors is the cost of a flat (or scalar-quantized flat) host scan only: IVF
+    and HNSW scan a fraction, a device searcher does not run on a host core."""
+    monkeypatch.setattr(faiss_index, "OVERLAP_MIN_WORK", 0)
+    x = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    codec = codec_for("int8", 16)
+    sq = faiss_index.build_index(codec.round_trip(x), 10_000, codec=codec)
+    hnsw = faiss_index.build_index(x, hnsw_threshold=100)
+    scans = [faiss_index.build_index(x, 10_000), sq, PartedIndex(sq, [delta_index(x[:5], codec)])]
+    partial = [faiss_index.build_index(x, ivf_threshold=100), hnsw,
+               PartedIndex(hnsw, [delta_index(x[:5], None)]), _DeviceSearcher()]
+    assert [faiss_index.overlaps_scan(i, 1) for i in scans] == [True] * 3
+    assert [faiss_index.overlaps_scan(i, 1) for i in partial] == [False] * 4
 
 
 def test_a_busy_helper_or_one_core_runs_the_call_here(monkeypatch):
