@@ -341,10 +341,11 @@ def _power(
 
 def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
     """What the push reads per graph, kept on the operator: the CSR arrays as plain ndarrays
-    (an opened index's are memory maps, whose indexing costs ~10x more per call) in one index
-    type (int32 below 2^31 stored edges: SciPy's ``csr_row_index`` copies the pushed rows'
-    neighbours and transition probabilities in one pass), each edge's transition
-    probability, ``max(out_degree, 1)`` as floats (the threshold's scale) and, per ``eps``,
+    (an opened index's are memory maps, whose indexing costs ~10x more per call; viewed, not
+    copied, where they have the type already) in one index type (int32 below 2^31 nodes and
+    stored edges: SciPy's ``csr_row_index`` copies the pushed rows' neighbours and
+    transition probabilities in one pass), each edge's transition
+    probability, ``max(out_degree, 1)`` as floats (the threshold's scale) and, per recent ``eps``,
     the thresholds ``eps * scale`` (``thresholds``, filled by :func:`_thresholds`)."""
     arrays = op.push
     if arrays is None:
@@ -354,21 +355,34 @@ def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
                 indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
                 rows = np.repeat(np.arange(g.n_nodes, dtype=np.int64), op.degree)
                 prob = np.asarray(g.weights, dtype=np.float64) * op.inv_out_weight[rows]
-                idx = np.int32 if indices.size < np.iinfo(np.int32).max else np.int64
-                arrays = {"indptr": indptr.astype(idx), "indices": indices.astype(idx),
+                idx = (np.int32 if max(g.n_nodes, indices.size) < np.iinfo(np.int32).max
+                       else np.int64)
+                # copy=False: an int32 index's arrays as they are (its memory map's pages,
+                # which every process serving the index shares), not a private copy each
+                arrays = {"indptr": indptr.astype(idx, copy=False),
+                          "indices": indices.astype(idx, copy=False),
                           "prob": prob, "scale": np.maximum(op.degree, 1).astype(np.float64),
                           "thresholds": {}}
                 op.push = arrays
     return arrays
 
 
+# How many ``eps`` values' thresholds (n float64 each) :func:`_thresholds` keeps per graph:
+# a query uses one (the profile's push_eps), a sweep a few in turn.
+THRESHOLDS_KEPT = 2
+
+
 def _thresholds(op: _Operator, arrays: dict, eps: float) -> np.ndarray:
-    """``eps * max(out_degree, 1)`` per node (float64, the push's test), cached per ``eps``."""
-    thr = arrays["thresholds"].get(eps)
+    """``eps * max(out_degree, 1)`` per node (float64, the push's test), cached for the last
+    :data:`THRESHOLDS_KEPT` values of ``eps`` (the oldest dropped first)."""
+    kept = arrays["thresholds"]
+    thr = kept.get(eps)
     if thr is None:
         thr = eps * arrays["scale"]
         with op.lock:
-            arrays["thresholds"].setdefault(eps, thr)
+            thr = kept.setdefault(eps, thr)
+            while len(kept) > THRESHOLDS_KEPT:  # dicts keep insertion order: oldest first
+                del kept[next(iter(kept))]
     return thr
 
 
