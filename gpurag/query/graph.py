@@ -327,7 +327,7 @@ class GraphRetriever:
             top = walk(self.ppr, self.graph, reset, n_ent=self.n_ent, n_psg=self.n_psg,
                        k=want, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
                        method=cfg.ppr_method, eps=cfg.push_eps,
-                       size_rule=(cfg.push_min_edges, cfg.push_max_seeds),
+                       push_min_edges=cfg.push_min_edges, push_max_seeds=cfg.push_max_seeds,
                        local_fanout=self._fanout(reranker) if reranker is not None else None)
             stages.lap("walk")
             cand, score = candidate_scores(top, gather, dense, cfg.dense_blend)
