@@ -43,6 +43,9 @@ def test_the_scan_on_the_helper_gives_the_callers_results(graph_index_path, ques
     beside = [index.query_batch([q], k=8, evidence=False) for q in qs]
     assert [_rows(r) for r in beside] == [_rows(r) for r in alone]
     assert len(seen) == len(qs) and all(name.startswith("gpurag-overlap") for name in seen)
+    # the scan's own time, measured where it ran, beside the wait for it ("dense")
+    assert all(r[0].timings_ms["dense_scan"] > 0 and "dense" in r[0].timings_ms
+               for r in alone + beside)
 
 
 class _DeviceSearcher:
