@@ -63,7 +63,7 @@ from gpurag.pipeline.graph_stage import (
 )
 from gpurag.profile import alias_options, hnsw_options
 from gpurag.resolve.incremental import resolve_new_names
-from gpurag.resolve.normalize import alias_keys, normalize_name
+from gpurag.resolve.normalize import alias_key_column, normalize_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.checks import table_rows
 from gpurag.store.diskio import naming
@@ -216,7 +216,7 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     res = resolve_new_names(
         unseen, vecs, counts.to_numpy(np.float64)[~seen], labels.to_numpy(dtype=object)[~seen],
         stored_names=names,
-        stored_keys=alias_keys(aliases),
+        stored_keys=alias_key_column(aliases),
         entity_counts=entities["count"].to_numpy(np.float64),
         entity_labels=entities["label"].astype(str).to_numpy(dtype=object),
         search=search_names, decode=lambda rows: decode_all(name_index, rows),

@@ -587,9 +587,10 @@ def test_stored_name_rows_with_no_live_name_finds_none(names):
 def test_resolve_new_names_seeds_by_the_stored_alias_keys():
     """A new name whose key a live stored alias has joins that entity though the name search
     finds nothing; a blanked alias with the key is no seed. The stored keys as a list (what
-    ``alias_keys`` gives) or a column with its own index give the old ``Index.isin``'s seeds."""
+    ``alias_keys`` gives) or as ``alias_key_column`` gives them (a stored key column with its
+    own index, or keys made from the names) give the old ``Index.isin``'s seeds."""
     from gpurag.resolve.incremental import resolve_new_names
-    from gpurag.resolve.normalize import normalize_name
+    from gpurag.resolve.normalize import alias_key_column, normalize_name
 
     stored = pd.DataFrame({"name": ["The Beatles", "Oslo", "Paris"], "entity": [0, 1, 2],
                            "count": [2, 1, 1]})
@@ -607,8 +608,23 @@ def test_resolve_new_names_seeds_by_the_stored_alias_keys():
     old = np.asarray(pd.Index(np.asarray(keys, dtype=object)).isin(normalize_name(
         ["the beatles"])), bool)
     assert old.tolist() == [True, False, False]
-    for given in (keys, pd.Series(keys, index=[7, 8, 9], dtype=object)):
+    table = pd.DataFrame({"name": stored["name"].tolist(), "entity_id": [0, 1, 2], "key": keys},
+                         index=[4, 5, 6])
+    for given in (keys, alias_key_column(table), alias_key_column(table.drop(columns="key"))):
         res = resolve(stored, given)
         assert res.neighbours == int(old.sum()) and res.entity.tolist() == [0]
         blanked = resolve(stored.assign(count=[0, 1, 1]), given)
         assert blanked.neighbours == 0 and blanked.entity.tolist() == [3]
+
+
+def test_alias_key_column_is_alias_keys_as_a_column():
+    """Both branches (a stored ``key`` column, here not of strings; keys from the names) give
+    ``alias_keys``' list, as ``str``."""
+    from gpurag.resolve.normalize import alias_key_column, alias_keys
+
+    for table in (pd.DataFrame({"name": ["A", "B"], "key": [1, "b"]}, index=[3, 9]),
+                  pd.DataFrame({"name": ["The Beatles", "Oslo"]}, index=[3, 9]),
+                  pd.DataFrame({"name": pd.Series([], dtype=object)})):
+        column = alias_key_column(table)
+        assert column.tolist() == alias_keys(table)
+        assert all(isinstance(k, str) for k in column) and column.index.equals(table.index)
