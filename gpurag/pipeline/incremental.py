@@ -88,7 +88,9 @@ class UpdateResult:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        """What the update did (the manifest's extra left out: the index holds it)."""
+        out = dataclasses.asdict(dataclasses.replace(self, extra={}))
+        out.pop("extra")
         out["path"] = str(self.path)
         return out
 
