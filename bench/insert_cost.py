@@ -12,7 +12,10 @@ inodes)::
         --baseline /tmp/base-tree --runs 3 --out bench/results/insert_cost_<date>.json
 
 ``--repeat N`` instead times N single-document inserts in a row in one process (this tree
-only): the per-insert wall and stages at insert 1..N (does the cost grow with the inserts?).
+only): the per-insert wall and stages at insert 1..N (does the cost grow with the inserts?). Each
+row is the insert's own (``insert_documents``' result: version, documents, skipped, stages);
+an insert that commits no version (its document's text already indexed) is listed as a
+no-op and left out of the quartiles and the slope.
 """
 
 from __future__ import annotations
@@ -74,12 +77,16 @@ target, sources = sys.argv[2], sys.argv[3:]
 for src in sources:
     t0 = time.perf_counter()
     c1 = os.times()
-    insert_documents(target, [src], runtime=runtime, show_progress=False)
+    r = insert_documents(target, [src], runtime=runtime, show_progress=False)
     c2 = os.times()
-    stages = json.load(open(os.path.join(target, "manifest.json")))["extra"]["timings_s"]
+    # the insert's own stages and outcome (a no-op, its document's text already indexed,
+    # commits no version: the manifest's stages would be the previous insert's)
     print(json.dumps({"wall_s": round(time.perf_counter() - t0, 3),
                       "cpu_s": round(c2.user + c2.system - c1.user - c1.system, 3),
-                      "stages_s": {k: round(v, 3) for k, v in stages.items()}}), flush=True)
+                      "version": r.version, "documents": len(r.documents),
+                      "skipped": r.skipped,
+                      "stages_s": {k: round(v, 3) for k, v in r.timings_s.items()}}),
+          flush=True)
 """
 
 
@@ -107,6 +114,7 @@ def one_insert(tree: Path, base: Path, new: Path, work: Path, op: str = "insert"
     shutil.rmtree(target, ignore_errors=True)
     shutil.rmtree(work / ".t.index.embcache", ignore_errors=True)
     subprocess.run(["cp", "-al", str(base), str(target)], check=True)
+    base_version = _manifest(target)["extra"].get("version", 1)
     before = _inodes(target)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -129,12 +137,19 @@ def one_insert(tree: Path, base: Path, new: Path, work: Path, op: str = "insert"
     row = {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
            **json.loads(text.strip().splitlines()[-1])}
-    manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
-    row["stages_s"] = {k: round(v, 3) for k, v in manifest["extra"]["timings_s"].items()}
+    manifest = _manifest(target)
+    row["version"] = manifest["extra"].get("version", 1)
+    # no new version: the manifest's stages are the base's, not this run's
+    row["stages_s"] = ({} if row["version"] == base_version else
+                       {k: round(v, 3) for k, v in manifest["extra"]["timings_s"].items()})
     row["written"] = _written(before, _inodes(target))
     row["load_avg"] = [round(x, 2) for x in os.getloadavg()]
     shutil.rmtree(target, ignore_errors=True)
     return row
+
+
+def _manifest(index: Path) -> dict:
+    return json.loads((index / "manifest.json").read_text(encoding="utf-8"))
 
 
 def _median(rows: list[dict], key: str) -> float:
@@ -198,10 +213,13 @@ def repeat(args) -> dict:
     proc.wait()
     files = len(_inodes(target))
     shutil.rmtree(work, ignore_errors=True)
-    walls = np.array([r["wall_s"] for r in rows])
-    cpus = np.array([r["cpu_s"] for r in rows])
-    q = max(1, len(rows) // 4)
-    return {"inserts": len(rows), "files_at_end": files,
+    # the quartiles and slope are of the inserts that committed a version (no-ops left out)
+    done = [r for r in rows if r.get("version") is not None]
+    walls = np.array([r["wall_s"] for r in done])
+    cpus = np.array([r["cpu_s"] for r in done])
+    q = max(1, len(done) // 4)
+    return {"inserts": len(rows), "committed": len(done), "files_at_end": files,
+            "no_op_inserts": [i + 1 for i, r in enumerate(rows) if r.get("version") is None],
             "quarter_median_wall_s": [float(np.median(walls[i * q:(i + 1) * q]))
                                       for i in range(4) if len(walls[i * q:(i + 1) * q])],
             "quarter_median_cpu_s": [float(np.median(cpus[i * q:(i + 1) * q]))

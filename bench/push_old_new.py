@@ -17,6 +17,7 @@ import copy
 import importlib.util
 import json
 import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -48,13 +49,15 @@ def main() -> None:
     ap.add_argument("--eps", default="3e-6,1e-4,1e-3")
     ap.add_argument("--questions", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=8)
+    ap.add_argument("--note", default="", help="the machine, in words (kept in the report)")
     ap.add_argument("--out")
     args = ap.parse_args()
     old = load_old(args.old)
-    src, dst, w = synthetic_graph(args.nodes, args.edges, seed=1)
+    graph_seed, question_seed, damping = 1, 0, 0.8
+    src, dst, w = synthetic_graph(args.nodes, args.edges, seed=graph_seed)
     g_new = build_csr(src, dst, w, args.nodes)
     g_old = copy.deepcopy(g_new)  # each module keeps its own per-graph arrays on its graph
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(question_seed)
     questions = []
     for i in range(args.questions):
         s = rng.choice(args.nodes, size=int(rng.integers(1 if i % 2 else 40, 121)),
@@ -63,8 +66,8 @@ def main() -> None:
     eps_list = [float(e) for e in args.eps.split(",")]
     for eps in eps_list:
         for s, wt in questions:
-            a = old._push_one(g_old, old._operator(g_old), s, wt, 0.8, eps)
-            b = new._push_one(g_new, new._operator(g_new), s, wt, 0.8, eps)
+            a = old._push_one(g_old, old._operator(g_old), s, wt, damping, eps)
+            b = new._push_one(g_new, new._operator(g_new), s, wt, damping, eps)
             for x, y in zip(a, b, strict=True):
                 if x.dtype != y.dtype or x.tobytes() != y.tobytes():
                     sys.exit(f"push results differ at eps {eps}")
@@ -74,9 +77,18 @@ def main() -> None:
             op = mod._operator(g)
             t = time.process_time()
             for s, wt in questions:
-                mod._push_one(g, op, s, wt, 0.8, eps_list[0])
+                mod._push_one(g, op, s, wt, damping, eps_list[0])
             times[name].append((time.process_time() - t) * 1000 / len(questions))
-    report = {"graph": {"nodes": g_new.n_nodes, "stored_edges": g_new.n_edges},
+    sizes = [int(s.size) for s, _ in questions]
+    report = {"graph": {"nodes": g_new.n_nodes, "stored_edges": g_new.n_edges,
+                        "edge_pairs_asked": args.edges, "rng_seed": graph_seed},
+              "questions": {"count": len(questions), "rng_seed": question_seed,
+                            "seeds_per_question": {"min": min(sizes), "max": max(sizes),
+                                                   "median": float(np.median(sizes))},
+                            "damping": damping},
+              "turns": args.repeats,
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "note": args.note},
               "identical_at_eps": eps_list, "timed_eps": eps_list[0],
               "cpu_ms_per_question": {k: {"min": min(v), "median": float(np.median(v))}
                                       for k, v in times.items()},

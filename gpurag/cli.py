@@ -140,7 +140,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         say(f"nothing {'new to insert into' if r.op == 'insert' else 'to delete from'} "
             f"{r.path} (index unchanged)")
     else:
-        extra = current_manifest(r.path).extra
+        extra = r.extra  # the committed version's, not whatever is current now
         local = (extra.get("incremental") or {}).get("mode") == "local"
         # a delete extracts nothing new: it re-extracts the chunks whose extraction depended
         # on the removed ones (batch-dependent extractors), usually none

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpurag.arrays import isin_sorted, unique_sorted
+from gpurag.backends.part import PPR_WALK_KEYWORDS, rejected_keywords
 from gpurag.extract.base import MENTION_COLUMNS, RELATION_COLUMNS, Extraction
 
 
@@ -161,7 +162,9 @@ def _random_graph(n: int, seed: int):
 
 def check_ppr(ppr: Callable[..., Any], *, n: int = 60, q: int = 5, k: int = 8,
               seed: int = 0, damping: float = 0.5) -> None:
-    """The PPR part (``ppr(g, reset, *, k, lo, hi, gather, damping, tol, full) -> PPRTop``) on
+    """The PPR part (``ppr(g, reset, *, k, lo, hi, gather, damping, tol, method, eps,
+    local_fanout, push_min_edges, push_max_seeds, full) -> PPRTop``: every keyword the walk
+    passes, :data:`~gpurag.backends.part.PPR_WALK_KEYWORDS`, and ``full``) on
     a random graph: float32 top-``k`` values and int64 ids relative to ``lo``, best first,
     within ``[lo, hi)``, equal to the full scores at those ids, a top-``k`` of the NumPy
     reference (:func:`gpurag.kernels.ppr_reference.ppr_reference`, exact solve) to float
@@ -175,8 +178,11 @@ def check_ppr(ppr: Callable[..., Any], *, n: int = 60, q: int = 5, k: int = 8,
         reset[row, rng.choice(n, 3, replace=False)] = rng.random(3) + 0.5
     lo, hi = 10, n - 5
     gather = rng.integers(-1, hi - lo, (q, 4))
+    bad = rejected_keywords(ppr, PPR_WALK_KEYWORDS)
+    assert not bad, f"the PPR part must take every keyword the walk passes; not {bad}"
+    walk = {"method": "auto", "eps": 1e-6, "local_fanout": None}  # as a graph query calls it
     out = ppr(g, reset, k=k, lo=lo, hi=hi, gather=gather, damping=damping, tol=1e-10,
-              full=True)
+              full=True, push_min_edges=None, push_max_seeds=None, **walk)
     assert out.values.shape == out.ids.shape == (q, k)
     assert out.values.dtype == np.float32 and out.ids.dtype == np.int64
     assert ((out.ids >= 0) & (out.ids < hi - lo)).all()
@@ -192,7 +198,9 @@ def check_ppr(ppr: Callable[..., Any], *, n: int = 60, q: int = 5, k: int = 8,
     want = np.where(gather >= 0, np.take_along_axis(part, gather.clip(0), axis=1), 0.0)
     assert out.gathered.shape == (q, 4)
     np.testing.assert_allclose(out.gathered, want, atol=1e-5)
-    again = ppr(g, reset, k=k, lo=lo, hi=hi, gather=gather, damping=damping, tol=1e-10)
+    # a size rule no row meets (3 seeds each): power iteration on the host, as before
+    again = ppr(g, reset, k=k, lo=lo, hi=hi, gather=gather, damping=damping, tol=1e-10,
+                push_min_edges=0, push_max_seeds=0, **walk)
     np.testing.assert_array_equal(again.values, out.values)
     np.testing.assert_array_equal(again.ids, out.ids)
     assert again.full is None

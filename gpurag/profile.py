@@ -16,10 +16,10 @@ query runs on a copy named ``<name>+custom``.
 
 Profile ``default`` version 2 (version 1 and shared-entity pages, cross-validated by the same
 protocol: ``docs/RECALL.md`` "Shared-entity pages"; and the walk's local push on large graphs:
-``push_eps`` is new, and with it the size rule of :mod:`gpurag.graph.ppr`, every question
-pushed on graphs of at least ``AUTO_PUSH_MIN_EDGES`` (500k) stored edges, changes the default
-ranks there; below that the walk is v1's power iteration), and the runs it came from (each
-field's note says which):
+``push_eps`` is new, and with it the size rule ``push_min_edges`` / ``push_max_seeds``,
+every question with at most 256 seeds pushed on graphs of at least 500k stored edges,
+changes the default ranks there; below that the walk is v1's power iteration), and the runs
+it came from (each field's note says which):
 
 - ``docs/RECALL.md`` "How it was tuned": the seeds, linking, title and head settings by
   5-fold x 5-seed cross-validation over the questions of ``musique_train100``,
@@ -150,16 +150,16 @@ class RankingProfile(Profile):
 
     KIND: ClassVar[str] = "ranking profile"
     # v2: shared-entity pages on (v1 had no such stage) and the walk's local push: push_eps is
-    # new, and with it the size rule (gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES: on graphs of at
-    # least 500k stored edges every question with up to AUTO_PUSH_MAX_SEEDS seeds is pushed)
-    # changes the default ranks on large graphs; every other constant is v1's
+    # new, and with it the size rule (push_min_edges, push_max_seeds below: on graphs of at
+    # least 500k stored edges every question with up to 256 seeds is pushed) changes the
+    # default ranks on large graphs; every other constant is v1's
     version: int = field(default=2, metadata={"meta": True})
     evaluated_by: str = field(default=EVALUATED_BY, metadata={"meta": True})
     # Personalized PageRank: probability of following an edge.
     damping: float = constant(0.8, float, lo=0, hi=1, open_lo=True, open_hi=True)
     # The local push's threshold (a node pushes while its residual exceeds push_eps times
     # max(out-degree, 1)), where the walk pushes: on the CPU, on graphs of at least
-    # gpurag.graph.ppr.AUTO_PUSH_MIN_EDGES stored edges (smaller ones use power iteration, and
+    # push_min_edges stored edges (smaller ones use power iteration, and
     # the device walk always runs power iteration, so push_eps does not reach it).
     # Chosen in bench/walk_cv.py (5-fold over questions; bench/results/walk_cv_2026-12-01.md).
     push_eps: float = constant(3e-6, float, lo=0, hi=1, open_lo=True)

@@ -18,7 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpurag.backends.part import BuildRecord, implementation_name
+from gpurag.backends.part import (
+    PPR_WALK_KEYWORDS,
+    BuildRecord,
+    implementation_name,
+    rejected_keywords,
+)
 from gpurag.device import resolve_device
 from gpurag.settings import Settings
 from gpurag.settings import read as read_settings  # environ, else the process's (cached)
@@ -43,6 +48,16 @@ class _Resolved:
     key: tuple[str, str | None]
     parts: dict[str, Any]
     walk_off: bool
+
+
+def _check_own_ppr(ppr: Any) -> None:
+    """A user's PPR part takes every keyword the graph query's walk passes (else the first
+    graph query would fail on it)."""
+    bad = rejected_keywords(ppr, PPR_WALK_KEYWORDS)
+    if bad:
+        raise TypeError(f"the ppr part {implementation_name(ppr)} does not take the keyword(s) "
+                        f"{', '.join(bad)} that graph queries pass (the PPR component's call "
+                        f"shape: gpurag.backends)")
 
 
 @dataclass
@@ -111,6 +126,8 @@ class Runtime:
                 if getattr(self, name) is part:
                     setattr(self, name, None)
         missing = [name for name in PARTS if getattr(self, name) is None]
+        if "ppr" not in missing:  # the user's own: the walk's call shape, checked here
+            _check_own_ppr(self.ppr)
         if walk_off or ("query_walk" in missing and "ppr" not in missing):
             missing.remove("query_walk")  # off, or the user's own ppr walks
         if missing:

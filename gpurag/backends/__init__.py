@@ -7,8 +7,11 @@ component): the only code that asks which device, library or GPU is there.
   for a stored FAISS index (the index itself on the CPU, FAISS-GPU or ``kernels.knn`` on cuda);
 * :mod:`~gpurag.backends.knn` -- the build's kNN (alias candidates);
 * :mod:`~gpurag.backends.ppr` -- ``ppr(g, reset, *, k, lo=0, hi=None, gather=None, damping,
-  tol, max_iter=100, method="auto", eps=1e-6, full=False, local_fanout=None) -> PPRTop``, and the
-  full-output PPR (``scores_part``) that memory uses;
+  tol, max_iter=100, method="auto", eps=1e-6, full=False, local_fanout=None,
+  push_min_edges=None, push_max_seeds=None) -> PPRTop`` (the walk passes every keyword but
+  ``max_iter`` and ``full``: :data:`~gpurag.backends.part.PPR_WALK_KEYWORDS`; a part may
+  ignore ``method``, ``eps`` and the push's size rule ``push_min_edges``/``push_max_seeds``),
+  and the full-output PPR (``scores_part``) that memory uses;
 * :mod:`~gpurag.backends.leiden` -- ``leiden(g, *, max_cluster_size, seed) -> DataFrame``;
 * :mod:`~gpurag.backends.topk` -- ``topk(scores, k) -> (values, ids)``;
 * :mod:`~gpurag.backends.query_device` -- ``query_walk``: the walk segment of graph queries

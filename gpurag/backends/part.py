@@ -3,9 +3,17 @@ named, and the record of the parts a build actually ran."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+# The keywords a graph query's walk (gpurag.query.walk) passes the PPR part besides
+# ``(g, reset)``: a part of one's own must take them all (it may ignore ``method``, ``eps``
+# and the size rule ``push_min_edges`` / ``push_max_seeds``, as the device's power iteration
+# does). Runtime checks a user's ``ppr`` against them; gpurag.contracts.check_ppr calls with them.
+PPR_WALK_KEYWORDS = ("k", "lo", "hi", "gather", "damping", "tol", "method", "eps",
+                     "local_fanout", "push_min_edges", "push_max_seeds")
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,20 @@ def implementation_name(obj: Any) -> str:
     if isinstance(qualname, str) and qualname:
         return qualname
     return type(obj).__name__
+
+
+def rejected_keywords(fn: Any, names: Sequence[str]) -> list[str]:
+    """The ``names`` a call of ``fn`` (a :class:`Part`'s own function) by keyword would
+    reject: none where it takes ``**kwargs`` or its signature cannot be read."""
+    fn = fn.fn if isinstance(fn, Part) else fn
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin or C callable without a readable signature
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return []
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return [name for name in names if name not in named]
 
 
 class BuildRecord:

@@ -341,10 +341,11 @@ def _power(
 
 def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
     """What the push reads per graph, kept on the operator: the CSR arrays as plain ndarrays
-    (an opened index's are memory maps, whose indexing costs ~10x more per call) in one index
-    type (int32 below 2^31 stored edges: SciPy's ``csr_row_index`` copies the pushed rows'
-    neighbours and transition probabilities in one pass), each edge's transition
-    probability, ``max(out_degree, 1)`` as floats (the threshold's scale) and, per ``eps``,
+    (an opened index's are memory maps, whose indexing costs ~10x more per call; viewed, not
+    copied, where they have the type already) in one index type (int32 below 2^31 nodes and
+    stored edges: SciPy's ``csr_row_index`` copies the pushed rows' neighbours and
+    transition probabilities in one pass), each edge's transition
+    probability, ``max(out_degree, 1)`` as floats (the threshold's scale) and, per recent ``eps``,
     the thresholds ``eps * scale`` (``thresholds``, filled by :func:`_thresholds`)."""
     arrays = op.push
     if arrays is None:
@@ -354,21 +355,34 @@ def _push_arrays(g: CSRGraph, op: _Operator) -> dict:
                 indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
                 rows = np.repeat(np.arange(g.n_nodes, dtype=np.int64), op.degree)
                 prob = np.asarray(g.weights, dtype=np.float64) * op.inv_out_weight[rows]
-                idx = np.int32 if indices.size < np.iinfo(np.int32).max else np.int64
-                arrays = {"indptr": indptr.astype(idx), "indices": indices.astype(idx),
+                idx = (np.int32 if max(g.n_nodes, indices.size) < np.iinfo(np.int32).max
+                       else np.int64)
+                # copy=False: an int32 index's arrays as they are (its memory map's pages,
+                # which every process serving the index shares), not a private copy each
+                arrays = {"indptr": indptr.astype(idx, copy=False),
+                          "indices": indices.astype(idx, copy=False),
                           "prob": prob, "scale": np.maximum(op.degree, 1).astype(np.float64),
                           "thresholds": {}}
                 op.push = arrays
     return arrays
 
 
+# How many ``eps`` values' thresholds (n float64 each) :func:`_thresholds` keeps per graph:
+# a query uses one (the profile's push_eps), a sweep a few in turn.
+THRESHOLDS_KEPT = 2
+
+
 def _thresholds(op: _Operator, arrays: dict, eps: float) -> np.ndarray:
-    """``eps * max(out_degree, 1)`` per node (float64, the push's test), cached per ``eps``."""
-    thr = arrays["thresholds"].get(eps)
+    """``eps * max(out_degree, 1)`` per node (float64, the push's test), cached for the last
+    :data:`THRESHOLDS_KEPT` values of ``eps`` (the oldest dropped first)."""
+    kept = arrays["thresholds"]
+    thr = kept.get(eps)
     if thr is None:
         thr = eps * arrays["scale"]
         with op.lock:
-            arrays["thresholds"].setdefault(eps, thr)
+            thr = kept.setdefault(eps, thr)
+            while len(kept) > THRESHOLDS_KEPT:  # dicts keep insertion order: oldest first
+                del kept[next(iter(kept))]
     return thr
 
 
@@ -587,30 +601,30 @@ def ppr(
 
 
 def routed_rows(g: CSRGraph, reset: ResetLike, method: str, damping: float, eps: float,
-                min_edges: int | None = None, max_seeds: int | None = None
+                push_min_edges: int | None = None, push_max_seeds: int | None = None
                 ) -> tuple[sp.csr_array, np.ndarray]:
     """The checks and routing of :func:`ppr`: ``method``, ``damping`` and ``eps`` validated,
     the reset matrix row-normalized (:func:`normalized_reset`) and, per row, whether it is
-    pushed (``"auto"``: :func:`push_rows` with ``min_edges``/``max_seeds``; ``"push"``:
-    every row; ``"power"``: none)."""
+    pushed (``"auto"``: :func:`push_rows` with ``push_min_edges``/``push_max_seeds``;
+    ``"push"``: every row; ``"power"``: none)."""
     if method not in ("auto", "power", "push"):
         raise ValueError(f"unknown PPR method {method!r}")
     _check_damping(damping)
     _check_eps(eps)
     r = _normalized_reset(reset, g.n_nodes)
-    push = (push_rows(g, r, min_edges, max_seeds) if method == "auto"
+    push = (push_rows(g, r, push_min_edges, push_max_seeds) if method == "auto"
             else np.full(r.shape[0], method == "push", dtype=bool))
     return r, push
 
 
-def push_rows(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
-              max_seeds: int | None = None) -> np.ndarray:
+def push_rows(g: CSRGraph, reset: ResetLike, push_min_edges: int | None = None,
+              push_max_seeds: int | None = None) -> np.ndarray:
     """Per row of a ``(q, n)`` reset matrix, whether ``method="auto"`` pushes it: on a graph
-    with at least ``min_edges`` stored edges, a query with at most ``max_seeds`` seeds (None:
-    ``AUTO_PUSH_MIN_EDGES``, ``AUTO_PUSH_MAX_SEEDS``; see :func:`choose_method` for the
-    measurements)."""
-    min_edges = AUTO_PUSH_MIN_EDGES if min_edges is None else min_edges
-    max_seeds = AUTO_PUSH_MAX_SEEDS if max_seeds is None else max_seeds
+    with at least ``push_min_edges`` stored edges, a query with at most ``push_max_seeds``
+    seeds (None: ``AUTO_PUSH_MIN_EDGES``, ``AUTO_PUSH_MAX_SEEDS``, the defaults of a direct
+    call; see :func:`choose_method` for the measurements)."""
+    min_edges = AUTO_PUSH_MIN_EDGES if push_min_edges is None else push_min_edges
+    max_seeds = AUTO_PUSH_MAX_SEEDS if push_max_seeds is None else push_max_seeds
     if sp.issparse(reset):
         seeds_per_row = np.diff(sp.csr_array(reset).indptr)
     else:
@@ -637,12 +651,14 @@ def _mixed(g: CSRGraph, r: sp.csr_array, push: np.ndarray, damping: float, tol: 
     return out
 
 
-def choose_method(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
-                  max_seeds: int | None = None) -> Literal["power", "push"]:
+def choose_method(g: CSRGraph, reset: ResetLike, push_min_edges: int | None = None,
+                  push_max_seeds: int | None = None) -> Literal["power", "push"]:
     """The method ``ppr(method="auto")`` uses for this graph and ``(q, n)`` reset matrix.
 
-    Push when the graph has at least ``AUTO_PUSH_MIN_EDGES`` stored edges and every query at
-    most ``AUTO_PUSH_MAX_SEEDS`` seeds; power iteration otherwise. Measured on power-law graphs
+    Push when the graph has at least ``push_min_edges`` stored edges and every query at most
+    ``push_max_seeds`` seeds; power iteration otherwise. A query passes its ranking
+    profile's (:attr:`gpurag.profile.RankingProfile.push_min_edges`, ``push_max_seeds``);
+    None takes the module's ``AUTO_PUSH_*``, the same values. Measured on power-law graphs
     (bench/graph_algos.py, 2 CPU cores, eps=1e-6, 5 seeds): at 100k nodes / 1.26M stored edges
     push takes ~20 ms per query, single or batched, against ~60-140 ms for power iteration
     (~50-110 ms per query in a batch of 64), with a top-20 agreement of ~0.98 with the exact
@@ -655,7 +671,7 @@ def choose_method(g: CSRGraph, reset: ResetLike, min_edges: int | None = None,
     With ~1000 seeds per query each seed's mass can fall under the push threshold and push
     returns little more than the reset vector, so such rows take power iteration.
     """
-    rows = push_rows(g, reset, min_edges, max_seeds)
+    rows = push_rows(g, reset, push_min_edges, push_max_seeds)
     return "push" if rows.size and rows.all() else "power"
 
 

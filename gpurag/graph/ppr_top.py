@@ -128,11 +128,11 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
                   full: bool = False, local_fanout: Sequence[int] | None = None,
                   push_min_edges: int | None = None, push_max_seeds: int | None = None
                   ) -> PPRTop:
-    """The host PPR component: :func:`gpurag.graph.ppr.ppr` (``method``, ``eps`` and the
-    size rule's ``push_min_edges``/``push_max_seeds`` as there),
-    then the top-``k`` over ``[lo, hi)`` (the scores are computed in host memory, where they
-    already live). Pushed rows stay sparse: their top-``k`` and gathered scores are read from
-    the touched nodes (:func:`sparse_topk`, :func:`sparse_gather`: the dense rows' values).
+    """The host PPR component: :func:`gpurag.graph.ppr.ppr` (``method``, ``eps``,
+    ``push_min_edges`` and ``push_max_seeds`` as there), then the top-``k`` over ``[lo, hi)``
+    (the scores are computed in host memory, where they already live). Pushed rows stay
+    sparse: their top-``k`` and gathered scores are read from the touched nodes
+    (:func:`sparse_topk`, :func:`sparse_gather`: the dense rows' values).
 
     A batch whose ``(q, n)`` iterate would outgrow :data:`HOST_CHUNK_BYTES` runs in chunks of
     questions (each question's arithmetic is its own, so the scores are the same): at 1,024
@@ -152,7 +152,7 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
                       np.concatenate([p.gathered for p in parts]), None, None)
     if not full and local_fanout is None:
         return _split_topk(g, r, k, lo, hi, gather, damping, tol, max_iter, method, eps,
-                           (push_min_edges, push_max_seeds))
+                           push_min_edges=push_min_edges, push_max_seeds=push_max_seeds)
     scores = host_ppr.ppr(g, r, method=method, damping=damping, tol=tol,
                           max_iter=max_iter, eps=eps, output="dense",
                           push_min_edges=push_min_edges, push_max_seeds=push_max_seeds)
@@ -169,12 +169,13 @@ def host_ppr_topk(g: CSRGraph, reset: Any, *, k: int, lo: int = 0, hi: int | Non
 
 def _split_topk(g: CSRGraph, r: sp.csr_array, k: int, lo: int, hi: int | None,
                 gather: np.ndarray | None, damping: float, tol: float, max_iter: int,
-                method: str, eps: float,
-                size_rule: tuple[int | None, int | None] = (None, None)) -> PPRTop:
+                method: str, eps: float, *, push_min_edges: int | None = None,
+                push_max_seeds: int | None = None) -> PPRTop:
     """:func:`host_ppr_topk` without the full rows: each row by the method ``ppr`` gives it
-    (``size_rule``: its ``push_min_edges``, ``push_max_seeds``), pushed rows' top-``k`` from
+    (with ``push_min_edges`` and ``push_max_seeds`` as there), pushed rows' top-``k`` from
     their sparse scores, power rows' from their dense ones."""
-    rn, push = host_ppr.routed_rows(g, r, method, damping, eps, *size_rule)
+    rn, push = host_ppr.routed_rows(g, r, method, damping, eps, push_min_edges,
+                                    push_max_seeds)
     q = rn.shape[0]
     n_gather = 0 if gather is None else np.asarray(gather).shape[1]
     values = np.full((q, k), -np.inf, dtype=np.float32)

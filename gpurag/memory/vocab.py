@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from gpurag.extract.fast import (
+    _LOWER_WORD,  # a lower-case ASCII word of 2+ letters, not inside a longer word
     _SEP,  # joins a batch's texts: no name, word or token crosses it
     ENTITY_PATTERN,
     SINGLE_WORD_DROP,
@@ -33,19 +34,15 @@ MAX_TOKENS = 6
 _CAMEL = re.compile(r"[a-z](?=[A-Z])")
 _TOKEN = re.compile(r"[^\W_]+")
 _TOKEN_OR_SEP = re.compile(rf"[^\W_]+|{_SEP}")
-# a lower-case ASCII word of 2+ letters, not inside a longer word: the letter before it is
-# tested after its first letter, so the pattern opens with a character class (the regex
-# engine then skips to those letters instead of trying every position; the same matches as
-# ``(?<![^\W\d_])[a-z][a-z]+(?![^\W\d_])``, tests/memory/test_fast_paths.py)
-_LOWER = re.compile(r"[a-z](?<![^\W\d_][a-z])[a-z]+(?![^\W\d_])")
 _GROUPS_KEPT = frozenset(("NAME", "WORK", "DATE"))
 MAX_NAME_CHARS = 80
-# every position a match of ENTITY_PATTERN can start at (a superset): each of its
-# alternatives opens with an upper/title-case letter (names, month names, quoted titles), or
-# with a digit at a word boundary (dates, years: those alternatives open with \b), or follows
-# a curly opening quote; the pattern is tried only there (not at the digits inside "Ann12").
-# One character class (the word boundary before a digit tested after it), so the regex engine
-# skips to those characters; a curly quote stands for the position after it (see find_names)
+# every position a match of ENTITY_PATTERN can start at, or the curly opening quote just
+# before it (a superset): each of its alternatives opens with an upper/title-case letter
+# (names, month names, quoted titles), or with a digit at a word boundary (dates, years: those
+# alternatives open with \b), or follows a curly opening quote; the pattern is tried only
+# there (not at the digits inside "Ann12"). One character class (the word boundary before a
+# digit tested after it), so the regex engine skips to those characters; a curly quote stands
+# for the position after it, tried even where the last match ends at it (see find_names)
 _CANDIDATE = re.compile(rf"[{_CAPITAL[1:-1]}\d“](?<!\w\d)")
 CACHE_MAX = 1_000_000  # entries of a tokenization cache before it is emptied
 # chat openers the name regex takes for the start of a name ("Hey Li Hua", "Thanks Wolfgang")
@@ -66,13 +63,18 @@ def find_names(text: str) -> list[str]:
     for c in _CANDIDATE.finditer(text):
         p = c.start()
         if p < end:
-            continue
-        m = match(text, p)
-        # (at a curly quote the pattern matches only after another one, where the plain
-        # candidate scan tries too; else the position after it is the candidate)
-        if m is None and text[p] == "“":
-            m = match(text, p + 1)
+            # inside the last match: only a curly quote that ends it leaves a spot to try
+            if p + 1 < end or text[p] != "“":
+                continue
             p += 1
+            m = match(text, p)
+        else:
+            m = match(text, p)
+            # (at a curly quote the pattern matches only after another one; else the spot
+            # after it is the candidate)
+            if m is None and text[p] == "“":
+                p += 1
+                m = match(text, p)
         if m is not None:
             end = m.end()
             if m.lastgroup in _GROUPS_KEPT and end - p <= MAX_NAME_CHARS:
@@ -157,7 +159,7 @@ class Vocabulary:
                     self.n_tokens.append(len(toks))
                     self.first_last.append((toks[0], toks[-1]))
                 self._canon = None
-        self.lower_words.update(_LOWER.findall(joined))
+        self.lower_words.update(_LOWER_WORD.findall(joined))
 
     # -- matching -----------------------------------------------------------------------------
     def tag(self, text: str) -> list[int]:
@@ -174,14 +176,21 @@ class Vocabulary:
         if not n_texts:
             return []
         joined = _SEP.join(texts)
+        ends: list[int] = []  # where each text's tokens end (at its separator)
         if joined.count(_SEP) == n_texts - 1:
             flat = _TOKEN_OR_SEP.findall(split_camel(joined))
+            i, find = -1, flat.index  # (one C-level scan per text, not a test per token)
+            for _ in range(n_texts - 1):
+                i = find(_SEP, i + 1)
+                ends.append(i)
         else:  # a text holds the separator itself
             flat = []
             for t in texts:
                 flat.extend(_TOKEN.findall(split_camel(t)))
+                ends.append(len(flat))
                 flat.append(_SEP)
             flat.pop()
+            ends.pop()
         cache, starts = self._tok_cache, self._tok_start
         missing = [t for t in dict.fromkeys(flat) if t not in cache and t != _SEP]
         if missing:
@@ -197,7 +206,6 @@ class Vocabulary:
         # tokens that may start an entry and whose own key starts one (else no run does)
         at = list(compress(range(len(flat)), map(prefixes.__contains__,
                                                  map(starts.get, flat))))
-        ends = [i for i, t in enumerate(flat) if t == _SEP]  # where each text's tokens end
         ends.append(len(flat))
         get = self.index.get
         out: list[list[int]] = [[] for _ in range(n_texts)]

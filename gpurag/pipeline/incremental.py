@@ -83,9 +83,14 @@ class UpdateResult:
     embedded_texts: int = 0
     reused_vectors: int = 0
     timings_s: dict[str, float] = field(default_factory=dict)
+    # the committed manifest's extra (what the CLI reports: no re-read of the manifest after
+    # the write lock is released, when another writer's version may have replaced it)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        """What the update did (the manifest's extra left out: the index holds it)."""
+        out = dataclasses.asdict(dataclasses.replace(self, extra={}))
+        out.pop("extra")
         out["path"] = str(self.path)
         return out
 
@@ -295,9 +300,10 @@ def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFr
                    vectors: np.ndarray, ex: Extraction | None, embedder: KnownVectors,
                    runtime: Runtime, record: BuildRecord, change: dict[str, Any],
                    timings: dict[str, float], show: bool | None,
-                   work: WorkDir | None = None) -> int:
+                   work: WorkDir | None = None) -> dict[str, Any]:
     """Write the new version (dense part, then the graph stage over all chunks from ``ex``)
-    and commit it atomically; returns its version number."""
+    and commit it atomically; returns the committed manifest's extra (``version``: its
+    version number)."""
     cfg = stored.config
     manifest = stored.manifest
     version = _version(manifest) + 1
@@ -334,7 +340,7 @@ def commit_version(out: Path, lock: WriteLock, stored: Stored, chunks: pd.DataFr
     except BaseException:
         writer.abort()
         raise
-    return version
+    return extra
 
 
 def _timed_extraction(stored: Stored, chunks: pd.DataFrame, new_pos: np.ndarray,
@@ -466,8 +472,9 @@ def insert_locked(out: Path, lock: WriteLock, stored: Stored, sources: list[Path
               "documents_read": report.documents,
               "ingest": report.as_dict(), "sources": [str(s) for s in sources],
               "reextracted_chunks": result.reextracted_chunks}
-    result.version = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,
-                                    record, change, timings, show, work)
+    result.extra = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,
+                                  record, change, timings, show, work)
+    result.version = result.extra["version"]
     result.embedded_texts, result.reused_vectors = embedder.misses, embedder.hits
     work.remove()
     return result
@@ -515,8 +522,9 @@ def delete_locked(out: Path, lock: WriteLock, stored: Stored, wanted: list[str],
     change = {"op": "delete", "documents": _ids(found), "chunks": int(drop.sum()),
               "not_found": missing[:MAX_IDS_RECORDED],
               "reextracted_chunks": result.reextracted_chunks}
-    result.version = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,
-                                    record, change, timings, show)
+    result.extra = commit_version(out, lock, stored, chunks, vectors, ex, embedder, runtime,
+                                  record, change, timings, show)
+    result.version = result.extra["version"]
     result.embedded_texts, result.reused_vectors = embedder.misses, embedder.hits
     return result
 

@@ -302,12 +302,12 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
             "blanked_facts": int(f_drop.sum()),
             "tolerance": local.TOLERANCE,
         }
-        local.commit(writer, manifest, record, counts, change, timings, incremental,
-                     COMMUNITIES_DELETE)
+        result.extra = local.commit(writer, manifest, record, counts, change, timings,
+                                    incremental, COMMUNITIES_DELETE)
     except BaseException:
         writer.abort()
         raise
-    result.version = inc._version(manifest) + 1
+    result.version = result.extra["version"]
     return result
 
 

@@ -63,7 +63,7 @@ from gpurag.pipeline.graph_stage import (
 )
 from gpurag.profile import alias_options, hnsw_options
 from gpurag.resolve.incremental import resolve_new_names
-from gpurag.resolve.normalize import alias_keys, normalize_name
+from gpurag.resolve.normalize import alias_key_column, normalize_name
 from gpurag.store import IndexWriter, WriteLock, layout, open_index_dir
 from gpurag.store.checks import table_rows
 from gpurag.store.diskio import naming
@@ -216,7 +216,7 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     res = resolve_new_names(
         unseen, vecs, counts.to_numpy(np.float64)[~seen], labels.to_numpy(dtype=object)[~seen],
         stored_names=names,
-        stored_keys=aliases["key"] if "key" in aliases else alias_keys(aliases),
+        stored_keys=alias_key_column(aliases),
         entity_counts=entities["count"].to_numpy(np.float64),
         entity_labels=entities["label"].astype(str).to_numpy(dtype=object),
         search=search_names, decode=lambda rows: decode_all(name_index, rows),
@@ -253,23 +253,34 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
 
 def stored_name_rows(names: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
     """Rows of the ``wanted`` surface names in the stored name table, -1 where absent; names a
-    local delete blanked (empty, count 0) are never found. Distinct ``wanted`` (a few hundred
-    new names) are looked up by a hash of them probed with the stored column in Arrow, not a
-    hash of every stored name (0.13 s at the 50k index's 130k names)."""
+    local delete blanked (empty, count 0) are never found, so with no live name (every
+    document deleted, or an empty table) all are -1. Distinct ``wanted`` (a few hundred new
+    names) are looked up by a hash of them probed with the stored column in Arrow, not a hash
+    of every stored name (0.13 s at the 50k index's 130k names); a column that is not of
+    strings, or repeated ``wanted``, by a pandas hash of the live names as ``str``."""
     live = names["count"].to_numpy() > 0
-    column = pa.array(names["name"])
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) or (
-            not pd.Index(wanted).is_unique):
+    out = np.full(len(wanted), -1, np.int64)
+    column = _string_column(names["name"])
+    if column is None or not pd.Index(wanted).is_unique:
         rows = np.flatnonzero(live)
         at = pd.Index(names["name"].astype(str).to_numpy(dtype=object)[rows]).get_indexer(
             wanted)
-        return np.where(at >= 0, rows[np.maximum(at, 0)], -1)
+        out[at >= 0] = rows[at[at >= 0]]
+        return out
     pos = pc.index_in(column, value_set=pa.array([str(w) for w in wanted], column.type))
     pos = pos.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     hit = np.flatnonzero((pos >= 0) & live)
-    out = np.full(len(wanted), -1, np.int64)
     out[pos[hit]] = hit  # a live name is stored once
     return out
+
+
+def _string_column(column: pd.Series) -> pa.Array | None:
+    """``column`` as an Arrow string array, None where it is not one (numbers, mixed)."""
+    try:
+        arr = pa.array(column)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    return arr if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) else None
 
 
 def mention_counts(mentions: pd.DataFrame, n_ent: int) -> tuple[np.ndarray, np.ndarray]:
@@ -542,11 +553,12 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
             "resolved_against_stored_names": delta.neighbours,
             "tolerance": TOLERANCE,
         }
-        commit(writer, manifest, record, counts, change, timings, incremental, how)
+        result.extra = commit(writer, manifest, record, counts, change, timings, incremental,
+                              how)
     except BaseException:
         writer.abort()
         raise
-    result.version = inc._version(manifest) + 1
+    result.version = result.extra["version"]
     work.remove()
     return result
 
@@ -620,8 +632,10 @@ def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame | int, names: pd.
 
 def commit(writer: IndexWriter, manifest: Any, record: BuildRecord, counts: dict[str, int],
            change: dict[str, Any], timings: dict[str, float],
-           incremental: dict[str, Any] | None, communities: str = COMMUNITIES) -> None:
-    """Commit the new version with the lineage :func:`inc.commit_version` writes."""
+           incremental: dict[str, Any] | None, communities: str = COMMUNITIES
+           ) -> dict[str, Any]:
+    """Commit the new version with the lineage :func:`inc.commit_version` writes; returns the
+    committed manifest's extra."""
     version = inc._version(manifest) + 1
     history = list(manifest.extra.get("history", []))[-(inc.MAX_HISTORY - 1):]
     history.append({"version": version, "op": change["op"],
@@ -639,6 +653,7 @@ def commit(writer: IndexWriter, manifest: Any, record: BuildRecord, counts: dict
         extra["incremental"] = incremental
     writer.commit(config=dict(manifest.config), counts=counts,
                   components={**manifest.components, **record.as_dict()}, extra=extra)
+    return extra
 
 
 # -- compact --------------------------------------------------------------------------------
@@ -673,9 +688,10 @@ def compact_index(index: str | Path, *, runtime: Runtime, embedder: str | None =
                                   timings_s=timings)
         change = {"op": "compact", "documents": inc._ids([]), "chunks": 0, "documents_read": 0,
                   "reextracted_chunks": reextracted}
-        result.version = inc.commit_version(out, lock, stored, chunks, stored.vectors, ex,
-                                            graph_embedder, runtime, record, change, timings,
-                                            show)
+        result.extra = inc.commit_version(out, lock, stored, chunks, stored.vectors, ex,
+                                          graph_embedder, runtime, record, change, timings,
+                                          show)
+        result.version = result.extra["version"]
         result.embedded_texts = graph_embedder.misses
         result.reused_vectors = graph_embedder.hits
         return result

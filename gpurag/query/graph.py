@@ -52,7 +52,7 @@ from gpurag.query.rescore import rerank as rerank_stage
 from gpurag.query.results import EntityPath, SeedEntity
 from gpurag.query.seeds import SeedArrays, SeedHits, SeedTable, title_pages, title_rows
 from gpurag.query.seeds import reset_matrix as seed_reset
-from gpurag.query.timing import Stages
+from gpurag.query.timing import Stages, timed
 from gpurag.query.walk import candidate_scores, walk
 from gpurag.store import checks, layout
 from gpurag.store.writer import IndexDir
@@ -266,14 +266,14 @@ class GraphRetriever:
         seeds, walk, fusion/head, rerank, second hop, paths; a long dense scan runs on a helper
         thread beside BM25 and linking (:mod:`gpurag.query.overlap`). ``stages`` gets each
         stage's time (:class:`~gpurag.query.timing.Stages`; ``dense``: the wait for the scan
-        after linking).
+        after linking, ``dense_scan``: the scan's own time wherever it ran, beside the laps).
         """
         stages = stages or Stages()
         cfg = self.for_corpus(cfg)
         depth = max(cfg.k, cfg.seed_passages, 1)
         # The dense passage scan (FAISS, without the GIL) on the helper thread while this one
         # runs the text stages (BM25, linking): the same hits, on the second core.
-        dense_job = ahead(search, passage_index, qvecs, depth,
+        dense_job = ahead(timed, search, passage_index, qvecs, depth,
                           worth=overlaps_scan(passage_index, len(questions)))
         sources = cfg.head_fusion.split("+") if cfg.dense_head else []
         want_lexical = (cfg.lexical_weight > 0 and cfg.lexical_seeds > 0) or (
@@ -291,8 +291,9 @@ class GraphRetriever:
                  if self.n_ent and (cfg.link_weight > 0 or "title" in sources or expansions)
                  else None)
         stages.lap("linking")
-        dense = dense_job.result()
+        dense, scan_ms = dense_job.result()
         stages.lap("dense")  # what is left of the scan once the text stages are done
+        stages.add("dense_scan", scan_ms)  # the scan itself (as "dense" was before overlap)
         # seeds: the reset matrix, and the head sources' passages, gathered by the walk
         lex_seeds = None
         if lexical is not None and cfg.lexical_seeds > 0:
@@ -327,7 +328,7 @@ class GraphRetriever:
             top = walk(self.ppr, self.graph, reset, n_ent=self.n_ent, n_psg=self.n_psg,
                        k=want, gather=gather, damping=cfg.damping, tol=cfg.ppr_tol,
                        method=cfg.ppr_method, eps=cfg.push_eps,
-                       size_rule=(cfg.push_min_edges, cfg.push_max_seeds),
+                       push_min_edges=cfg.push_min_edges, push_max_seeds=cfg.push_max_seeds,
                        local_fanout=self._fanout(reranker) if reranker is not None else None)
             stages.lap("walk")
             cand, score = candidate_scores(top, gather, dense, cfg.dense_blend)

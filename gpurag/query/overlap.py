@@ -33,8 +33,11 @@ def _cores() -> int:
 
 
 def _reset_after_fork() -> None:
-    """A forked child has no helper thread: it starts a new one on first use."""
-    global _POOL, _IDLE
+    """A forked child has no helper thread: it starts a new one on first use, with a new lock
+    (the parent's may have been held by another of its threads at the fork: never released
+    in the child) and a new idle flag."""
+    global _LOCK, _POOL, _IDLE
+    _LOCK = threading.Lock()
     _POOL = None
     _IDLE = threading.Semaphore(1)
 
@@ -91,7 +94,7 @@ def ahead(fn: Callable[..., T], *args: Any, worth: bool = True) -> Pending[T]:
     if worth and _cores() > 1 and _IDLE.acquire(blocking=False):
         try:
             future = _pool().submit(_run, fn, args)
-        except BaseException:  # e.g. the interpreter shutting down: run it here later
+        except RuntimeError:  # the pool shut down (the interpreter exiting): run it here later
             _IDLE.release()
             return Pending(fn, args, None)
         return Pending(fn, args, future)

@@ -18,16 +18,17 @@ from gpurag.query.fusion import minmax
 
 def walk(ppr: Any, graph: Any, reset: sp.csr_array, *, n_ent: int, n_psg: int, k: int,
          gather: np.ndarray, damping: float, tol: float, method: str, eps: float = 1e-6,
-         local_fanout: tuple[int, ...] | None = None,
-         size_rule: tuple[int | None, int | None] = (None, None)) -> PPRTop:
+         local_fanout: tuple[int, ...] | None = None, push_min_edges: int | None = None,
+         push_max_seeds: int | None = None) -> PPRTop:
     """The PPR component ``ppr`` (the runtime's, host or device) over ``graph`` from the
     ``(q, n)`` ``reset`` rows: the top-``k`` passages (nodes ``[n_ent, n_ent + n_psg)``, ids
     relative to ``n_ent``) and the scores at ``gather`` (``(q, g)`` passage rows); ``eps``
-    is the local push's threshold where it pushes and ``size_rule`` ``(push_min_edges,
-    push_max_seeds)`` where it does (:func:`gpurag.graph.ppr.ppr`; None: its defaults)."""
+    is the local push's threshold where it pushes, ``push_min_edges`` and
+    ``push_max_seeds`` the size rule of where it does (:func:`gpurag.graph.ppr.ppr`; None:
+    its defaults)."""
     return ppr(graph, reset, k=min(k, n_psg), lo=n_ent, hi=n_ent + n_psg, gather=gather,
                damping=damping, tol=tol, method=method, eps=eps, local_fanout=local_fanout,
-               push_min_edges=size_rule[0], push_max_seeds=size_rule[1])
+               push_min_edges=push_min_edges, push_max_seeds=push_max_seeds)
 
 
 def candidate_scores(top: PPRTop, gather: np.ndarray, dense: tuple[np.ndarray, np.ndarray],

@@ -14,6 +14,10 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FUNCTION_WORDS", "normalize_name", "number_signature", "roman_to_int"]
 
@@ -152,6 +156,15 @@ def _may_number(s: str) -> bool:
 def alias_keys(aliases) -> list[str]:
     """Each alias's lookup key: the ``key`` column an index stores (builds since stop 13), else
     :func:`normalize_name` of the ``name`` column (older indexes, tables made by hand)."""
+    return alias_key_column(aliases).tolist()
+
+
+def alias_key_column(aliases) -> pd.Series:
+    """:func:`alias_keys` as a column of ``str`` (no list of every stored key: a local insert
+    probes it with its few new keys)."""
+    import pandas as pd
+
     if "key" in aliases:
-        return aliases["key"].astype(str).tolist()
-    return normalize_name(aliases["name"].astype(str).tolist())
+        return aliases["key"].astype(str)
+    return pd.Series(normalize_name(aliases["name"].astype(str).tolist()), index=aliases.index,
+                     dtype=object)

@@ -106,12 +106,25 @@ def search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 OVERLAP_MIN_WORK = 50_000
 
 
+def scans_every_vector(index) -> bool:
+    """Whether ``index`` is a host FAISS index whose search scans every vector (flat or flat
+    scalar-quantized: its cost is rows x vectors), or a parted index (``pieces``,
+    :class:`~gpurag.vectors.parted.PartedIndex`) of such pieces. Not IVF or HNSW (they scan
+    a fraction), a GPU index or a torch searcher (they do not run on a host core)."""
+    pieces = getattr(index, "pieces", None)
+    if pieces is not None:
+        return bool(pieces) and all(scans_every_vector(p) for p in pieces)
+    faiss = _faiss()
+    return isinstance(index, (faiss.IndexFlat, faiss.IndexScalarQuantizer))
+
+
 def overlaps_scan(index, rows: int) -> bool:
     """Whether a search of ``rows`` query rows in ``index`` is worth running beside other
-    work: long enough to hand over, and on one thread (:data:`SINGLE_THREAD_WORK`: a larger
-    search already takes every core)."""
+    work: an exhaustive host scan (:func:`scans_every_vector`: only there does rows x vectors
+    give its cost), long enough to hand over, and on one thread (:data:`SINGLE_THREAD_WORK`:
+    a larger search already takes every core)."""
     work = rows * int(getattr(index, "ntotal", 0))
-    return OVERLAP_MIN_WORK <= work < SINGLE_THREAD_WORK
+    return OVERLAP_MIN_WORK <= work < SINGLE_THREAD_WORK and scans_every_vector(index)
 
 
 def save_index(index, path: Path) -> None:

@@ -5,6 +5,7 @@ or optional-library path skips cleanly where it is not installed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -93,3 +94,21 @@ def test_leiden_contract(impl):
 
 def test_leiden_contract_for_the_cpu_backends():
     check_leiden(Runtime(device="cpu").leiden)
+
+
+def _ppr_of_the_old_shape(g, reset, *, k, lo=0, hi=None, gather=None, damping, tol,
+                          max_iter=100, method="auto", eps=1e-6, full=False, local_fanout=None):
+    """The PPR part's documented call shape before the walk passed the push's size rule."""
+    return ppr_top.host_ppr_topk(g, reset, k=k, lo=lo, hi=hi, gather=gather, damping=damping,
+                                 tol=tol, max_iter=max_iter, method=method, eps=eps, full=full,
+                                 local_fanout=local_fanout)
+
+
+def test_a_ppr_that_does_not_take_the_walks_keywords_is_refused_before_a_query():
+    with pytest.raises(AssertionError, match="push_min_edges"):
+        check_ppr(_ppr_of_the_old_shape)
+    with pytest.raises(TypeError, match="push_min_edges, push_max_seeds"):
+        Runtime(device="cpu", ppr=_ppr_of_the_old_shape)
+    mine = Runtime(device="cpu", ppr=lambda g, reset, **kw: ppr_top.host_ppr_topk(g, reset, **kw))
+    with pytest.raises(TypeError, match="push_min_edges, push_max_seeds"):  # a copy too
+        dataclasses.replace(mine, ppr=_ppr_of_the_old_shape)

@@ -163,3 +163,25 @@ def test_a_small_push_on_a_large_graph_touches_and_scores_the_same_nodes():
         assert 2 < small[0].size < g.n_nodes  # a local push, touching a part of the graph
         for a, b in zip(small, large, strict=True):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_the_push_reads_an_int32_graph_in_place_and_keeps_two_thresholds():
+    """An int32 graph's neighbour ids are the push's as they are (an opened index's memory
+    map, shared by the processes serving it; not a private copy), and only the last
+    ``THRESHOLDS_KEPT`` eps values' thresholds stay cached, each ``eps * max(deg, 1)``."""
+    g = undirected_graph(5)
+    ro = np.asarray(g.indices, np.int32).copy()
+    ro.flags.writeable = False  # as a read-only memory map is
+    g = CSRGraph(g.indptr, ro, g.weights)
+    op = _operator(g)
+    arrays = ppr_module._push_arrays(g, op)
+    assert np.shares_memory(arrays["indices"], g.indices)
+    row = seeded_row(g.n_nodes, 3, seed=1)
+    s, w = _seed_arrays(g.n_nodes, np.flatnonzero(row), row[row > 0])
+    first = _push_one(g, op, s, w, 0.5, 1e-3)
+    for eps in (1e-3, 1e-4, 1e-5, 1e-3):
+        _push_one(g, op, s, w, 0.5, eps)
+        assert len(arrays["thresholds"]) <= ppr_module.THRESHOLDS_KEPT
+        assert np.array_equal(arrays["thresholds"][eps], eps * np.maximum(g.degree(), 1))
+    again = _push_one(g, op, s, w, 0.5, 1e-3)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))

@@ -235,8 +235,8 @@ def test_a_large_host_batch_runs_in_chunks_with_the_same_results(monkeypatch, me
     monkeypatch.setattr(backend, "HOST_CHUNK_MIN_ROWS", 5)
     calls = []
     inner = backend._split_topk  # the walk of one chunk (no full rows asked)
-    monkeypatch.setattr(backend, "_split_topk", lambda g, r, *a: calls.append(r.shape[0])
-                        or inner(g, r, *a))
+    monkeypatch.setattr(backend, "_split_topk", lambda g, r, *a, **kw: calls.append(
+        r.shape[0]) or inner(g, r, *a, **kw))
     chunked = backend.host_ppr_topk(g, reset, **kw)
     assert calls == [5, 5, 5, 5, 3]
     np.testing.assert_array_equal(chunked.values, whole.values)

@@ -137,8 +137,13 @@ def test_exact_insert_after_local_ones_equals_a_build(split_index, tmp_path, cor
 
 
 def test_cli_compact(split_index, tmp_path, corpus, runtime, capsys, monkeypatch):
-    """The insert and compact commands open (read and check the files of) the index once: the
-    update's own open, not an opened Index before it and another after."""
+    """The insert, delete and compact commands open (read and check the files of) the index
+    once: the update's own open, not an opened Index before it and another after. What they
+    print is the committed version's, not the manifest current after the lock is released
+    (here, as if another writer had committed meanwhile)."""
+    import dataclasses
+
+    import gpurag.store
     from gpurag.store import reader
 
     out = tmp_path / "idx"
@@ -149,9 +154,26 @@ def test_cli_compact(split_index, tmp_path, corpus, runtime, capsys, monkeypatch
     assert main(["-q", "insert", str(out), str(corpus["B1"])]) == 0
     assert "local update" in capsys.readouterr().out
     assert len(opens) == 1
-    assert main(["-q", "compact", str(out)]) == 0
-    assert "version 3" in capsys.readouterr().out
+    reads = []
+    current = gpurag.store.current_manifest
+
+    def another_writers(path):  # the first read is the command's own (the embedder's trust)
+        m = current(path)
+        reads.append(path)
+        return m if len(reads) == 1 else dataclasses.replace(
+            m, extra={**m.extra, "incremental": None, "communities": "another writer's"})
+
+    monkeypatch.setattr(gpurag.store, "current_manifest", another_writers)
+    removed = corpus["b_ids"][:3]
+    assert main(["-q", "delete", str(out), "--doc-ids", *removed]) == 0
+    said = capsys.readouterr().out
+    assert f"version 3: {len(removed)} documents" in said and "removed" in said
+    assert "local update" in said and "another writer" not in said
     assert len(opens) == 2
+    monkeypatch.setattr(gpurag.store, "current_manifest", current)
+    assert main(["-q", "compact", str(out)]) == 0
+    assert "version 4" in capsys.readouterr().out
+    assert len(opens) == 3
     assert main(["-q", "compact", str(out)]) == 0
     assert "already" in capsys.readouterr().out
 
@@ -516,3 +538,93 @@ def test_a_local_delete_reads_neither_the_stats_table_nor_whole_communities(
     summed = shrunk.dir.table(layout.EXTRACT_STATS).groupby("key")["value"].sum()
     assert {f"extract_{k}": int(v) for k, v in summed.items()} == {
         k: v for k, v in shrunk.manifest.counts.items() if k.startswith("extract_")}
+
+
+def _old_stored_name_rows(names: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
+    """002e510's lookup: a pandas hash of every live stored name."""
+    live = np.flatnonzero(names["count"].to_numpy() > 0)
+    at = pd.Index(names["name"].astype(str).to_numpy(dtype=object)[live]).get_indexer(wanted)
+    return np.where(at >= 0, live[np.maximum(at, 0)], -1)
+
+
+@pytest.mark.parametrize("column", ["object", "string", "numbers", "mixed"])
+def test_stored_name_rows_equals_the_old_lookup(column):
+    """The Arrow probe (string columns, distinct ``wanted``) and the pandas fallback (other
+    columns, repeated ``wanted``) find the rows the old lookup found; blanked names (count 0,
+    here one that a later row stores again) are never found."""
+    values = {"object": ["Paris", "", "Rome", "Oslo", "", "Paris2", "Bern"],
+              "string": ["Paris", "", "Rome", "Oslo", "", "Paris2", "Bern"],
+              "numbers": [10, 11, 12, 13, 14, 15, 16],
+              "mixed": ["Paris", 11, "Rome", 13, "", 15.5, "Bern"]}[column]
+    names = pd.DataFrame({"name": pd.Series(values, dtype="string" if column == "string"
+                                            else None),
+                          "count": [3, 0, 1, 2, 0, 1, 0]})  # "Bern", 11, 14: blanked
+    stored = [str(v) for v in values]
+    for wanted in (np.array(["Rome", "Nowhere", stored[0], stored[1], stored[6]], dtype=object),
+                   np.array([stored[3], "Rome", stored[3], ""], dtype=object),  # repeated
+                   np.array([stored[5]], dtype=object), np.zeros(0, dtype=object)):
+        got = local_mod.stored_name_rows(names, wanted)
+        assert got.dtype == np.int64 and len(got) == len(wanted)
+        np.testing.assert_array_equal(got, _old_stored_name_rows(names, wanted))
+        assert (got[np.isin(wanted, [stored[1], stored[4], stored[6]])] == -1).all()
+    # the Arrow probe for the string columns, the fallback for the others
+    assert (local_mod._string_column(names["name"]) is not None) == (column in ("object",
+                                                                               "string"))
+
+
+@pytest.mark.parametrize("names", [
+    pd.DataFrame({"name": ["", ""], "count": [0, 0]}),  # every document deleted
+    pd.DataFrame({"name": pd.Series([], dtype=object), "count": np.zeros(0, np.int64)})])
+def test_stored_name_rows_with_no_live_name_finds_none(names):
+    """With no live stored name every wanted name is new (-1): the old lookup raised
+    IndexError there (an insert into an index whose names were all blanked failed)."""
+    for wanted in (np.array(["a", "b"], dtype=object), np.array(["a", "a"], dtype=object)):
+        np.testing.assert_array_equal(local_mod.stored_name_rows(names, wanted), [-1, -1])
+        with pytest.raises(IndexError):
+            _old_stored_name_rows(names, wanted)
+
+
+def test_resolve_new_names_seeds_by_the_stored_alias_keys():
+    """A new name whose key a live stored alias has joins that entity though the name search
+    finds nothing; a blanked alias with the key is no seed. The stored keys as a list (what
+    ``alias_keys`` gives) or as ``alias_key_column`` gives them (a stored key column with its
+    own index, or keys made from the names) give the old ``Index.isin``'s seeds."""
+    from gpurag.resolve.incremental import resolve_new_names
+    from gpurag.resolve.normalize import alias_key_column, normalize_name
+
+    stored = pd.DataFrame({"name": ["The Beatles", "Oslo", "Paris"], "entity": [0, 1, 2],
+                           "count": [2, 1, 1]})
+    vecs = np.eye(4, dtype=np.float32)
+
+    def resolve(names, keys):
+        return resolve_new_names(
+            ["the beatles"], vecs[3:], np.ones(1), ["ORG"], stored_names=names,
+            stored_keys=keys, entity_counts=np.array([2.0, 1.0, 1.0]),
+            entity_labels=np.array(["ORG", "LOC", "LOC"], dtype=object),
+            search=lambda q, k: (np.zeros((len(q), k)), np.full((len(q), k), -1)),
+            decode=lambda rows: vecs[rows], merge_threshold=0.9, synonym_threshold=0.8)
+
+    keys = normalize_name(stored["name"].tolist())
+    old = np.asarray(pd.Index(np.asarray(keys, dtype=object)).isin(normalize_name(
+        ["the beatles"])), bool)
+    assert old.tolist() == [True, False, False]
+    table = pd.DataFrame({"name": stored["name"].tolist(), "entity_id": [0, 1, 2], "key": keys},
+                         index=[4, 5, 6])
+    for given in (keys, alias_key_column(table), alias_key_column(table.drop(columns="key"))):
+        res = resolve(stored, given)
+        assert res.neighbours == int(old.sum()) and res.entity.tolist() == [0]
+        blanked = resolve(stored.assign(count=[0, 1, 1]), given)
+        assert blanked.neighbours == 0 and blanked.entity.tolist() == [3]
+
+
+def test_alias_key_column_is_alias_keys_as_a_column():
+    """Both branches (a stored ``key`` column, here not of strings; keys from the names) give
+    ``alias_keys``' list, as ``str``."""
+    from gpurag.resolve.normalize import alias_key_column, alias_keys
+
+    for table in (pd.DataFrame({"name": ["A", "B"], "key": [1, "b"]}, index=[3, 9]),
+                  pd.DataFrame({"name": ["The Beatles", "Oslo"]}, index=[3, 9]),
+                  pd.DataFrame({"name": pd.Series([], dtype=object)})):
+        column = alias_key_column(table)
+        assert column.tolist() == alias_keys(table)
+        assert all(isinstance(k, str) for k in column) and column.index.equals(table.index)

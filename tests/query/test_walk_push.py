@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gpurag.graph.ppr as ppr_module
 from gpurag import Index
+from gpurag.backends.part import PPR_WALK_KEYWORDS
 from gpurag.graph.ppr_top import host_ppr_topk
 from gpurag.profile import RankingProfile
 from gpurag.runtime import Runtime
@@ -18,8 +19,10 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self.keywords: set[str] = set()
 
     def __call__(self, *args, **kwargs):
+        self.keywords |= set(kwargs)
         self.calls.append((kwargs["eps"], kwargs["method"], kwargs["push_min_edges"],
                            kwargs["push_max_seeds"]))
         return host_ppr_topk(*args, **kwargs)
@@ -44,6 +47,7 @@ def test_the_profiles_push_eps_reaches_the_walk(graph_index_path, questions, mon
     index.query_batch(qs, k=5, evidence=False, push_eps=0.25, push_min_edges=7,
                       push_max_seeds=9)
     assert rec.calls[-1] == (0.25, "auto", 7, 9)
+    assert rec.keywords == set(PPR_WALK_KEYWORDS)  # what a user's own part is checked for
     # a small graph: power iteration whatever the threshold (the default ranks unchanged)
     assert index.retriever.graph.n_edges < profile.push_min_edges
     power = index.query_batch(qs, k=5, evidence=False, ppr_method="power")
