@@ -435,7 +435,9 @@ def _push_one(
     scratch = _take_scratch(op, g.n_nodes)  # an error below leaves none half-written behind
     p, r, stamp, seen = scratch["p"], scratch["r"], scratch["stamp"], scratch["seen"]
     degree = op.degree
-    seeds = seeds.astype(arrays["indices"].dtype)
+    # node ids as intp: every fancy index below would otherwise convert its int32 ids
+    seeds = seeds.astype(np.intp)
+    no_dangling = op.dangling.size == 0
     r[seeds] = seed_weights
     seen[seeds] = True
     cand, cand_r = seeds, np.asarray(seed_weights, dtype=np.float64)
@@ -451,8 +453,9 @@ def _push_one(
         p[active] += (1.0 - damping) * mass
         counts = degree[active]
         nbrs, prob = _row_entries(arrays, active, counts)
+        nbrs = nbrs.astype(np.intp)  # converted once, not by each of the five indexings
         vals = np.repeat(damping * mass, counts) * prob
-        dangling_mass = damping * float(mass[counts == 0].sum())
+        dangling_mass = 0.0 if no_dangling else damping * float(mass[counts == 0].sum())
         if dangling_mass > 0.0:
             nbrs = np.concatenate([nbrs, seeds])
             vals = np.concatenate([vals, dangling_mass * seed_weights])
