@@ -285,18 +285,27 @@ def _power(
     err = np.zeros(q)
     iters = np.zeros(q, dtype=np.int64)
     products = 0
+    # Without dangling nodes the reset's term is the same every iteration: made once per
+    # active set (the same products), not per iteration.
+    fixed = None
     for it in range(1, max_iter + 1):
         x_new = buf
         _matmul_into(pt, xa, x_new)
         products += xa.shape[1]
         x_new *= d
-        # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
-        coef = (coef0[: xa.shape[1]] if no_dangling else
-                ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype))
-        if r_dense is not None:
-            x_new += r_dense * coef
+        if no_dangling:
+            if fixed is None:
+                coef = coef0[: xa.shape[1]]
+                fixed = r_dense * coef if r_dense is not None else r_vals * coef[r_cols]
+            term = fixed
         else:
-            x_new.reshape(-1)[flat] += r_vals * coef[r_cols]
+            # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
+            coef = ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
+            term = r_dense * coef if r_dense is not None else r_vals * coef[r_cols]
+        if r_dense is not None:
+            x_new += term
+        else:
+            x_new.reshape(-1)[flat] += term
         diff = np.subtract(x_new, xa, out=xa)  # the old iterate is not needed any more
         np.abs(diff, out=diff)
         err_a = diff.sum(axis=0, dtype=np.float64)
@@ -315,6 +324,7 @@ def _power(
                 break
             active, prev = active[keep], prev[keep]
             xa = np.ascontiguousarray(xa[:, keep])
+            fixed = None
             buf = np.empty_like(xa)
             moved = np.cumsum(keep) - 1
             if r_dense is not None:
