@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from gpurag.backends.part import BuildRecord
 from gpurag.config import IndexConfig
@@ -165,13 +166,19 @@ def shrunk_graph(stored: CSRGraph, n_ent: int, drop_passage: np.ndarray, blanked
 
 
 # -- tables ---------------------------------------------------------------------------------
-def renumbered(frame: pd.DataFrame, drop: np.ndarray, new_pos: np.ndarray
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of ``frame`` whose ``chunk`` stays (renumbered) and those of removed chunks."""
-    chunk = frame["chunk"].to_numpy(np.int64)
+def renumbered_table(table: pa.Table, drop: np.ndarray, new_pos: np.ndarray
+                     ) -> tuple[pa.Table, pd.DataFrame]:
+    """The rows of the stored ``table`` whose ``chunk`` stays, renumbered, and those of the
+    removed chunks. The kept rows stay Arrow (filtered, their ``chunk`` column replaced in its
+    own type: no pandas round trip of the strings, written as they are); only the removed
+    chunks' rows (few) become a frame."""
+    at = table.schema.get_field_index("chunk")
+    chunk = table.column(at).to_numpy().astype(np.int64)
     gone = drop[chunk]
-    kept = frame[~gone].assign(chunk=new_pos[chunk[~gone]]).astype(frame.dtypes.to_dict())
-    return kept.reset_index(drop=True), frame[gone].reset_index(drop=True)
+    kept = table.filter(pa.array(~gone))
+    kept = kept.set_column(at, table.schema.field(at),
+                           pa.array(new_pos[chunk[~gone]], type=table.schema.field(at).type))
+    return kept, table.filter(pa.array(gone)).to_pandas()
 
 
 def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
@@ -180,7 +187,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     update (under the write lock ``lock``)."""
     cfg = local.stored_config(d)
     manifest = d.manifest
-    old = d.table(layout.CHUNKS)
+    old_table = d.arrow_table(layout.CHUNKS)
+    old = old_table.to_pandas()
     found, missing, drop = inc.documents_to_drop(old, wanted, out)
     timings: dict[str, float] = {}
     record = BuildRecord()
@@ -189,12 +197,14 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     new_pos = np.where(keep, np.cumsum(keep) - 1, -1)
     first = int(np.flatnonzero(drop)[0])
     chunks = old[keep].reset_index(drop=True)
+    chunks_table = old_table.filter(pa.array(keep))  # written as it is (the same bytes)
+    del old_table
     result = inc.UpdateResult("delete", out, None, documents=found, chunks=int(drop.sum()),
                               not_found=missing, timings_s=timings)
 
     t0 = time.perf_counter()
-    raw_m, gone_m = renumbered(d.table(layout.EXTRACT_MENTIONS), drop, new_pos)
-    raw_r, gone_r = renumbered(d.table(layout.EXTRACT_RELATIONS), drop, new_pos)
+    raw_m, gone_m = renumbered_table(d.arrow_table(layout.EXTRACT_MENTIONS), drop, new_pos)
+    raw_r, gone_r = renumbered_table(d.arrow_table(layout.EXTRACT_RELATIONS), drop, new_pos)
     gone = Extraction(mentions=gone_m, relations=gone_r)
     if not cfg.graph_dates:
         gone = drop_date_entities(gone)
@@ -213,8 +223,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     gone_alias = aliases["name"].astype(str).isin(dead_names).to_numpy()
     aliases = aliases.assign(name=aliases["name"].where(~gone_alias, ""),
                              key=aliases["key"].where(~gone_alias, ""))
-    mentions, removed_m = renumbered(d.table(layout.MENTIONS), drop, new_pos)
-    relations, removed_r = renumbered(d.table(layout.RELATIONS), drop, new_pos)
+    mentions, removed_m = renumbered_table(d.arrow_table(layout.MENTIONS), drop, new_pos)
+    relations, removed_r = renumbered_table(d.arrow_table(layout.RELATIONS), drop, new_pos)
     entities = d.table(layout.ENTITIES)
     entities = recounted_entities(entities, names, removed_m)
     blanked = entities["name"].astype(str).eq("").to_numpy() & (
@@ -244,7 +254,7 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     writer = IndexWriter(out, lock=lock)
     try:
         t0 = time.perf_counter()
-        writer.write_table(layout.CHUNKS, chunks)
+        writer.write_table(layout.CHUNKS, chunks_table)
         save_index(shrunk_index(local._writable_index(d, layout.PASSAGES_FAISS, True),
                                 np.flatnonzero(drop), layout.PASSAGES_FAISS, cfg, False,
                                 rebuilt), writer.path(layout.PASSAGES_FAISS))
@@ -281,8 +291,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
 
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
         counts = {"documents": documents - len(found), "chunks": len(chunks),
-                  **local.table_counts(entities, aliases, names, mentions, relations, facts,
-                                       graph, communities, stats)}
+                  **local.table_counts(entities, aliases, names, len(mentions), len(relations),
+                                       facts, graph, communities, stats)}
         info = dict(manifest.extra.get("incremental") or {})
         change = {"op": "delete", "documents": inc._ids(found), "chunks": int(drop.sum()),
                   "not_found": missing[: inc.MAX_IDS_RECORDED], "reextracted_chunks": 0}
