@@ -226,7 +226,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     mentions, removed_m = renumbered_table(d.arrow_table(layout.MENTIONS), drop, new_pos)
     relations, removed_r = renumbered_table(d.arrow_table(layout.RELATIONS), drop, new_pos)
     entities = d.table(layout.ENTITIES)
-    entities = recounted_entities(entities, names, removed_m)
+    entities = recounted_entities(entities, names, removed_m,
+                                  np.unique(names["entity"].to_numpy(np.int64)[dec > 0]))
     blanked = entities["name"].astype(str).eq("").to_numpy() & (
         entities["n_mentions"].to_numpy() == 0)
     timings["resolve_s"] = time.perf_counter() - t0
@@ -322,10 +323,12 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
 
 
 def recounted_entities(entities: pd.DataFrame, names: pd.DataFrame,
-                       removed_mentions: pd.DataFrame) -> pd.DataFrame:
+                       removed_mentions: pd.DataFrame, changed: np.ndarray | None = None
+                       ) -> pd.DataFrame:
     """The entity table after a delete: passage and mention counts less the removed mentions'
     (``entity``, ``chunk``: stored numbering), display name, alias and occurrence counts
     recomputed from ``names`` (blanked names count for nothing; an entity with none left gets
-    an empty name)."""
+    an empty name); ``changed``: the entities whose names lost counts (the others keep their
+    display names), None for all."""
     lost_p, lost_m = local.mention_counts(removed_mentions, len(entities))
-    return local.update_entities(entities, names, len(entities), [], -lost_p, -lost_m)
+    return local.update_entities(entities, names, len(entities), [], -lost_p, -lost_m, changed)
