@@ -454,10 +454,10 @@ def _push_one(
     received = seeds.size  # receivers over all rounds (with repeats): a bound on the touched
     parts = [seeds]
     while cand.size:
-        keep = cand_r > thr[cand]
-        active = cand[keep]
-        if active.size == 0:
+        keep = np.flatnonzero(cand_r > thr[cand])  # positions: two takes, not two masks
+        if keep.size == 0:
             break
+        active = cand[keep]
         mass = cand_r[keep]
         r[active] = 0.0
         p[active] += (1.0 - damping) * mass
@@ -478,7 +478,7 @@ def _push_one(
         pos = scratch["pos"][:m]
         stamp[nbrs] = pos
         last = stamp[nbrs]
-        first = last == pos
+        first = np.flatnonzero(last == pos)
         cand = nbrs[first]
         cand_r = r[cand] + np.bincount(last, weights=vals, minlength=m)[first]
         r[cand] = cand_r
