@@ -90,6 +90,23 @@ def acquire_lock(path: Path, timeout: float):
     return fh
 
 
+_STARTUP_FROZEN = False
+
+
+def _freeze_startup() -> None:
+    """Once per process, at its first open or append: ``gc.freeze()`` (the objects alive then, in a
+    fresh process mostly what the imports made: modules, functions, classes, constants, go
+    to the permanent generation). The imports leave enough new objects that a full
+    collection falls in the first appends of a fresh process and walks all of them: ~25 ms
+    of a fresh 10k-trace fill (~8% of it, idle); frozen, a collection walks only what came
+    after. Reference counting frees frozen objects as before: only reference cycles among
+    them are never collected (``gc.unfreeze()`` puts them back)."""
+    global _STARTUP_FROZEN
+    if not _STARTUP_FROZEN:
+        _STARTUP_FROZEN = True
+        gc.freeze()
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused (when it runs) for the duration: the write
@@ -102,6 +119,8 @@ def gc_paused() -> Iterator[None]:
     (``gc.disable``): while this runs no thread of the host process collects cycles; cycles
     other threads make meanwhile are collected after it."""
     was = gc.isenabled()
+    if was:
+        _freeze_startup()
     gc.disable()
     try:
         yield

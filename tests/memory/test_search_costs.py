@@ -75,3 +75,37 @@ def test_a_one_question_ivf_search_runs_on_the_calling_thread(monkeypatch):
     one = [index.dense_ids(vec[i:i + 1], 10)[0] for i in range(40)]
     assert len(calls) == 40
     assert all(np.array_equal(a, b) for a, b in zip(one, batch, strict=True))
+
+
+_FRESH = """
+import gc, sys, tempfile
+from pathlib import Path
+from gpurag.memory import Memory
+import numpy as np
+
+class E:
+    name, dim, max_tokens = "e", 4, 64
+
+before = gc.get_freeze_count()
+with tempfile.TemporaryDirectory() as tmp:
+    mem = Memory.create(Path(tmp) / "m", embedder=E())
+    mem.add_many(["Ann Berg met Bo Lund."], vectors=np.eye(4, dtype=np.float32)[:1])
+    first = gc.get_freeze_count()
+    gc.unfreeze()
+    mem.add_many(["Bo Lund met Ann Berg."], vectors=np.eye(4, dtype=np.float32)[1:2])
+    print(before, first, gc.get_freeze_count(), gc.isenabled())
+    mem.close()
+"""
+
+
+def test_a_process_freezes_its_startup_objects_at_its_first_write_only():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True,
+                         env=env, check=True)
+    before, first, second, enabled = res.stdout.split()
+    assert before == "0" and int(first) > 1000  # the imports' objects, frozen
+    assert second == "0" and enabled == "True"  # once: not again at the next write
