@@ -93,14 +93,16 @@ def acquire_lock(path: Path, timeout: float):
 _STARTUP_FROZEN = False
 
 
-def _freeze_startup() -> None:
-    """Once per process, at its first open or append: ``gc.freeze()`` (the objects alive then, in a
-    fresh process mostly what the imports made: modules, functions, classes, constants, go
-    to the permanent generation). The imports leave enough new objects that a full
-    collection falls in the first appends of a fresh process and walks all of them: ~25 ms
-    of a fresh 10k-trace fill (~8% of it, idle); frozen, a collection walks only what came
-    after. Reference counting frees frozen objects as before: only reference cycles among
-    them are never collected (``gc.unfreeze()`` puts them back)."""
+def freeze_startup() -> None:
+    """``gc.freeze()``, once per process: the objects alive now (in a process that has just
+    made its imports, mostly modules, functions, classes, constants) go to the permanent
+    generation. The imports leave enough new objects that a full collection falls in a
+    fresh process's first appends and walks all of them: ~25 ms of a fresh 10k-trace fill
+    (~5-8% of it, idle); frozen, a collection walks only what came after. Reference counting
+    frees frozen objects as before, but reference cycles among them, garbage already
+    included, are never collected: so this is for a process the caller owns (the ``gpurag
+    memory add`` command calls it after its imports), not something the library does to a
+    host process on its own."""
     global _STARTUP_FROZEN
     if not _STARTUP_FROZEN:
         _STARTUP_FROZEN = True
@@ -119,8 +121,6 @@ def gc_paused() -> Iterator[None]:
     (``gc.disable``): while this runs no thread of the host process collects cycles; cycles
     other threads make meanwhile are collected after it."""
     was = gc.isenabled()
-    if was:
-        _freeze_startup()
     gc.disable()
     try:
         yield
