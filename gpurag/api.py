@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -22,6 +23,7 @@ from gpurag.config import (
 )
 from gpurag.embed import DEFAULT_EMBEDDER
 from gpurag.errors import ConfigError, InputError
+from gpurag.profile import get_profile
 from gpurag.query.results import Passage, QueryResult
 from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
@@ -29,6 +31,12 @@ from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors.codec import decode_all
 
 MODES = ("dense", "bm25", "graph", "global")
+PLAN_MEMO = 64  # query plans an Index keeps (by config fields and options), then starts over
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def trusted_embedder(recorded: str | None, given: str | None, path: Path) -> str | None:
@@ -299,8 +307,8 @@ class Index:
         min_confidence = options.pop("min_confidence", None)
         if min_confidence is not None and not 0.0 <= float(min_confidence) <= 1.0:
             raise ConfigError(f"min_confidence must be within [0, 1], not {min_confidence!r}")
-        qcfg, plan = query_plan(self.query_config, {"k": k, **options}, "query")
-        mode = mode or (qcfg.mode if self.retriever is not None else "dense")
+        cfg_mode, plan = self._query_plan({"k": k, **options})
+        mode = mode or (cfg_mode if self.retriever is not None else "dense")
         if plan.rerank == "auto":  # what it stands for on this index (gpurag.rerank.auto)
             from gpurag.rerank.auto import settle
 
@@ -353,6 +361,30 @@ class Index:
 
             withhold(results, float(min_confidence))
         return results
+
+    def _query_plan(self, values: dict[str, Any]) -> tuple[str, Any]:
+        """The query config's mode and :data:`~gpurag.config.QueryPlan` with ``values`` set
+        (:func:`~gpurag.config.query_plan`), the same plan object again while the query
+        config's fields, ``values`` and the profile its name picks are the same: a batch of
+        one paid ~0.1 ms to copy and check them (issue 26)."""
+        cfg = self.query_config
+        try:
+            # types too: 1, 1.0 and True are equal keys, yet a rule may take one and not another
+            key = (type(cfg), get_profile(cfg.profile),
+                   tuple((v.__class__, v) for v in map(cfg.__getattribute__, _fields(type(cfg)))),
+                   tuple((k, v.__class__, v) for k, v in values.items()))
+            plans = self.__dict__.setdefault("_plans", {})
+            held = plans.get(key)
+        except (TypeError, ConfigError):  # an unhashable value; a bad profile: as before
+            key = held = None
+        if held is None:
+            qcfg, plan = query_plan(cfg, values, "query")
+            held = (qcfg.mode, plan)
+            if key is not None:
+                if len(plans) >= PLAN_MEMO:
+                    plans.clear()
+                plans[key] = held
+        return held
 
     def _global(self, questions: list[str], k: int, options: dict[str, Any]
                 ) -> list[QueryResult]:

@@ -32,7 +32,7 @@ def expansion_topk(lexical: BM25Index, tokens: Tokens, owner: np.ndarray, names:
     if k <= 0 or e == 0:
         return np.zeros((e, max(k, 0)), np.float32), np.full((e, max(k, 0)), -1, np.int64)
     own = lexical.scores(tokens)  # (q, n): each question's row, once, sorted by passage
-    top_s, top_r = sparse_topk(own, k)
+    top_s, top_r = lexical.top(tokens, k)  # the seed search's top-k, cut to k
     # every posting entry of every expansion's name tokens: (expansion, token position, doc)
     m = lexical.matrix
     lo = names.indptr[at]

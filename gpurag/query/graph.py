@@ -373,10 +373,18 @@ class GraphRetriever:
         ("union") and BM25 seeds weigh ``lexical_weight_unbridged``; otherwise "fused"."""
         if cfg.head_mode != "auto":
             return cfg
+        # a frozen plan (Index.query_batch passes the same one again) is resolved once
+        held = getattr(self, "_for_corpus", None)
+        if held is not None and held[0] is cfg and held[1] is self.__dict__.get("_bridge_pages"):
+            return held[2]
         if self.bridged(cfg):
-            return dataclasses.replace(cfg, head_mode="fused")
-        return dataclasses.replace(cfg, head_mode="union",
-                                   lexical_weight=cfg.lexical_weight_unbridged)
+            out = dataclasses.replace(cfg, head_mode="fused")
+        else:
+            out = dataclasses.replace(cfg, head_mode="union",
+                                      lexical_weight=cfg.lexical_weight_unbridged)
+        if type(cfg).__dataclass_params__.frozen:
+            self._for_corpus = (cfg, self.__dict__.get("_bridge_pages"), out)
+        return out
 
     @property
     def title_entity(self) -> np.ndarray:

@@ -46,6 +46,9 @@ class Tokens:
         # (index, rows): the texts' BM25 rows once an index scored them (BM25Index.scores),
         # so the second hop's expansions reuse the seed search's rows
         self.scored: tuple[object, sp.csr_array] | None = None
+        # (index, k, scores, rows): a copy of the widest top-k taken from those rows
+        # (BM25Index.search_tokens), whose prefix is every narrower top-k (BM25Index.top)
+        self.ranked: tuple[object, int, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.indptr) - 1
@@ -162,6 +165,20 @@ class BM25Index:
         if k <= 0 or not len(tokens):
             return (np.zeros((len(tokens), max(k, 0)), np.float32),
                     np.full((len(tokens), max(k, 0)), -1, np.int64))
+        out = sparse_topk(self.scores(tokens), k)
+        if tokens.ranked is None or tokens.ranked[0] is not self or tokens.ranked[1] < k:
+            tokens.ranked = (self, k, out[0].copy(), out[1].copy())
+        return out
+
+    def top(self, tokens: Tokens, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``sparse_topk(self.scores(tokens), k)``: the first ``k`` columns of a wider top-k
+        :meth:`search_tokens` took of the same rows when there is one (the order is total:
+        score, then the lower row; :func:`_top_buckets` keeps every tie at the cut), else
+        ranked afresh."""
+        k = min(k, self.n)
+        held = tokens.ranked
+        if held is not None and held[0] is self and held[1] >= k:
+            return held[2][:, :k], held[3][:, :k]
         return sparse_topk(self.scores(tokens), k)
 
     def search(self, questions: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:

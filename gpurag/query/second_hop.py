@@ -25,6 +25,7 @@ expanded, so a passage's dozens of other names no longer crowd its bridge out.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,9 @@ import scipy.sparse as sp
 from gpurag.arrays import isin_sorted, sorted_lookup, unique_sorted
 from gpurag.query.sparse_rows import cosine_ranking, csr_rows, pack_rows, reached
 from gpurag.resolve.normalize import alias_keys, normalize_name
+
+if TYPE_CHECKING:
+    from gpurag.query.lexical import Tokens
 
 FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
 BRIDGE_DEPTH = 20  # bridge pages kept per question
@@ -418,6 +422,38 @@ class BridgePages:
                 self._chunk_triples = (indptr.astype(np.int64), ids[order])
         return self._chunk_triples
 
+    def name_tokens(self, names: np.ndarray) -> Tokens:
+        """The BM25 tokens of the entities ``names`` (ids) as ``lexical.tokens`` of their names
+        gives them, each name tokenized once per opened index (the first query that needs it)
+        and kept as a slice of one growing id buffer: ``(start, length)`` per entity."""
+        from gpurag.query.lexical import Tokens
+
+        lexical = self.retriever.lexical
+        names = np.asarray(names, np.int64)
+        with self._lock:
+            memo = self.__dict__.get("_name_memo")
+            if memo is None or memo[0] is not lexical:
+                n_ent = len(self.retriever.entity_names)
+                memo = self._name_memo = [lexical, np.full(n_ent, -1, np.int64),
+                                          np.zeros(n_ent, np.int32), np.zeros(0, np.int64), 0]
+            _, start, length, buf, used = memo
+            new = names[start[names] < 0]
+            if new.size:  # names not seen yet: tokenized together, appended to the buffer
+                t = lexical.tokens(self.retriever.entity_names[new].tolist())
+                if used + t.ids.size > buf.size:
+                    grown = np.zeros(max(2 * buf.size, used + t.ids.size, 1024), np.int64)
+                    grown[:used] = buf[:used]
+                    buf = memo[3] = grown
+                buf[used:used + t.ids.size] = t.ids
+                start[new] = used + t.indptr[:-1]
+                length[new] = np.diff(t.indptr)
+                used = memo[4] = used + t.ids.size
+            size = length[names].astype(np.int64)
+            _, ids = csr_rows(np.zeros(names.size, np.int64), start[names], size, buf)
+        indptr = np.zeros(names.size + 1, np.int64)
+        np.cumsum(size, out=indptr[1:])
+        return Tokens(indptr, ids)
+
     def expanded(self, ranking: np.ndarray, questions: list[str], top: int,
                  qvecs: np.ndarray | None = None, triples: int = 0, *, tokens=None,
                  linked=None, stages=None) -> np.ndarray:
@@ -454,7 +490,7 @@ class BridgePages:
             if tokens is None:
                 tokens = lexical.tokens(questions)
             names, at = np.unique(entity, return_inverse=True)
-            name_tokens = lexical.tokens(r.entity_names[names].tolist())
+            name_tokens = self.name_tokens(names)
             # == search_tokens(tokens.concat(owner, name_tokens, at)), each question read once
             from gpurag.query.expansion_bm25 import expansion_topk
 

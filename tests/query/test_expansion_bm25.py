@@ -73,3 +73,40 @@ def test_cached_bm25_rows_are_sorted_when_made_and_not_changed_by_the_expansions
     assert lexical.scores(tokens) is rows
     np.testing.assert_array_equal(rows.indices, before[0])
     np.testing.assert_array_equal(rows.data, before[1])
+
+
+def test_a_narrower_top_k_is_the_prefix_of_the_seed_searchs(graph_index, questions,
+                                                            monkeypatch):
+    """The expansions' question top-k is cut from the seed search's wider one on the same rows
+    (the order is total: score, then the lower row), not ranked again; ties included."""
+    import scipy.sparse as sp
+
+    import gpurag.query.lexical as lex
+
+    lexical = graph_index.retriever.lexical
+    qs = [*questions, "", "zzzz qqqq", "the of and"]
+    for k in (1, EXPANSION_HITS, 7, 40):
+        tokens = lexical.tokens(qs)
+        wide = lexical.search_tokens(tokens, 40)
+        calls = []
+        real = lex.sparse_topk
+        monkeypatch.setattr(lex, "sparse_topk", lambda m, kk: calls.append(kk) or real(m, kk))
+        got = lexical.top(tokens, k)
+        monkeypatch.setattr(lex, "sparse_topk", real)
+        assert calls == []  # sliced, not ranked again
+        want = real(lexical.scores(lexical.tokens(qs)), k)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[0].view(np.int32), want[0].view(np.int32))
+        np.testing.assert_array_equal(got[1], wide[1][:, :k])
+        wide[0][:] = -1  # a caller's changes to its result do not reach the kept copy
+        np.testing.assert_array_equal(lexical.top(tokens, k)[0], want[0])
+    # a tie-heavy row: every passage the same score; ties by the lower row at every width
+    n = lexical.n
+    tied = sp.csr_array((np.full(n, 0.5, np.float32), np.arange(n), np.array([0, n])),
+                        shape=(1, n))
+    for k in (1, 3, 9):
+        np.testing.assert_array_equal(real(tied, 9)[1][:, :k], real(tied, k)[1])
+    # without a wider search the rows are ranked as before
+    fresh = lexical.tokens(questions[:3])
+    np.testing.assert_array_equal(lexical.top(fresh, 5)[1],
+                                  real(lexical.scores(fresh), 5)[1])
