@@ -19,6 +19,7 @@ from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.query.fusion import minmax
 from gpurag.query.linking import LinkedBatch
 from gpurag.query.results import SeedEntity
+from gpurag.query.sparse_rows import summed_csr
 
 
 @dataclass
@@ -142,12 +143,9 @@ def reset_matrix(parts: SeedArrays, hits: SeedHits, cfg: Any) -> tuple[sp.csr_ar
         rows.append(r)
         cols.append(li[r, c] + parts.n_ent)
         vals.append(w[r, c])
-    reset = sp.csr_array(
-        (np.concatenate(vals) if vals else np.zeros(0),
-         (np.concatenate(rows) if rows else np.zeros(0, np.int64),
-          np.concatenate(cols) if cols else np.zeros(0, np.int64))),
-        shape=(q, n))
-    reset.sum_duplicates()
+    reset = summed_csr(np.concatenate(vals) if vals else np.zeros(0),
+                       np.concatenate(rows) if rows else np.zeros(0, np.int64),
+                       np.concatenate(cols) if cols else np.zeros(0, np.int64), (q, n))
     if hits.named is not None and cfg.link_weight > 0 and parts.n_ent:
         reset, seeds = add_named(reset, hits.named, cfg.link_weight, parts, seeds)
     empty = np.flatnonzero(np.diff(reset.indptr) == 0)

@@ -85,11 +85,11 @@ def test_a_narrower_top_k_is_the_prefix_of_the_seed_searchs(graph_index, questio
 
     lexical = graph_index.retriever.lexical
     qs = [*questions, "", "zzzz qqqq", "the of and"]
+    real = lex.sparse_topk
+    calls: list[int] = []
     for k in (1, EXPANSION_HITS, 7, 40):
         tokens = lexical.tokens(qs)
         wide = lexical.search_tokens(tokens, 40)
-        calls = []
-        real = lex.sparse_topk
         monkeypatch.setattr(lex, "sparse_topk", lambda m, kk: calls.append(kk) or real(m, kk))
         got = lexical.top(tokens, k)
         monkeypatch.setattr(lex, "sparse_topk", real)

@@ -90,3 +90,30 @@ def test_scaled_plus_equals_the_sparse_expression():
         np.testing.assert_array_equal(got.indptr, want.indptr)
         np.testing.assert_array_equal(got.indices, want.indices)
         np.testing.assert_array_equal(got.data, want.data)
+
+
+def test_summed_csr_is_scipys_construction_and_sum_bit_for_bit():
+    """The reset matrix's assembly (gpurag/query/seeds.py) calls SciPy's kernels directly:
+    the same canonical arrays and the same float sums of repeated entries, whatever their
+    order (many repeats of few positions, so the index sort's order shows in the sums)."""
+    import pytest
+
+    from gpurag.query.sparse_rows import summed_csr
+
+    rng = np.random.default_rng(3)
+    for q, n, nnz, dtype in ((1, 50, 400, np.float64), (7, 3000, 900, np.float64),
+                             (3, 20, 200, np.float32), (4, 10, 0, np.float64)):
+        rows = rng.integers(0, q, nnz)
+        cols = rng.integers(0, n, nnz)
+        vals = (rng.random(nnz) * 10.0 ** rng.integers(-8, 8, nnz)).astype(dtype)
+        want = sp.csr_array((vals, (rows, cols)), shape=(q, n))
+        want.sum_duplicates()
+        got = summed_csr(vals, rows, cols, (q, n))
+        assert got.has_canonical_format and got.dtype == want.dtype
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        assert got.data.tobytes() == want.data.tobytes()
+    with pytest.raises(ValueError):
+        summed_csr(np.ones(1), np.array([0]), np.array([5]), (1, 5))
+    with pytest.raises(ValueError):
+        summed_csr(np.ones(1), np.array([-1]), np.array([0]), (1, 5))
