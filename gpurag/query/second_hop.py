@@ -153,10 +153,10 @@ def fuse(rankings: list[np.ndarray], weights: list[float], n: int, c: float, k: 
     q = rankings[0].shape[0]
     qs, ids, gain = [], [], []
     for rank, w in zip(rankings, weights, strict=True):
-        ok = rank >= 0
-        qs.append(np.broadcast_to(np.arange(q)[:, None], rank.shape)[ok])
-        ids.append(rank[ok])
-        gain.append(np.broadcast_to(w / (c + 1.0 + np.arange(rank.shape[1])), rank.shape)[ok])
+        r, col = np.nonzero(rank >= 0)  # row-major, as a boolean mask selects
+        qs.append(r)
+        ids.append(rank[r, col])
+        gain.append((w / (c + 1.0 + np.arange(rank.shape[1])))[col])
     key = np.concatenate(qs) * (n + 1) + np.concatenate(ids)
     uniq, inv = np.unique(key, return_inverse=True)
     # bincount adds in input order, as np.add.at does: the same sums

@@ -72,7 +72,7 @@ def top_groups(scores: np.ndarray, rows: np.ndarray, group_of_row: np.ndarray,
     valid = rows >= 0
     groups = np.where(valid, group_of_row[np.maximum(rows, 0)], -1)
     # First occurrence of each (query, group): sort by group within a query, stable in rank.
-    order = np.lexsort((np.broadcast_to(np.arange(m), (q, m)), groups), axis=1)
+    order = np.argsort(groups, axis=1, kind="stable")
     sorted_g = np.take_along_axis(groups, order, axis=1)
     first = np.ones_like(sorted_g, dtype=bool)
     first[:, 1:] = sorted_g[:, 1:] != sorted_g[:, :-1]
