@@ -285,18 +285,27 @@ def _power(
     err = np.zeros(q)
     iters = np.zeros(q, dtype=np.int64)
     products = 0
+    # Without dangling nodes the reset's term is the same every iteration: made once per
+    # active set (the same products), not per iteration.
+    fixed = None
     for it in range(1, max_iter + 1):
         x_new = buf
         _matmul_into(pt, xa, x_new)
         products += xa.shape[1]
         x_new *= d
-        # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
-        coef = (coef0[: xa.shape[1]] if no_dangling else
-                ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype))
-        if r_dense is not None:
-            x_new += r_dense * coef
+        if no_dangling:
+            if fixed is None:
+                coef = coef0[: xa.shape[1]]
+                fixed = r_dense * coef if r_dense is not None else r_vals * coef[r_cols]
+            term = fixed
         else:
-            x_new.reshape(-1)[flat] += r_vals * coef[r_cols]
+            # Column sums accumulate in float64: float32 sums over long columns drift by ~1e-5.
+            coef = ((1 - d) + d * xa[op.dangling].sum(axis=0, dtype=np.float64)).astype(dtype)
+            term = r_dense * coef if r_dense is not None else r_vals * coef[r_cols]
+        if r_dense is not None:
+            x_new += term
+        else:
+            x_new.reshape(-1)[flat] += term
         diff = np.subtract(x_new, xa, out=xa)  # the old iterate is not needed any more
         np.abs(diff, out=diff)
         err_a = diff.sum(axis=0, dtype=np.float64)
@@ -315,6 +324,7 @@ def _power(
                 break
             active, prev = active[keep], prev[keep]
             xa = np.ascontiguousarray(xa[:, keep])
+            fixed = None
             buf = np.empty_like(xa)
             moved = np.cumsum(keep) - 1
             if r_dense is not None:
@@ -435,24 +445,27 @@ def _push_one(
     scratch = _take_scratch(op, g.n_nodes)  # an error below leaves none half-written behind
     p, r, stamp, seen = scratch["p"], scratch["r"], scratch["stamp"], scratch["seen"]
     degree = op.degree
-    seeds = seeds.astype(arrays["indices"].dtype)
+    # node ids as intp: every fancy index below would otherwise convert its int32 ids
+    seeds = seeds.astype(np.intp)
+    no_dangling = op.dangling.size == 0
     r[seeds] = seed_weights
     seen[seeds] = True
     cand, cand_r = seeds, np.asarray(seed_weights, dtype=np.float64)
     received = seeds.size  # receivers over all rounds (with repeats): a bound on the touched
     parts = [seeds]
     while cand.size:
-        keep = cand_r > thr[cand]
-        active = cand[keep]
-        if active.size == 0:
+        keep = np.flatnonzero(cand_r > thr[cand])  # positions: two takes, not two masks
+        if keep.size == 0:
             break
+        active = cand[keep]
         mass = cand_r[keep]
         r[active] = 0.0
         p[active] += (1.0 - damping) * mass
         counts = degree[active]
         nbrs, prob = _row_entries(arrays, active, counts)
+        nbrs = nbrs.astype(np.intp)  # converted once, not by each of the five indexings
         vals = np.repeat(damping * mass, counts) * prob
-        dangling_mass = damping * float(mass[counts == 0].sum())
+        dangling_mass = 0.0 if no_dangling else damping * float(mass[counts == 0].sum())
         if dangling_mass > 0.0:
             nbrs = np.concatenate([nbrs, seeds])
             vals = np.concatenate([vals, dangling_mass * seed_weights])
@@ -465,7 +478,7 @@ def _push_one(
         pos = scratch["pos"][:m]
         stamp[nbrs] = pos
         last = stamp[nbrs]
-        first = last == pos
+        first = np.flatnonzero(last == pos)
         cand = nbrs[first]
         cand_r = r[cand] + np.bincount(last, weights=vals, minlength=m)[first]
         r[cand] = cand_r

@@ -95,8 +95,22 @@ def sparse_topk(rows: sp.csr_array, k: int, lo: int = 0, hi: int | None = None
     val = np.asarray(rows.data, dtype=np.float32)
     keep = (col >= lo) & (col < hi) & (val > 0)
     row, col, val = row[keep], col[keep] - lo, val[keep]
-    order = np.lexsort((col, -val, row))
-    row, col, val = row[order], col[order], val[order]
+    col_bits = max(int(max(hi - lo, 1) - 1).bit_length(), 1)
+    row_bits = max(int(q - 1).bit_length(), 1)
+    if row_bits + 31 + col_bits <= 63:
+        # one sort of int64 keys (row, inverted score bits, column): a positive float32's
+        # bits order as it does, so the order is the lexsort's (row, score down, column)
+        key = row << (31 + col_bits)
+        key |= (np.int64(0x7FFFFFFF) - val.view(np.int32)).astype(np.int64) << col_bits
+        key |= col
+        key.sort()
+        row = key >> (31 + col_bits)
+        col = key & ((1 << col_bits) - 1)
+        val = (np.int64(0x7FFFFFFF) - ((key >> col_bits) & 0x7FFFFFFF)).astype(
+            np.int32).view(np.float32)
+    else:
+        order = np.lexsort((col, -val, row))
+        row, col, val = row[order], col[order], val[order]
     rank = rank_within(row)
     sel = rank < kk
     values[row[sel], rank[sel]] = val[sel]

@@ -35,7 +35,9 @@ def _read_jsonl(path: str) -> list[dict]:
 def cmd_add(args: argparse.Namespace) -> int:
     from gpurag.memory import Memory
     from gpurag.memory.corpus import corpus_traces
+    from gpurag.memory.memory import freeze_startup
 
+    freeze_startup()  # this command's process: its imports' objects out of the collector
     if args.text is None and not args.file and not args.corpus:
         raise InputError("give a trace text, --file traces.jsonl or --corpus corpus.jsonl")
     with Memory.open(args.memory, create=True, lock_timeout=args.lock_timeout) as mem:

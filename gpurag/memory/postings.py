@@ -139,6 +139,11 @@ class Postings:
         total = int(total_of.sum())
         if not total:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        owner = np.repeat(np.arange(len(keys)), total_of)
+        if len(self._runs) == 1:  # one run (a bulk fill, a snapshot read back): one gather
+            (_, rr, rv, _), (lo, size) = self._runs[0], spans[0]
+            at = np.arange(total) + np.repeat(lo - (np.cumsum(size) - size), size)
+            return owner, rr[at].astype(np.int64), rv[at]
         rows = np.empty(total, np.int64)
         vals = np.empty(total, np.float32)
         dest0 = np.cumsum(total_of) - total_of  # each owner's first output slot
@@ -146,13 +151,14 @@ class Postings:
             n = int(size.sum())
             if not n:
                 continue
-            pos = np.arange(n) - np.repeat(np.cumsum(size) - size, size)
-            at = np.repeat(lo, size) + pos
-            dest = np.repeat(dest0, size) + pos  # runs in row order: appended per owner
+            first = np.cumsum(size) - size  # each owner's first place among this run's
+            pos = np.arange(n)
+            at = pos + np.repeat(lo - first, size)
+            dest = pos + np.repeat(dest0 - first, size)  # runs in row order: per owner
             rows[dest] = rr[at]
             vals[dest] = rv[at]
             dest0 = dest0 + size
-        return np.repeat(np.arange(len(keys)), total_of), rows, vals
+        return owner, rows, vals
 
     def values_at(self, key: int, rows: np.ndarray) -> np.ndarray:
         """The value of each of the sorted ``rows`` in ``key``'s list (0 where absent), by a

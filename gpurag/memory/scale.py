@@ -79,6 +79,7 @@ class ScaleIndex:
         self.sess = Postings()
         self.terms = Postings()
         self.doc_len = Grow(np.float32)
+        self._avg_len = (-1, 1.0)  # (n, mean document length of the first n traces)
         self.term_ids: dict[str, int] = {}
         self.common_df = COMMON_DF
         self._stop = _stopwords()
@@ -221,7 +222,19 @@ class ScaleIndex:
 
     # -- the views ----------------------------------------------------------------------------
     def dense_ids(self, qv: np.ndarray, depth: int) -> list[np.ndarray]:
-        _, ids = self.dense.search(np.ascontiguousarray(qv, np.float32), min(depth, self.n))
+        """Top-``depth`` ids per query row from the IVF. A search scanning fewer than
+        ``SINGLE_THREAD_WORK`` codes (rows x probed lists' share of the vectors: one question
+        at 1M traces scans ~32k) runs on the calling thread alone: the OpenMP hand-off cost
+        more than the scan shares (a question at 1M: 2.85 -> 2.55 ms CPU idle; far more at a
+        high load, where the woken thread waits for a core). Each query row is scanned by one
+        thread either way (FAISS splits a batch by rows), so the ids are the same."""
+        from gpurag.vectors.faiss_setup import SINGLE_THREAD_WORK, on_one_thread
+
+        qv = np.ascontiguousarray(qv, np.float32)
+        k = min(depth, self.n)
+        scanned = len(qv) * self.n * min(self.dense.nprobe, self.dense.nlist) / self.dense.nlist
+        _, ids = (on_one_thread(self.dense.search, qv, k) if scanned < SINGLE_THREAD_WORK
+                  else self.dense.search(qv, k))
         return [row[row >= 0].astype(np.int64) for row in ids]
 
     def lexical(self, questions: list[str], k: int) -> list[dict[int, float]]:
@@ -230,7 +243,10 @@ class ScaleIndex:
         traces holding the rarer ones only (:meth:`_lexical_bounded`), which gives the same
         top-``k`` whenever a trace holding only the common terms cannot reach it."""
         n = self.n
-        avg = float(self.doc_len.view().mean()) if n else 1.0
+        if self._avg_len[0] != len(self.doc_len):  # (a mean over every trace: once per size,
+            # not per search; the lengths are only ever appended to)
+            self._avg_len = (len(self.doc_len), float(self.doc_len.view().mean()) if n else 1.0)
+        avg = self._avg_len[1]
         out = []
         for q in questions:
             ids = [self.term_ids[w] for w in self.tokens(q) if w in self.term_ids]
@@ -411,7 +427,10 @@ class ScaleIndex:
         owner, hit = self.postings(anchors)
         deficit = 0.0
         if len(anchors) > 1 and len(hit):
-            per = np.bincount(hit, weights=weights[owner])
+            # each mentioning row's anchor weight (summed in the same order as a bincount
+            # over all rows, without an array the size of the memory)
+            _, at = unique(hit, return_inverse=True)
+            per = np.bincount(at, weights=weights[owner])
             deficit = float(1.0 - per.max())
         if not len(hit):
             return np.zeros(0, np.int64), np.zeros(0, np.float32), deficit

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from gpurag.backends.part import BuildRecord
 from gpurag.config import IndexConfig
@@ -165,13 +166,19 @@ def shrunk_graph(stored: CSRGraph, n_ent: int, drop_passage: np.ndarray, blanked
 
 
 # -- tables ---------------------------------------------------------------------------------
-def renumbered(frame: pd.DataFrame, drop: np.ndarray, new_pos: np.ndarray
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of ``frame`` whose ``chunk`` stays (renumbered) and those of removed chunks."""
-    chunk = frame["chunk"].to_numpy(np.int64)
+def renumbered_table(table: pa.Table, drop: np.ndarray, new_pos: np.ndarray
+                     ) -> tuple[pa.Table, pd.DataFrame]:
+    """The rows of the stored ``table`` whose ``chunk`` stays, renumbered, and those of the
+    removed chunks. The kept rows stay Arrow (filtered, their ``chunk`` column replaced in its
+    own type: no pandas round trip of the strings, written as they are); only the removed
+    chunks' rows (few) become a frame."""
+    at = table.schema.get_field_index("chunk")
+    chunk = table.column(at).to_numpy().astype(np.int64)
     gone = drop[chunk]
-    kept = frame[~gone].assign(chunk=new_pos[chunk[~gone]]).astype(frame.dtypes.to_dict())
-    return kept.reset_index(drop=True), frame[gone].reset_index(drop=True)
+    kept = table.filter(pa.array(~gone))
+    kept = kept.set_column(at, table.schema.field(at),
+                           pa.array(new_pos[chunk[~gone]], type=table.schema.field(at).type))
+    return kept, table.filter(pa.array(gone)).to_pandas()
 
 
 def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
@@ -180,7 +187,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     update (under the write lock ``lock``)."""
     cfg = local.stored_config(d)
     manifest = d.manifest
-    old = d.table(layout.CHUNKS)
+    old_table = d.arrow_table(layout.CHUNKS)
+    old = old_table.select(["doc_id"]).to_pandas()
     found, missing, drop = inc.documents_to_drop(old, wanted, out)
     timings: dict[str, float] = {}
     record = BuildRecord()
@@ -188,84 +196,96 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
     keep = ~drop
     new_pos = np.where(keep, np.cumsum(keep) - 1, -1)
     first = int(np.flatnonzero(drop)[0])
-    chunks = old[keep].reset_index(drop=True)
     result = inc.UpdateResult("delete", out, None, documents=found, chunks=int(drop.sum()),
                               not_found=missing, timings_s=timings)
-
-    t0 = time.perf_counter()
-    raw_m, gone_m = renumbered(d.table(layout.EXTRACT_MENTIONS), drop, new_pos)
-    raw_r, gone_r = renumbered(d.table(layout.EXTRACT_RELATIONS), drop, new_pos)
-    gone = Extraction(mentions=gone_m, relations=gone_r)
-    if not cfg.graph_dates:
-        gone = drop_date_entities(gone)
-    names = d.table(layout.NAMES)
-    lost, _ = local._new_name_table(gone)
-    row = local.stored_name_rows(names, lost.index.to_numpy(dtype=object))
-    dec = np.zeros(len(names), np.int64)
-    ok = row >= 0
-    np.add.at(dec, row[ok], lost.to_numpy(np.int64)[ok])
-    count = np.maximum(names["count"].to_numpy(np.int64) - dec, 0)
-    dead = (dec > 0) & (count == 0)
-    dead_names = set(names.loc[dead, "name"].astype(str))
-    names = names.assign(count=count.astype(names["count"].dtype),
-                         name=names["name"].where(~dead, ""))
-    aliases = d.table(layout.ALIASES)
-    gone_alias = aliases["name"].astype(str).isin(dead_names).to_numpy()
-    aliases = aliases.assign(name=aliases["name"].where(~gone_alias, ""),
-                             key=aliases["key"].where(~gone_alias, ""))
-    mentions, removed_m = renumbered(d.table(layout.MENTIONS), drop, new_pos)
-    relations, removed_r = renumbered(d.table(layout.RELATIONS), drop, new_pos)
-    entities = d.table(layout.ENTITIES)
-    entities = recounted_entities(entities, names, removed_m)
-    blanked = entities["name"].astype(str).eq("").to_numpy() & (
-        entities["n_mentions"].to_numpy() == 0)
-    timings["resolve_s"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    facts = d.table(layout.FACTS)
-    f_chunk = facts["chunk"].to_numpy(np.int64)
-    f_drop = drop[f_chunk]
-    facts = facts.assign(
-        chunk=np.where(f_drop, 0, new_pos[f_chunk]), text=facts["text"].where(~f_drop, ""),
-        weight=np.where(f_drop, 0, facts["weight"].to_numpy()),
-        **({"typed": np.where(f_drop, False, facts["typed"].to_numpy(bool))}
-           if "typed" in facts.columns else {})).astype(facts.dtypes.to_dict())
-    f_ptr = np.asarray(d.array(layout.FACT_ENTITY_INDPTR, mmap=False))
-    f_ent = np.asarray(d.array(layout.FACT_ENTITY_INDICES, mmap=False))
-    lengths = np.diff(f_ptr)
-    f_ent = f_ent[np.repeat(~f_drop, lengths)]
-    lengths = np.where(f_drop, 0, lengths)
-    f_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(f_ptr.dtype)
-    graph = shrunk_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True), len(entities),
-                         drop, blanked, removed_r)
-    timings["graph_s"] = time.perf_counter() - t0
-
     rebuilt: list[str] = []
+    # each table is written as soon as it is known and let go (the peak is the FAISS stage's)
     writer = IndexWriter(out, lock=lock)
     try:
         t0 = time.perf_counter()
-        writer.write_table(layout.CHUNKS, chunks)
+        writer.write_table(layout.CHUNKS, old_table.filter(pa.array(keep)))  # the same bytes
+        no_chunks = old_table.schema.empty_table().to_pandas()
+        del old_table
+        raw_m, gone_m = renumbered_table(d.arrow_table(layout.EXTRACT_MENTIONS), drop, new_pos)
+        writer.write_table(layout.EXTRACT_MENTIONS, raw_m)
+        raw_r, gone_r = renumbered_table(d.arrow_table(layout.EXTRACT_RELATIONS), drop, new_pos)
+        writer.write_table(layout.EXTRACT_RELATIONS, raw_r)
+        del raw_m, raw_r
+        gone = Extraction(mentions=gone_m, relations=gone_r)
+        if not cfg.graph_dates:
+            gone = drop_date_entities(gone)
+        names = d.table(layout.NAMES)
+        lost, _ = local._new_name_table(gone)
+        row = local.stored_name_rows(names, lost.index.to_numpy(dtype=object))
+        dec = np.zeros(len(names), np.int64)
+        ok = row >= 0
+        np.add.at(dec, row[ok], lost.to_numpy(np.int64)[ok])
+        count = np.maximum(names["count"].to_numpy(np.int64) - dec, 0)
+        dead = (dec > 0) & (count == 0)
+        dead_names = set(names.loc[dead, "name"].astype(str))
+        names = names.assign(count=count.astype(names["count"].dtype),
+                             name=names["name"].where(~dead, ""))
+        aliases = d.table(layout.ALIASES)
+        gone_alias = aliases["name"].astype(str).isin(dead_names).to_numpy()
+        aliases = aliases.assign(name=aliases["name"].where(~gone_alias, ""),
+                                 key=aliases["key"].where(~gone_alias, ""))
+        mentions, removed_m = renumbered_table(d.arrow_table(layout.MENTIONS), drop, new_pos)
+        writer.write_table(layout.MENTIONS, mentions)
+        n_mentions = len(mentions)
+        relations, removed_r = renumbered_table(d.arrow_table(layout.RELATIONS), drop, new_pos)
+        writer.write_table(layout.RELATIONS, relations)
+        n_relations = len(relations)
+        del mentions, relations
+        entities = d.table(layout.ENTITIES)
+        entities = recounted_entities(entities, names, removed_m,
+                                      np.unique(names["entity"].to_numpy(np.int64)[dec > 0]))
+        blanked = entities["name"].astype(str).eq("").to_numpy() & (
+            entities["n_mentions"].to_numpy() == 0)
+        timings["resolve_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        facts = d.table(layout.FACTS)
+        f_chunk = facts["chunk"].to_numpy(np.int64)
+        f_drop = drop[f_chunk]
+        facts = facts.assign(
+            chunk=np.where(f_drop, 0, new_pos[f_chunk]), text=facts["text"].where(~f_drop, ""),
+            weight=np.where(f_drop, 0, facts["weight"].to_numpy()),
+            **({"typed": np.where(f_drop, False, facts["typed"].to_numpy(bool))}
+               if "typed" in facts.columns else {})).astype(facts.dtypes.to_dict())
+        f_ptr = np.asarray(d.array(layout.FACT_ENTITY_INDPTR, mmap=False))
+        f_ent = np.asarray(d.array(layout.FACT_ENTITY_INDICES, mmap=False))
+        lengths = np.diff(f_ptr)
+        f_ent = f_ent[np.repeat(~f_drop, lengths)]
+        lengths = np.where(f_drop, 0, lengths)
+        f_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(f_ptr.dtype)
+        graph = shrunk_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True), len(entities),
+                             drop, blanked, removed_r)
+        timings["graph_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
         save_index(shrunk_index(local._writable_index(d, layout.PASSAGES_FAISS, True),
                                 np.flatnonzero(drop), layout.PASSAGES_FAISS, cfg, False,
                                 rebuilt), writer.path(layout.PASSAGES_FAISS))
         timings["passage_index_s"] = time.perf_counter() - t0
-        lexical = local.write_lexical(writer, chunks, record, timings, d, keep, chunks.iloc[:0])
+        lexical = local.write_lexical(
+            writer, lambda: d.table(layout.CHUNKS)[keep].reset_index(drop=True), record,
+            timings, d, keep, no_chunks)
 
         t0 = time.perf_counter()
         name_index = local._writable_index(d, layout.NAMES_FAISS)
         blank_vectors(name_index, np.flatnonzero(dead))
         save_index(name_index, writer.path(layout.NAMES_FAISS))
+        del name_index
         fact_index = local._writable_index(d, layout.FACTS_FAISS)
         blank_vectors(fact_index, np.flatnonzero(f_drop))
         save_index(fact_index, writer.path(layout.FACTS_FAISS))
+        del fact_index
         writer.write_table(layout.NAMES, names)
         writer.write_array(layout.FACT_ENTITY_INDPTR, f_ptr)
         writer.write_array(layout.FACT_ENTITY_INDICES, f_ent)
         csr_mod.save(graph, writer.path(layout.GRAPH_DIR))
         for rel, frame in ((layout.ENTITIES, entities), (layout.ALIASES, aliases),
-                           (layout.MENTIONS, mentions), (layout.RELATIONS, relations),
-                           (layout.FACTS, facts),
-                           (layout.EXTRACT_MENTIONS, raw_m), (layout.EXTRACT_RELATIONS, raw_r)):
+                           (layout.FACTS, facts)):
             writer.write_table(rel, frame)
         # the counts need only the community levels and the stored extraction totals (the
         # stats table is kept as it is: its sums are the stored version's ``extract_*``)
@@ -280,9 +300,9 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         timings["graph_write_s"] = time.perf_counter() - t0
 
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
-        counts = {"documents": documents - len(found), "chunks": len(chunks),
-                  **local.table_counts(entities, aliases, names, mentions, relations, facts,
-                                       graph, communities, stats)}
+        counts = {"documents": documents - len(found), "chunks": int(keep.sum()),
+                  **local.table_counts(entities, aliases, names, n_mentions, n_relations,
+                                       facts, graph, communities, stats)}
         info = dict(manifest.extra.get("incremental") or {})
         change = {"op": "delete", "documents": inc._ids(found), "chunks": int(drop.sum()),
                   "not_found": missing[: inc.MAX_IDS_RECORDED], "reextracted_chunks": 0}
@@ -312,10 +332,12 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
 
 
 def recounted_entities(entities: pd.DataFrame, names: pd.DataFrame,
-                       removed_mentions: pd.DataFrame) -> pd.DataFrame:
+                       removed_mentions: pd.DataFrame, changed: np.ndarray | None = None
+                       ) -> pd.DataFrame:
     """The entity table after a delete: passage and mention counts less the removed mentions'
     (``entity``, ``chunk``: stored numbering), display name, alias and occurrence counts
     recomputed from ``names`` (blanked names count for nothing; an entity with none left gets
-    an empty name)."""
+    an empty name); ``changed``: the entities whose names lost counts (the others keep their
+    display names), None for all."""
     lost_p, lost_m = local.mention_counts(removed_mentions, len(entities))
-    return local.update_entities(entities, names, len(entities), [], -lost_p, -lost_m)
+    return local.update_entities(entities, names, len(entities), [], -lost_p, -lost_m, changed)

@@ -243,7 +243,9 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     rel["tail_entity"] = name_to_entity.reindex(rel["tail"].astype(str)).to_numpy(np.int64)
     rel = rel[rel["head_entity"] != rel["tail_entity"]]
     grow_p, grow_m = mention_counts(mentions, res.n_stored + len(res.new_labels))
-    entities = update_entities(entities, names, res.n_stored, res.new_labels, grow_p, grow_m)
+    # only the entities the new names reached (stored or new) get their display name derived
+    entities = update_entities(entities, names, res.n_stored, res.new_labels, grow_p, grow_m,
+                               np.unique(entity_of_uniq[entity_of_uniq < res.n_stored]))
     timings["resolve_s"] = time.perf_counter() - t0
     return GraphDelta(
         entities=entities, names=names, new_aliases=new_alias[list(aliases.columns)],
@@ -291,20 +293,34 @@ def mention_counts(mentions: pd.DataFrame, n_ent: int) -> tuple[np.ndarray, np.n
 
 
 def update_entities(entities: pd.DataFrame, names: pd.DataFrame, n_stored: int,
-                    new_labels: list[str], passages: np.ndarray, mentions: np.ndarray
-                    ) -> pd.DataFrame:
+                    new_labels: list[str], passages: np.ndarray, mentions: np.ndarray,
+                    changed: np.ndarray | None = None) -> pd.DataFrame:
     """The entity table over the updated ``names``: display name (most frequent surface form,
     ties to the longest, then the first stored), alias and occurrence counts recomputed, passage
     and mention counts changed by the signed per-entity ``passages`` and ``mentions`` (an insert
-    adds, a delete subtracts; never below 0); stored labels kept, new entities labelled."""
+    adds, a delete subtracts; never below 0); stored labels kept, new entities labelled.
+    ``changed``: the stored entities whose names changed (ids); the display names of the other
+    stored ones are kept as stored (the same rule gave them), only these and the new entities'
+    are derived (their names ranked, not all of them). None: every display name derived."""
     n_ent = n_stored + len(new_labels)
     ent = names["entity"].to_numpy(np.int64)
     cnt = names["count"].to_numpy(np.float64)
-    lengths = names["name"].astype(str).str.len().to_numpy(np.int64)
-    order = np.lexsort((np.arange(len(names)), -lengths, -cnt, ent))
-    first = order[np.r_[True, ent[order][1:] != ent[order][:-1]]]
     display = np.empty(n_ent, dtype=object)
-    display[ent[first]] = names["name"].to_numpy(dtype=object)[first]
+    rows = np.arange(len(names))
+    if changed is not None:
+        redo = np.zeros(n_ent, bool)
+        redo[n_stored:] = True
+        redo[np.asarray(changed, np.int64)] = True
+        display[:n_stored] = entities["name"].to_numpy(dtype=object)
+        rows = rows[redo[ent]]
+    name_col = names["name"]
+    if len(rows) < len(names):
+        name_col = name_col.iloc[rows]
+    lengths = name_col.astype(str).str.len().to_numpy(np.int64)
+    e = ent[rows]
+    order = np.lexsort((rows, -lengths, -cnt[rows], e))
+    first = order[np.r_[True, e[order][1:] != e[order][:-1]]] if len(order) else order
+    display[e[first]] = name_col.to_numpy(dtype=object)[first]
     old_p = np.zeros(n_ent, np.int64)
     old_m = np.zeros(n_ent, np.int64)
     old_p[:n_stored] = entities["n_passages"].to_numpy(np.int64)

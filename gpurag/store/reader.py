@@ -94,6 +94,11 @@ class IndexDir:
 
     def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
         """Table ``rel`` (its parts concatenated)."""
+        return self.arrow_table(rel, columns).to_pandas()
+
+    def arrow_table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
+        """Table ``rel`` as Arrow (its parts concatenated; the schema, pandas metadata
+        included, is the first file's)."""
         tables = []
         for name in self.parts(rel):
             try:
@@ -101,9 +106,9 @@ class IndexDir:
             except Exception as exc:
                 raise IndexFormatError(f"corrupt table {self.root / name}: {exc}") from exc
         if len(tables) == 1:
-            return tables[0].to_pandas()
+            return tables[0]
         try:
-            return pa.concat_tables(tables).to_pandas()
+            return pa.concat_tables(tables)
         except Exception as exc:
             raise IndexFormatError(f"corrupt table {self.root / rel}: its parts do not "
                                    f"agree ({exc})") from exc

@@ -185,3 +185,23 @@ def test_the_push_reads_an_int32_graph_in_place_and_keeps_two_thresholds():
         assert np.array_equal(arrays["thresholds"][eps], eps * np.maximum(g.degree(), 1))
     again = _push_one(g, op, s, w, 0.5, 1e-3)
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+def test_sparse_topk_key_sort_orders_as_the_dense_rows():
+    """The one-sort top-k (row, inverted score bits, column keys) orders every positive
+    float32, subnormal ones and ties among them included, as the dense rows' top-k does."""
+    rng = np.random.default_rng(5)
+    q, n, lo, hi = 9, 300, 40, 290
+    dense = np.zeros((q, n), np.float32)
+    for i in range(q):
+        cols = rng.choice(n, int(rng.integers(0, n)), replace=False)
+        vals = rng.random(cols.size).astype(np.float32)
+        vals[::3] = np.float32(1e-40)  # subnormal, and tied
+        vals[1::5] = vals[1]  # ties at ordinary values
+        dense[i, cols] = vals
+    rows = sp.csr_array(dense)
+    for k in (1, 7, 64, 260):
+        want_v, want_i = numpy_topk(dense[:, lo:hi], k)
+        got_v, got_i = sparse_topk(rows, k, lo, hi)
+        np.testing.assert_array_equal(got_i, want_i)
+        np.testing.assert_array_equal(got_v.view(np.int32), want_v.view(np.int32))

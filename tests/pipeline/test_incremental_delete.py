@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from gpurag.config import IndexConfig
@@ -84,3 +85,32 @@ def test_shrunk_index_of_a_parted_index_holds_the_kept_rows_of_base_and_parts(ki
     assert not isinstance(out, PartedIndex) and out.ntotal == len(keep) and rebuilt == []
     assert type(out) is type(base)
     assert np.array_equal(decode_all(out), x[keep])
+
+
+def test_renumbered_table_writes_what_the_pandas_path_wrote(tmp_path):
+    """The kept rows filtered and renumbered in Arrow are the bytes the old pandas round trip
+    wrote (the stored schema and its pandas metadata kept), the removed rows a frame."""
+    import pyarrow.parquet as pq
+
+    from gpurag.pipeline.incremental_delete import renumbered_table
+    from gpurag.store.writer import IndexWriter
+
+    frame = pd.DataFrame({"chunk": np.array([0, 0, 1, 2, 3, 3, 4], np.int32),
+                          "name": pd.array(list("abcdefg"), dtype="string[pyarrow]"),
+                          "entity": np.arange(7, dtype=np.int64)})
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src, compression="zstd")
+    drop = np.array([False, True, False, True, False])
+    new_pos = np.where(~drop, np.cumsum(~drop) - 1, -1)
+    kept, gone = renumbered_table(pq.read_table(src), drop, new_pos)
+    stored = pq.read_table(src).to_pandas()
+    chunk = stored["chunk"].to_numpy(np.int64)
+    want = (stored[~drop[chunk]].assign(chunk=new_pos[chunk[~drop[chunk]]])
+            .astype(stored.dtypes.to_dict()).reset_index(drop=True))
+    assert gone["name"].tolist() == ["c", "e", "f"]
+    w = IndexWriter.__new__(IndexWriter)  # write_table only needs path()
+    w.path = lambda rel: tmp_path / rel  # type: ignore[method-assign]
+    IndexWriter.write_table(w, "a.parquet", kept)
+    IndexWriter.write_table(w, "b.parquet", want)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    assert kept.column("chunk").to_pylist() == [0, 0, 1, 2]
