@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from gpurag.arrays import unique_sorted
 from gpurag.backends.part import BuildRecord
 from gpurag.config import IndexConfig
 from gpurag.extract.base import Extraction
@@ -238,7 +239,7 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         del mentions, relations
         entities = d.table(layout.ENTITIES)
         entities = recounted_entities(entities, names, removed_m,
-                                      np.unique(names["entity"].to_numpy(np.int64)[dec > 0]))
+                                      unique_sorted(names["entity"].to_numpy(np.int64)[dec > 0]))
         blanked = entities["name"].astype(str).eq("").to_numpy() & (
             entities["n_mentions"].to_numpy() == 0)
         timings["resolve_s"] = time.perf_counter() - t0

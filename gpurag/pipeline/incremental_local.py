@@ -245,7 +245,7 @@ def resolve_delta(d: IndexDir, cfg: IndexConfig, ex: Extraction, embedder, name_
     grow_p, grow_m = mention_counts(mentions, res.n_stored + len(res.new_labels))
     # only the entities the new names reached (stored or new) get their display name derived
     entities = update_entities(entities, names, res.n_stored, res.new_labels, grow_p, grow_m,
-                               np.unique(entity_of_uniq[entity_of_uniq < res.n_stored]))
+                               unique_sorted(entity_of_uniq[entity_of_uniq < res.n_stored]))
     timings["resolve_s"] = time.perf_counter() - t0
     return GraphDelta(
         entities=entities, names=names, new_aliases=new_alias[list(aliases.columns)],
