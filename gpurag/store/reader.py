@@ -94,7 +94,11 @@ class IndexDir:
 
     def table(self, rel: str, columns: list[str] | None = None) -> pd.DataFrame:
         """Table ``rel`` (its parts concatenated)."""
-        return self.arrow_table(rel, columns).to_pandas()
+        table = self.arrow_table(rel, columns)
+        try:
+            return table.to_pandas()
+        except Exception as exc:  # e.g. a part's pandas metadata that does not parse
+            raise IndexFormatError(f"corrupt table {self.root / rel}: {exc}") from exc
 
     def arrow_table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
         """Table ``rel`` as Arrow (its parts concatenated; the schema, pandas metadata

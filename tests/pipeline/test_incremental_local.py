@@ -628,3 +628,27 @@ def test_alias_key_column_is_alias_keys_as_a_column():
         column = alias_key_column(table)
         assert column.tolist() == alias_keys(table)
         assert all(isinstance(k, str) for k in column) and column.index.equals(table.index)
+
+
+def test_a_local_insert_rederives_the_display_name_of_a_stored_entity_its_names_reach(
+        split_index, tmp_path, runtime):
+    """New mentions of a stored entity's second surface form make it the most frequent: the
+    local insert names the entity by it (only the entities the new names reach are re-derived,
+    and this one is among them), and every display name follows the rule over all names."""
+    base = split_index("A", tmp_path / "inc", runtime)
+    names = base.dir.table(layout.NAMES)
+    entity = int(names.loc[names["name"] == "Kestrel Dynamics Ltd", "entity"].iloc[0])
+    assert base.dir.table(layout.ENTITIES).loc[entity, "name"] == "Kestrel Dynamics"
+    doc = _write(tmp_path / "new" / "new.jsonl", [{
+        "id": "ltd-news", "title": "Quarterly filing",
+        "text": "Kestrel Dynamics Ltd filed its accounts in March. Analysts said Kestrel "
+                "Dynamics Ltd had grown. A spokesperson for Kestrel Dynamics Ltd declined to "
+                "comment."}])
+    grown = base.insert(doc, show_progress=False)
+    assert grown.manifest.extra["incremental"]["mode"] == "local"
+    entities = grown.dir.table(layout.ENTITIES)
+    assert entities.loc[entity, "name"] == "Kestrel Dynamics Ltd"
+    zero = np.zeros(len(entities), np.int64)
+    every = local_mod.update_entities(entities, grown.dir.table(layout.NAMES), len(entities),
+                                      [], zero, zero)
+    assert every["name"].tolist() == entities["name"].tolist()

@@ -146,3 +146,26 @@ def test_a_damaged_part_is_an_error_naming_it(tmp_path, damage):
     (index / rel).write_bytes(bytes(data))
     with pytest.raises(IndexFormatError, match=rel.split("/")[-1]):
         open_index_dir(index)
+
+
+def test_a_table_that_does_not_convert_to_pandas_is_an_index_format_error(tmp_path,
+                                                                          monkeypatch):
+    """Parts that read and concatenate but whose pandas metadata does not parse: the table
+    read names the table (IndexFormatError), not a bare JSON error."""
+    import pyarrow as pa
+
+    from gpurag.errors import IndexFormatError
+    from gpurag.store.reader import IndexDir
+
+    index = tmp_path / "idx"
+    _base(index)
+    _append(index, 50, 52)
+    d = open_index_dir(index)
+    read = IndexDir.arrow_table
+
+    def bad_metadata(self, rel, columns=None) -> pa.Table:
+        return read(self, rel, columns).replace_schema_metadata({b"pandas": b'{"bad"'})
+
+    monkeypatch.setattr(IndexDir, "arrow_table", bad_metadata)
+    with pytest.raises(IndexFormatError, match="corrupt table"):
+        d.table(layout.CHUNKS)
