@@ -273,6 +273,13 @@ class BuildProfile(Profile):
     # The edge between an entity and a passage whose title names it weighs this much (other
     # mention edges weigh 1): the walk from an entity prefers the entity's own page.
     title_edge_weight: float = constant(10.0, float, lo=0, open_lo=True)
+    # A local insert adds its passages to the BM25 model as a delta weighted with the corpus
+    # statistics of then, the stored weights kept (gpurag/query/lexical_delta.py); the insert
+    # that would take the passage count more than this share past the last full weighting
+    # re-weights the whole model. Lucene's idf moves by about ln(1 + share) (< 0.1 of idf
+    # values of 5-10 at 0.10) and avgdl by less, well inside the local-update tolerance
+    # (tests/pipeline/test_incremental_tolerance.py); a full build never has a delta.
+    lexical_reweight_growth: float = constant(0.10, float, lo=0)
     # The HNSW graphs of the entity and fact seeds (IndexConfig.hnsw_threshold rows and more):
     # M, efConstruction, and the efSearch stored in the FAISS file (queries search with it).
     hnsw_m: int = constant(16, int, lo=2)

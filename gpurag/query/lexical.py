@@ -100,8 +100,13 @@ class BM25Index:
 
     @classmethod
     def load(cls, folder: str | Path, n: int) -> BM25Index:
-        """The model :meth:`save` wrote for ``n`` chunks, memory-mapped."""
+        """The model :meth:`save` wrote for ``n`` chunks, memory-mapped; with a local
+        insert's delta beside it (:mod:`gpurag.query.lexical_delta`) the delta's columns
+        appended (in memory)."""
+        from gpurag.query.lexical_delta import with_delta
+
         model = _bm25s().BM25.load(str(folder), mmap=True, show_progress=False)
+        model = with_delta(model, folder)  # local inserts' delta columns, if any
         _check_model(model, n, folder)
         return cls(model=model, n=n)
 
