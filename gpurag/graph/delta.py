@@ -200,12 +200,11 @@ def stored_weights(graph_dir: Path, n_base_entities: int, parts: list[Path],
     look = np.flatnonzero(~found & (br >= 0) & (bc >= 0))
     if look.size:
         from gpurag.arrays import unique_sorted
-        from gpurag.graph.csr import ranges
 
         ur = unique_sorted(br[look])
         ip = np.asarray(indptr, np.int64)
         starts, ends = ip[ur], ip[ur + 1]
-        at = ranges(starts, ends - starts)
+        at = _ranges(starts, ends - starts)
         seg_rows = np.repeat(ur, ends - starts)
         seg_keys = seg_rows * n_base + np.asarray(indices[at], np.int64)
         q = br[look] * n_base + bc[look]
@@ -223,3 +222,13 @@ def _base_node(nodes: np.ndarray, n_ent: int, n_eb: int, n_base: int) -> np.ndar
     out = np.where(nodes < n_ent, np.where(nodes < n_eb, nodes, -1),
                    np.where(n_eb + p < n_base, n_eb + p, -1))
     return out.astype(np.int64)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` per pair (:func:`gpurag.graph.csr.ranges`, which
+    imports this module: no import circle)."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    return np.repeat(starts - (ends - counts), counts) + np.arange(total, dtype=np.int64)
