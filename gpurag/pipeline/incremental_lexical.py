@@ -227,10 +227,11 @@ def write_lexical_delta(stored_folder: Path, out_folder: Path, n_stored: int, ke
     return True
 
 
-def tokenized_pairs(texts: list[str], vocab: dict[str, int], first_doc: int, bm25s
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def tokenized_pairs(texts: list[str], vocab: dict[str, int], first_doc: int, next_id: int,
+                    bm25s) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``(tf, term, doc, lengths, words)`` of ``texts`` (passages ``first_doc`` on), tokenized
-    as bm25s indexes them; words new to ``vocab`` are added to it (ids after its own) and
+    as bm25s indexes them; words new to ``vocab`` are added to it (ids ``next_id`` on: not
+    ``len(vocab)``, as bm25s' vocabulary may hold an empty word at the id past its terms) and
     returned in id order."""
     tf, terms, docs, lengths, words_new = [], [], [], [], []
     if texts:
@@ -243,7 +244,7 @@ def tokenized_pairs(texts: list[str], vocab: dict[str, int], first_doc: int, bm2
             for word_id, n in Counter(ids).items():
                 word = words[word_id]
                 if word not in vocab:
-                    vocab[word] = len(vocab)
+                    vocab[word] = next_id + len(words_new)
                     words_new.append(word)
                 terms.append(vocab[word])
                 docs.append(first_doc + j)
@@ -252,47 +253,36 @@ def tokenized_pairs(texts: list[str], vocab: dict[str, int], first_doc: int, bm2
             np.asarray(docs, np.int64), np.asarray(lengths, np.float64), words_new)
 
 
-def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
-    """Write the BM25 model of an insert of ``new_chunks`` into the version ``writer``
-    writes as a delta (:mod:`gpurag.query.lexical_delta`): the stored model's files kept, the
-    new passages' entries a part, weighted with the corpus statistics of now. False (nothing
-    written) when it must be re-weighted whole instead: ``N`` would grow more than ``growth``
-    past the last full weighting, or the stored model's counts cannot be recovered."""
-    import json
-
-    from gpurag.query.lexical import _bm25s
-    from gpurag.store import layout
-
-    bm25s = _bm25s()
-    folder = d.file(layout.LEXICAL_DIR)
-    try:
-        meta = (lexical_delta.read_meta(folder)
-                if d.has(f"{layout.LEXICAL_DIR}/{lexical_delta.META}") else None)
-        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
-    except Exception:  # an unreadable copy: re-weighted (or rebuilt) whole
-        return False
+def delta_part(model, meta: dict | None, stored_parts: list[np.ndarray], texts: list[str],
+               growth: float, bm25s) -> tuple[np.ndarray, dict] | None:
+    """The entries of a new BM25 delta part for passages ``texts`` over the stored base
+    ``model`` and its delta (``meta``, None: none yet; ``stored_parts``), weighted with the
+    corpus statistics after the insert, and the delta's new meta; None when the model must be
+    re-weighted whole instead (``N`` more than ``growth`` past the last full weighting, or
+    the base's counts not recoverable)."""
     base_indptr = np.asarray(model.scores["indptr"], np.int64)
     if meta is None:  # the first insert over this base: its total length, once
         counts = recover_counts(model)
         if counts is None:
-            return False
+            return None
         n_b = int(model.scores["num_docs"])
         meta = {"format": 1, "k1": float(model.k1), "b": float(model.b), "base_docs": n_b,
                 "base_terms": len(base_indptr) - 1, "base_len": float(counts[3].sum()),
                 "weighted_docs": n_b, "docs": n_b, "total_len": float(counts[3].sum()),
                 "words": [], "parts": []}
-    n_now = int(meta["docs"]) + len(new_chunks)
+    n_now = int(meta["docs"]) + len(texts)
     if n_now > meta["weighted_docs"] * (1 + growth):
-        return False
+        return None
     vocab = dict(model.vocab_dict)
     for i, word in enumerate(meta["words"]):
         vocab[str(word)] = meta["base_terms"] + i
-    tf, term, doc, lengths, words = tokenized_pairs(passage_texts(new_chunks), vocab,
-                                                    int(meta["docs"]), bm25s)
-    n_terms = len(vocab)
+    next_id = int(meta["base_terms"]) + len(meta["words"])
+    tf, term, doc, lengths, words = tokenized_pairs(texts, vocab, int(meta["docs"]), next_id,
+                                                    bm25s)
+    n_terms = next_id + len(words)
     df = np.zeros(n_terms, np.int64)
     df[: len(base_indptr) - 1] = np.diff(base_indptr)
-    for part in lexical_delta.load_parts(folder, meta, mmap=True):
+    for part in stored_parts:
         df += np.bincount(np.asarray(part["term"]), minlength=n_terms)
     df += np.bincount(term, minlength=n_terms)
     total = float(meta["total_len"]) + float(lengths.sum())
@@ -304,12 +294,38 @@ def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
     entries["term"], entries["doc"], entries["tf"] = term, doc, tf
     entries["weight"] = (idf[term] * (tf / (norm + tf))).astype(np.float32)
     entries = entries[np.lexsort((doc, term))]
+    return entries, {**meta, "docs": n_now, "total_len": total,
+                     "words": [*meta["words"], *words]}
+
+
+def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
+    """Write the BM25 model of an insert of ``new_chunks`` into the version ``writer``
+    writes as a delta (:mod:`gpurag.query.lexical_delta`): the stored model's files kept, the
+    new passages' entries a part (:func:`delta_part`). False (nothing written) when it must
+    be re-weighted whole instead."""
+    import json
+
+    from gpurag.query.lexical import _bm25s
+    from gpurag.store import layout
+
+    bm25s = _bm25s()
+    folder = d.file(layout.LEXICAL_DIR)
+    try:
+        meta = (lexical_delta.read_meta(folder)
+                if d.has(f"{layout.LEXICAL_DIR}/{lexical_delta.META}") else None)
+        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        stored = lexical_delta.load_parts(folder, meta, mmap=True) if meta else []
+    except Exception:  # an unreadable copy: re-weighted (or rebuilt) whole
+        return False
+    made = delta_part(model, meta, stored, passage_texts(new_chunks), growth, bm25s)
+    if made is None:
+        return False
+    entries, meta = made
     for rel in layout.LEXICAL_FILES:
         writer.keep(d, rel)
     parts = writer.append_part(d, lexical_delta.PART_REL, entries,
                                lexical_delta.sorted_entries)
-    meta = {**meta, "docs": n_now, "total_len": total, "words": [*meta["words"], *words],
-            "parts": [Path(p).name for p in parts]}
+    meta["parts"] = [Path(p).name for p in parts]
     writer.path(f"{layout.LEXICAL_DIR}/{lexical_delta.META}").write_text(
         json.dumps(meta, sort_keys=True), encoding="utf-8")
     return True
