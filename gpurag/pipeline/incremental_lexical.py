@@ -253,23 +253,22 @@ def tokenized_pairs(texts: list[str], vocab: dict[str, int], first_doc: int, nex
             np.asarray(docs, np.int64), np.asarray(lengths, np.float64), words_new)
 
 
-def delta_part(model, meta: dict | None, stored_parts: list[np.ndarray], texts: list[str],
-               growth: float, bm25s) -> tuple[np.ndarray, dict] | None:
-    """The entries of a new BM25 delta part for passages ``texts`` over the stored base
-    ``model`` and its delta (``meta``, None: none yet; ``stored_parts``), weighted with the
-    corpus statistics after the insert, and the delta's new meta; None when the model must be
-    re-weighted whole instead (``N`` more than ``growth`` past the last full weighting, or
-    the base's counts not recoverable)."""
-    base_indptr = np.asarray(model.scores["indptr"], np.int64)
+def delta_part(model, meta: dict | None, texts: list[str], growth: float, bm25s
+               ) -> tuple[np.ndarray, dict] | None:
+    """The entries ``(term, doc, tf)`` of a new BM25 delta part for passages ``texts`` over
+    the stored base ``model`` and its delta (``meta``, None: none yet), and the delta's new
+    meta; None when the model must be re-weighted whole instead (``N`` more than ``growth``
+    past the last full weighting, or the base's counts not recoverable). Readers weight the
+    entries (:func:`~gpurag.query.lexical_delta.with_delta`)."""
     if meta is None:  # the first insert over this base: its total length, once
         counts = recover_counts(model)
         if counts is None:
             return None
         n_b = int(model.scores["num_docs"])
         meta = {"format": 1, "k1": float(model.k1), "b": float(model.b), "base_docs": n_b,
-                "base_terms": len(base_indptr) - 1, "base_len": float(counts[3].sum()),
-                "weighted_docs": n_b, "docs": n_b, "total_len": float(counts[3].sum()),
-                "words": [], "parts": []}
+                "base_terms": len(np.asarray(model.scores["indptr"])) - 1,
+                "base_len": float(counts[3].sum()), "weighted_docs": n_b, "docs": n_b,
+                "total_len": float(counts[3].sum()), "words": [], "parts": []}
     n_now = int(meta["docs"]) + len(texts)
     if n_now > meta["weighted_docs"] * (1 + growth):
         return None
@@ -279,23 +278,11 @@ def delta_part(model, meta: dict | None, stored_parts: list[np.ndarray], texts: 
     next_id = int(meta["base_terms"]) + len(meta["words"])
     tf, term, doc, lengths, words = tokenized_pairs(texts, vocab, int(meta["docs"]), next_id,
                                                     bm25s)
-    n_terms = next_id + len(words)
-    df = np.zeros(n_terms, np.int64)
-    df[: len(base_indptr) - 1] = np.diff(base_indptr)
-    for part in stored_parts:
-        df += np.bincount(np.asarray(part["term"]), minlength=n_terms)
-    df += np.bincount(term, minlength=n_terms)
-    total = float(meta["total_len"]) + float(lengths.sum())
-    k1, b = float(meta["k1"]), float(meta["b"])
-    idf = lucene_idf(df, n_now)
-    dl = lengths[doc - int(meta["docs"])]
-    norm = k1 * ((1 - b) + b * dl / (total / n_now))
     entries = np.empty(len(tf), lexical_delta.ENTRY)
     entries["term"], entries["doc"], entries["tf"] = term, doc, tf
-    entries["weight"] = (idf[term] * (tf / (norm + tf))).astype(np.float32)
     entries = entries[np.lexsort((doc, term))]
-    return entries, {**meta, "docs": n_now, "total_len": total,
-                     "words": [*meta["words"], *words]}
+    return entries, {**meta, "docs": n_now, "total_len": float(meta["total_len"]) + float(
+        lengths.sum()), "words": [*meta["words"], *words]}
 
 
 def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
@@ -314,10 +301,9 @@ def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
         meta = (lexical_delta.read_meta(folder)
                 if d.has(f"{layout.LEXICAL_DIR}/{lexical_delta.META}") else None)
         model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
-        stored = lexical_delta.load_parts(folder, meta, mmap=True) if meta else []
     except Exception:  # an unreadable copy: re-weighted (or rebuilt) whole
         return False
-    made = delta_part(model, meta, stored, passage_texts(new_chunks), growth, bm25s)
+    made = delta_part(model, meta, passage_texts(new_chunks), growth, bm25s)
     if made is None:
         return False
     entries, meta = made

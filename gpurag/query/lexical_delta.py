@@ -3,22 +3,24 @@
 A local insert used to re-weight and write the whole bm25s model (its weights depend on the
 passage count ``N``, the document frequencies and ``avgdl``). Now the stored model (the last
 full weighting's: a build, a compact, a delete, or an insert that re-weighted) is kept as it is
-and an insert writes only its new passages' entries:
+and an insert writes only its new passages' counts:
 
 * ``lexical/delta.json``: ``k1``/``b``, the base's passages, terms and total length, the
   passage count of the last full weighting, the passages and total length now, the words new
   to the vocabulary (their ids follow the base's), and the parts in order;
-* ``lexical/delta.partNNNNN.npy``: entries ``(term, doc, tf, weight)`` sorted by
-  ``(term, doc)``; ``weight`` is the Lucene weight with the corpus statistics at that insert
-  (``N``, document frequencies and ``avgdl`` over the base, the earlier parts and the new
-  passages), ``tf`` what a re-weighting needs.
+* ``lexical/delta.partNNNNN.npy``: entries ``(term, doc, tf)`` sorted by ``(term, doc)``.
 
-Every passage's entries live in one piece (the base or one part), so the loaded model is the
-base's term-passage matrix with the delta's columns appended (:func:`with_delta`); a query
-scores it as one model. The base's weights keep their (stale) statistics: the insert that would
-take ``N`` more than ``lexical_reweight_growth`` (build profile) past the last full weighting
-re-weights the whole model instead (:mod:`gpurag.pipeline.incremental_lexical`). A model
-without a delta reads as it always did: a full build's scores are unchanged.
+Opening the model (:func:`with_delta`, ``O(nnz)`` once) weights them with the corpus
+statistics of now (``N``, document frequencies and ``avgdl`` over the base and the delta: the
+Lucene weights a rebuild gives these passages) and rescales each base weight by its term's
+``idf_now / idf_stored`` (exact in ``N`` and the document frequencies; only the base passages'
+length normalization keeps the ``avgdl`` of the last full weighting). Every passage's entries
+live in one piece, so the model is the base's term-passage matrix with the delta's columns
+appended, and a query scores it as one model. The insert that would take ``N`` more than
+``lexical_reweight_growth`` (build profile) past the last full weighting re-weights the whole
+model instead (:mod:`gpurag.pipeline.incremental_lexical`), which bounds that ``avgdl``
+drift and the delta's share of the model. A model without a delta reads as it always did: a
+full build's scores are unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 META = "delta.json"
 PART_REL = "lexical/delta.npy"  # the parts' base name (:mod:`gpurag.store.parts`); never written
-ENTRY = np.dtype([("term", "<i8"), ("doc", "<i8"), ("tf", "<f4"), ("weight", "<f4")])
+ENTRY = np.dtype([("term", "<i8"), ("doc", "<i8"), ("tf", "<f4")])
 KEYS = ("k1", "b", "base_docs", "base_terms", "base_len", "weighted_docs", "docs",
         "total_len", "words", "parts")
 
@@ -74,8 +76,11 @@ def sorted_entries(parts: list[np.ndarray]) -> np.ndarray:
 
 def with_delta(model, folder: str | Path) -> object:
     """The bm25s ``model`` (the stored base) with the delta in ``folder`` applied: its
-    vocabulary extended by the delta's words and its term-passage matrix by the delta's
-    columns (one ``O(nnz)`` copy per open). A folder without a delta: ``model`` unchanged."""
+    vocabulary extended by the delta's words, the delta's passages weighted and appended as
+    columns, the base's weights rescaled to the document frequencies and passage count of now
+    (see the module docstring). A folder without a delta: ``model`` unchanged."""
+    from gpurag.query.lexical import lucene_idf
+
     meta = read_meta(folder)
     if meta is None:
         return model
@@ -89,19 +94,32 @@ def with_delta(model, folder: str | Path) -> object:
         vocab[str(word)] = v_b + i
     n_terms = v_b + len(meta["words"])
     e = sorted_entries(load_parts(folder, meta))
-    term, doc = e["term"], e["doc"]
+    term, doc, tf = e["term"], e["doc"], e["tf"].astype(np.float64)
     n = int(meta["docs"])
     if term.size and (int(term.min()) < 0 or int(term.max()) >= n_terms
-                      or int(doc.min()) < n_b or int(doc.max()) >= n):
+                      or int(doc.min()) < n_b or int(doc.max()) >= n or float(tf.min()) < 1):
         raise ValueError(f"BM25 delta in {folder}: entries outside its terms or passages")
+    base_df = np.diff(indptr)
+    df = np.bincount(term, minlength=n_terms)
+    df[:v_b] += base_df
+    idf = lucene_idf(df, n)  # float32, as bm25s stores it
+    # the base's weights: idf_stored * g(tf, dl, avgdl_stored) -> idf_now * the same g
+    idf_old = lucene_idf(base_df, n_b).astype(np.float64)
+    scale = np.divide(idf[:v_b], idf_old, out=np.ones(v_b), where=idf_old > 0)
+    data = np.asarray(s["data"])
+    base = (data * np.repeat(scale, base_df)).astype(data.dtype)
+    # the delta's weights: Lucene's with the statistics of now (lucene_weights' arithmetic)
+    dl = np.bincount(doc - n_b, weights=tf, minlength=n - n_b)
+    k1, b = float(meta["k1"]), float(meta["b"])
+    norm = k1 * ((1 - b) + b * dl[doc - n_b] / (float(meta["total_len"]) / n))
+    weight = (idf[term] * (tf / (norm + tf))).astype(data.dtype)
     ends = np.concatenate([indptr[1:], np.full(n_terms - v_b, indptr[-1], np.int64)])
     at = ends[term]  # each term's new passages follow its stored ones
     counts = np.diff(np.concatenate([[0], ends])) + np.bincount(term, minlength=n_terms)
+    indices = np.asarray(s["indices"])
     model.scores = {
-        "data": np.insert(np.asarray(s["data"]), at, e["weight"].astype(np.asarray(
-            s["data"]).dtype)),
-        "indices": np.insert(np.asarray(s["indices"]), at, doc.astype(np.asarray(
-            s["indices"]).dtype)),
+        "data": np.insert(base, at, weight),
+        "indices": np.insert(indices, at, doc.astype(indices.dtype)),
         "indptr": np.concatenate([[0], np.cumsum(counts)]).astype(indptr.dtype),
         "num_docs": n,
     }
