@@ -14,7 +14,11 @@ from all chunks as before. The formula and the passage text are
 :mod:`gpurag.query.lexical`'s (:func:`~gpurag.query.lexical.lucene_weights`,
 :func:`~gpurag.query.lexical.passage_texts`).
 
-An update then tokenizes only the new chunks (terms new to the vocabulary get ids after the
+A local insert within the build profile's ``lexical_reweight_growth`` writes only the new
+chunks' counts as a delta (:func:`delta_part`, :mod:`gpurag.query.lexical_delta`); the rest
+(a delete, an insert past that bound) re-weights the whole model: the stored counts (the base's
+recovered, the delta's as stored) with the change applied. An update then tokenizes only the
+new chunks (terms new to the vocabulary get ids after the
 stored ones), drops the removed passages' pairs, and recomputes every weight with the new
 ``N``, document frequencies and ``avgdl`` in one vectorized pass: the scores are a full
 build's (the vocabulary ids, and so the files, are not).

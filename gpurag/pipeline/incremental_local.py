@@ -12,14 +12,17 @@ corpus, so its cost grows with the index. A local insert instead
   the stored codec, :mod:`gpurag.vectors.parted`; the stored file is kept as it is and readers
   search the base and its parts as one index); an index whose size crosses the threshold where
   a build picks another kind is rebuilt from its stored vectors;
-* merges the new edges into the stored CSR graph (passage node ids shift by the number of new
-  entities: one vectorized remap, no re-aggregation of stored edges).
+* writes the changed entries of the CSR graph as a delta part beside the stored CSR files
+  (:mod:`gpurag.graph.delta`: merged on read, exactly the graph a whole rewrite gives; folded
+  into a new base when it outgrows :data:`~gpurag.graph.delta.FOLD_FRACTION` of it).
 
 Communities are repaired locally (:func:`repair_communities`: a new entity joins every
 community of its most strongly linked stored entity, the others form new level-0 communities;
-nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model is
-updated from the stored one (:mod:`~gpurag.pipeline.incremental_lexical`: only the new chunks
-tokenized, every weight recomputed, the scores a rebuild gives). The result is not byte-
+nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model
+gets the new chunks' term counts as a delta beside the stored one
+(:mod:`gpurag.query.lexical_delta`, weighted by readers with the statistics of now), or, past
+the build profile's ``lexical_reweight_growth``, is re-weighted whole from the stored counts
+(:mod:`~gpurag.pipeline.incremental_lexical`: the scores a rebuild gives). The result is not byte-
 identical to a full build: the extraction of the new chunks may differ from the batch a build
 gives them (the fast extractor's sentence-initial rule looks at its batch), new names never
 merge stored entities, a new typed triple equal to a stored one is a second fact, and Leiden
