@@ -29,6 +29,7 @@ from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors.codec import decode_all
+from gpurag.vectors.masked import drop_rows, masked
 
 MODES = ("dense", "bm25", "graph", "global")
 PLAN_MEMO = 64  # query plans an Index keeps (by config fields and options), then starts over
@@ -73,8 +74,10 @@ class Index:
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         checks.check_chunks(self.dir, self.chunks)
-        self.passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
-        checks.check_dense(self.dir, len(self.chunks), self.passage_index)
+        checks.check_dense(self.dir, len(self.chunks), self.dir.faiss(layout.PASSAGES_FAISS))
+        # chunks a local delete removed stay rows (blank in ``chunks``); searches skip them
+        self.deleted = self.dir.deleted_chunks()
+        self.passage_index = masked(self.dir.faiss(layout.PASSAGES_FAISS), self.deleted)
         self._embedder_given = embedder
         self._embedder = None
         self._retriever = None
@@ -254,7 +257,7 @@ class Index:
         if getattr(self, "_lexical", None) is None:
             from gpurag.query.lexical import BM25Index
 
-            self._lexical = BM25Index(self.chunks)
+            self._lexical = BM25Index.over_live(self.chunks, self.deleted)
         return self._lexical
 
     @property
@@ -340,6 +343,8 @@ class Index:
         else:
             scores, rows, extras = self.retriever.retrieve(questions, qvecs, plan,
                                                            self.passage_search, stages)
+        if self.deleted.size:  # what a local delete removed is never returned, in any mode
+            scores, rows = drop_rows(np.asarray(scores), np.asarray(rows), self.deleted)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         timings = {"embed": embed_ms, "retrieve": search_ms,
                    **stages.per_question(len(questions))}

@@ -461,6 +461,9 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     embedder = runtime.embedder_for(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     n_old = len(old)
     n_chunks = n_old + len(new_chunks)
+    # chunks local deletes removed keep their ids (tombstones): the new ones run on after them
+    live_old = d.live_chunks(n_old)
+    n_deleted = n_old - int(live_old.sum())
 
     # extraction of the new chunks only
     t0 = time.perf_counter()
@@ -522,9 +525,13 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         append_vectors(writer, d, layout.PASSAGES_FAISS, d.faiss(layout.PASSAGES_FAISS),
                        new_vectors, cfg, False, rebuilt)
         timings["passage_index_s"] = time.perf_counter() - t0
-        lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS), new_chunks],
-                                                          ignore_index=True),
-                                record, timings, d, np.ones(n_old, bool), new_chunks)
+        # the BM25 model covers the chunks that stay (deleted ones out), in order
+        lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS)[live_old],
+                                                           new_chunks], ignore_index=True),
+                                record, timings, d, np.ones(n_old - n_deleted, bool),
+                                new_chunks)
+        if d.has(layout.DELETED_CHUNKS):
+            writer.keep(d, layout.DELETED_CHUNKS)
 
         t0 = time.perf_counter()
         append_vectors(writer, d, layout.NAMES_FAISS, name_index, delta.new_name_vectors, cfg,
@@ -549,14 +556,17 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
         rows = {rel: table_rows(d, rel) + len(appended[rel])
                 for rel in (layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS)}
-        counts = {"documents": documents + report.documents, "chunks": n_chunks,
+        counts = {"documents": documents + report.documents, "chunks": n_chunks - n_deleted,
+                  **({"deleted_chunks": n_deleted} if n_deleted else {}),
                   **table_counts(delta.entities, rows[layout.ALIASES], delta.names,
                                  rows[layout.MENTIONS], rows[layout.RELATIONS],
                                  rows[layout.FACTS], kg.graph, communities, stats)}
         info = dict(manifest.extra.get("incremental") or {})
         incremental = {
             "mode": LOCAL,
-            "exact_below": min(int(info.get("exact_below", n_old)), n_old),
+            # a position among the chunks that stay (what compact numbers them by)
+            "exact_below": min(int(info.get("exact_below", n_old - n_deleted)),
+                               n_old - n_deleted),
             "local_updates": int(info.get("local_updates", 0)) + 1,
             "updated_locally": ["extraction of the new chunks", "alias resolution of new names",
                                 "entity, mention, relation and fact tables",

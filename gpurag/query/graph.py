@@ -129,7 +129,10 @@ class GraphRetriever:
     def passage_index(self):
         """The passage FAISS index: the opened index's, or read once from the folder."""
         if self._passage_index is None:
-            self._passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
+            from gpurag.vectors.masked import masked
+
+            self._passage_index = masked(self.dir.faiss(layout.PASSAGES_FAISS),
+                                         self.dir.deleted_chunks())
         return self._passage_index
 
     def passage_vectors(self) -> np.ndarray:
@@ -170,12 +173,13 @@ class GraphRetriever:
 
         if all(self.dir.has(rel) for rel in layout.LEXICAL_FILES):
             try:
-                return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg)
+                return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg,
+                                      self.dir.deleted_chunks())
             except Exception as exc:  # a copy this bm25s cannot read is rebuilt, not fatal
                 log.warning(
                     "index %s: its BM25 copy cannot be read (%s); rebuilding it in memory",
                     self.dir.root, exc)
-        return BM25Index(self.chunks)
+        return BM25Index.over_live(self.chunks, self.dir.deleted_chunks())
 
     # -- parts the stages read ------------------------------------------------------------
     @functools.cached_property

@@ -45,6 +45,13 @@ NAMES = "tables/names.parquet"
 NAMES_FAISS = "vectors/names.faiss"
 FACTS_FAISS = "vectors/facts.faiss"
 
+# Tombstones: the sorted ids of the chunks a local delete removed (int64, cumulative over
+# deletes). The chunk table, the passage vectors and the stored extraction keep their rows
+# (ids are never renumbered); readers treat these chunks as blank and never return them
+# (:meth:`~gpurag.store.reader.IndexDir.deleted_chunks`). Their text stays on disk in the kept
+# files until ``gpurag compact`` (or any full write) drops them.
+DELETED_CHUNKS = "arrays/deleted_chunks.npy"
+
 # Optional files: written only by some extractors (or not yet by any stage).
 DESCRIPTIONS = "tables/descriptions.parquet"
 REPORTS = "tables/reports.parquet"
@@ -64,7 +71,7 @@ REQUIRED_GRAPH: tuple[str, ...] = (
     GRAPH_INDPTR, GRAPH_INDICES, GRAPH_WEIGHTS,
     FACT_ENTITY_INDPTR, FACT_ENTITY_INDICES, NAMES_FAISS, FACTS_FAISS,
 )
-OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS, *EXTRACT_FILES)
+OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS, *EXTRACT_FILES, DELETED_CHUNKS)
 
 # Siblings of an index directory ``<parent>/<name>``.
 LOCK_SUFFIX = "lock"

@@ -62,6 +62,33 @@ class IndexDir:
     def has(self, rel: str) -> bool:
         return rel in self.manifest.files
 
+    def deleted_chunks(self) -> np.ndarray:
+        """The sorted ids of the chunks local deletes removed (:data:`~gpurag.store.layout.
+        DELETED_CHUNKS`; empty when there are none). Their rows stay in the chunk table and
+        the passage vectors; :meth:`table` gives them blank and queries never return them."""
+        held = self.__dict__.get("_deleted")
+        if held is None:
+            held = np.zeros(0, np.int64)
+            if self.has(layout.DELETED_CHUNKS):
+                arr = self.array(layout.DELETED_CHUNKS, mmap=False)
+                if arr.ndim != 1 or arr.dtype.kind not in "iu" or (
+                        arr.size and (int(arr[0]) < 0 or bool(np.any(arr[1:] <= arr[:-1])))):
+                    raise IndexFormatError(f"corrupt array {self.root / layout.DELETED_CHUNKS}"
+                                           ": not sorted distinct chunk ids")
+                held = arr.astype(np.int64)
+            self._deleted = held
+        return held
+
+    def live_chunks(self, n: int) -> np.ndarray:
+        """``(n,)`` bool: which of the ``n`` chunk ids are not deleted."""
+        live = np.ones(n, bool)
+        gone = self.deleted_chunks()
+        if gone.size and int(gone[-1]) >= n:
+            raise IndexFormatError(f"index {self.root} is inconsistent: "
+                                   f"{layout.DELETED_CHUNKS} names chunks outside [0, {n})")
+        live[gone] = False
+        return live
+
     def file(self, rel: str) -> Path:
         """The path to read ``rel`` of this version from."""
         return self.path / rel
@@ -110,12 +137,16 @@ class IndexDir:
             except Exception as exc:
                 raise IndexFormatError(f"corrupt table {self.root / name}: {exc}") from exc
         if len(tables) == 1:
-            return tables[0]
-        try:
-            return pa.concat_tables(tables)
-        except Exception as exc:
-            raise IndexFormatError(f"corrupt table {self.root / rel}: its parts do not "
-                                   f"agree ({exc})") from exc
+            table = tables[0]
+        else:
+            try:
+                table = pa.concat_tables(tables)
+            except Exception as exc:
+                raise IndexFormatError(f"corrupt table {self.root / rel}: its parts do not "
+                                       f"agree ({exc})") from exc
+        if rel == layout.CHUNKS and self.deleted_chunks().size:
+            table = blanked_chunks(table, ~self.live_chunks(len(table)))
+        return table
 
     def array(self, rel: str, mmap: bool = True) -> np.ndarray:
         """Array ``rel`` (memory-mapped when ``mmap`` and it has no parts; parts are
@@ -138,6 +169,29 @@ class IndexDir:
     def close(self) -> None:
         """Release the pinned files now (also done when the object is collected)."""
         self._finalizer()
+
+
+BLANKED_COLUMNS = ("chunk_id", "doc_id", "title", "text")
+
+
+def blanked_chunks(table: pa.Table, gone: np.ndarray) -> pa.Table:
+    """The chunk ``table`` with the rows ``gone`` (bool) blank: empty ``chunk_id``,
+    ``doc_id``, ``title`` and ``text`` (a deleted chunk keeps its row, so ids stay rows)."""
+    import pyarrow.compute as pc
+
+    mask = pa.array(gone)
+    for name in BLANKED_COLUMNS:
+        at = table.schema.get_field_index(name)
+        if at < 0:
+            continue
+        field = table.schema.field(at)
+        try:
+            col = pc.if_else(mask, pa.scalar("", type=field.type), table.column(at))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            col = pc.if_else(mask, pa.scalar(""), table.column(at).cast(pa.string()))
+            field = field.with_type(pa.string())
+        table = table.set_column(at, field, col)
+    return table
 
 
 def _release(fds: list[int], view: Path | None, owner: int | None = None) -> None:

@@ -316,10 +316,19 @@ def test_local_delete_touches_only_the_removed_documents(split_index, tmp_path, 
                        runtime=runtime, show_progress=False)
     assert _file_digests(shrunk) != _file_digests(want)
     _within_tolerance(shrunk, want)
-    assert list(dict.fromkeys(shrunk.chunks["doc_id"])) == [x["id"] for x in rest]
+    # chunk ids stay: the removed chunks are blank rows (tombstones), in place
+    shown = shrunk.chunks["doc_id"]
+    assert list(dict.fromkeys(shown[shown != ""])) == [x["id"] for x in rest]
+    assert len(shrunk.chunks) == len(full.chunks)
+    assert (shown == "").sum() == len(shrunk.dir.deleted_chunks()) == len(full.chunks) - len(
+        want.chunks) == shrunk.manifest.counts["deleted_chunks"]
+    assert shrunk.manifest.counts["chunks"] == len(want.chunks)
     ents = shrunk.dir.table(layout.ENTITIES)
     assert len(ents) == len(full.dir.table(layout.ENTITIES))  # ids stable: blanked, not removed
     assert shrunk.retriever.graph.n_nodes == len(ents) + len(shrunk.chunks)
+    indptr = np.asarray(shrunk.retriever.graph.indptr)
+    gone = len(ents) + shrunk.dir.deleted_chunks()
+    assert (indptr[gone + 1] == indptr[gone]).all()  # removed passages: nodes without edges
     blank = ents["name"].eq("").to_numpy()
     assert blank.any() and (ents.loc[blank, ["n_passages", "n_mentions", "count"]] == 0).all().all()
     mentions = shrunk.dir.table(layout.MENTIONS)
