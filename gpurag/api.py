@@ -29,7 +29,7 @@ from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors.codec import decode_all
-from gpurag.vectors.masked import drop_rows, masked
+from gpurag.vectors.masked import drop_rows
 
 MODES = ("dense", "bm25", "graph", "global")
 PLAN_MEMO = 64  # query plans an Index keeps (by config fields and options), then starts over
@@ -77,7 +77,7 @@ class Index:
         checks.check_dense(self.dir, len(self.chunks), self.dir.faiss(layout.PASSAGES_FAISS))
         # chunks a local delete removed stay rows (blank in ``chunks``); searches skip them
         self.deleted = self.dir.deleted_chunks()
-        self.passage_index = masked(self.dir.faiss(layout.PASSAGES_FAISS), self.deleted)
+        self.passage_index = self.dir.searchable(layout.PASSAGES_FAISS)
         self._embedder_given = embedder
         self._embedder = None
         self._retriever = None

@@ -176,6 +176,9 @@ def load_stored(d: IndexDir) -> Stored:
     known = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
     if len(texts) != len(known):  # inconsistent files: reuse nothing rather than misalign
         texts, known = [], np.zeros((0, dim), np.float32)
+    elif "" in texts:  # rows a delete blanked (their vectors kept, or zero): not reused
+        used = np.asarray([t != "" for t in texts], bool)
+        texts, known = [t for t in texts if t != ""], known[used]
     return Stored(cfg, d.manifest, chunks, vectors, ex, stats, texts, known)
 
 

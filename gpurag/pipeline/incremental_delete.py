@@ -60,33 +60,12 @@ from gpurag.pipeline import incremental_local as local
 from gpurag.pipeline.graph_stage import drop_date_entities
 from gpurag.store import IndexWriter, WriteLock, layout
 from gpurag.store.reader import IndexDir
-from gpurag.vectors import save_index
 
 if TYPE_CHECKING:  # the runtime is built at the edge and passed down
     from gpurag.runtime import Runtime
 
 COMMUNITIES_DELETE = ("kept from the previous version: entities a delete left without names "
                       "stay placed (blanked); nothing is re-clustered")
-
-
-# -- vectors ----------------------------------------------------------------------------------
-def blank_vectors(index, rows: np.ndarray) -> None:
-    """Set the stored vectors ``rows`` of a flat, scalar-quantized or HNSW index to zero in
-    place (they stay as ids, scoring 0 against every query)."""
-    from gpurag.vectors.faiss_index import _faiss
-
-    faiss = _faiss()
-    rows = np.asarray(rows, np.int64)
-    if not len(rows):
-        return
-    if isinstance(index, faiss.IndexIVF):  # the codes live in lists: take out, add back zero
-        index.remove_ids(rows)
-        index.add_with_ids(np.zeros((len(rows), int(index.d)), np.float32), rows)
-        return
-    store = faiss.downcast_index(index.storage) if isinstance(index, faiss.IndexHNSW) else index
-    size = int(store.code_size)
-    codes = faiss.rev_swig_ptr(store.codes.data(), int(store.ntotal) * size).reshape(-1, size)
-    codes[rows] = store.sa_encode(np.zeros((1, int(index.d)), np.float32))
 
 
 # -- graph ----------------------------------------------------------------------------------
@@ -232,14 +211,14 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
             timings, d, ~drop[live_before], d.table(layout.CHUNKS, columns=["text"]).iloc[:0])
 
         t0 = time.perf_counter()
-        name_index = local._writable_index(d, layout.NAMES_FAISS)
-        blank_vectors(name_index, np.flatnonzero(dead))
-        save_index(name_index, writer.path(layout.NAMES_FAISS))
-        del name_index
-        fact_index = local._writable_index(d, layout.FACTS_FAISS)
-        blank_vectors(fact_index, np.flatnonzero(f_drop))
-        save_index(fact_index, writer.path(layout.FACTS_FAISS))
-        del fact_index
+        # the name and fact vectors are kept as stored; the rows now unused are tombstoned
+        for rel, rows in ((layout.NAMES_FAISS, np.flatnonzero(dead)),
+                          (layout.FACTS_FAISS, np.flatnonzero(f_drop))):
+            for name in d.parts(rel):
+                writer.keep(d, name)
+            tomb = layout.TOMBSTONES[rel]
+            writer.write_array(tomb, unique_sorted(np.concatenate(
+                [d.deleted_rows(tomb), rows.astype(np.int64)])))
         writer.write_table(layout.NAMES, names)
         writer.write_array(layout.FACT_ENTITY_INDPTR, f_ptr)
         writer.write_array(layout.FACT_ENTITY_INDICES, f_ent)

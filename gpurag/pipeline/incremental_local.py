@@ -476,7 +476,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
 
     rebuilt: list[str] = []
     name_index = d.faiss(layout.NAMES_FAISS)  # mapped; its parts searched with it
-    delta = resolve_delta(d, cfg, ex, embedder, name_index, timings)
+    # resolved against the names in use: rows a delete left unused are searched past
+    delta = resolve_delta(d, cfg, ex, embedder, d.searchable(layout.NAMES_FAISS), timings)
     result.embedded_texts = len(delta.new_name_vectors)
     result.reused_vectors = 0
 
@@ -530,8 +531,9 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
                                                            new_chunks], ignore_index=True),
                                 record, timings, d, np.ones(n_old - n_deleted, bool),
                                 new_chunks)
-        if d.has(layout.DELETED_CHUNKS):
-            writer.keep(d, layout.DELETED_CHUNKS)
+        for rel in layout.TOMBSTONES.values():  # what local deletes removed stays removed
+            if d.has(rel):
+                writer.keep(d, rel)
 
         t0 = time.perf_counter()
         append_vectors(writer, d, layout.NAMES_FAISS, name_index, delta.new_name_vectors, cfg,

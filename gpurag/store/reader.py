@@ -66,18 +66,36 @@ class IndexDir:
         """The sorted ids of the chunks local deletes removed (:data:`~gpurag.store.layout.
         DELETED_CHUNKS`; empty when there are none). Their rows stay in the chunk table and
         the passage vectors; :meth:`table` gives them blank and queries never return them."""
-        held = self.__dict__.get("_deleted")
-        if held is None:
-            held = np.zeros(0, np.int64)
-            if self.has(layout.DELETED_CHUNKS):
-                arr = self.array(layout.DELETED_CHUNKS, mmap=False)
+        return self.deleted_rows(layout.DELETED_CHUNKS)
+
+    def deleted_rows(self, rel: str) -> np.ndarray:
+        """The sorted row ids a tombstone array ``rel`` lists (empty when it is absent)."""
+        held = self.__dict__.setdefault("_deleted", {})
+        if rel not in held:
+            rows = np.zeros(0, np.int64)
+            if self.has(rel):
+                arr = self.array(rel, mmap=False)
                 if arr.ndim != 1 or arr.dtype.kind not in "iu" or (
                         arr.size and (int(arr[0]) < 0 or bool(np.any(arr[1:] <= arr[:-1])))):
-                    raise IndexFormatError(f"corrupt array {self.root / layout.DELETED_CHUNKS}"
-                                           ": not sorted distinct chunk ids")
-                held = arr.astype(np.int64)
-            self._deleted = held
-        return held
+                    raise IndexFormatError(f"corrupt array {self.root / rel}: not sorted "
+                                           "distinct row ids")
+                rows = arr.astype(np.int64)
+            held[rel] = rows
+        return held[rel]
+
+    def searchable(self, rel: str):
+        """The vector index ``rel`` as queries search it: :meth:`faiss`, without the rows
+        its tombstones list (:class:`~gpurag.vectors.masked.MaskedIndex`: never returned,
+        decoded as zero vectors)."""
+        from gpurag.vectors.masked import masked
+
+        index = self.faiss(rel)
+        tomb = layout.TOMBSTONES.get(rel)
+        gone = self.deleted_rows(tomb) if tomb else np.zeros(0, np.int64)
+        if gone.size and int(gone[-1]) >= int(index.ntotal):
+            raise IndexFormatError(f"index {self.root} is inconsistent: {tomb} names rows "
+                                   f"outside [0, {index.ntotal})")
+        return masked(index, gone)
 
     def live_chunks(self, n: int) -> np.ndarray:
         """``(n,)`` bool: which of the ``n`` chunk ids are not deleted."""

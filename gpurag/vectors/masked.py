@@ -12,8 +12,9 @@ ids and scores unchanged:
 * anything else (a torch or GPU searcher made from the index on a device) is searched for
   ``k`` plus the number of deleted rows and the deleted ones dropped.
 
-``reconstruct_n`` / ``reconstruct_batch`` pass through (rows keep their ids, so decoding a
-deleted row still works: callers only decode rows a search or the graph gave them).
+``reconstruct_n`` / ``reconstruct_batch`` (so :func:`~gpurag.vectors.codec.decode_all`) give a
+deleted row as a zero vector: what rewriting the file with the row blanked gave, without the
+rewrite.
 """
 
 from __future__ import annotations
@@ -44,10 +45,17 @@ class MaskedIndex:
         return self.inner.metric_type
 
     def reconstruct_n(self, start: int, n: int) -> np.ndarray:
-        return self.inner.reconstruct_n(start, n)
+        return self.reconstruct_batch(np.arange(start, start + n, dtype=np.int64))
 
     def reconstruct_batch(self, rows: np.ndarray) -> np.ndarray:
-        return self.inner.reconstruct_batch(rows)
+        """The stored vectors of ``rows``, a deleted row's as zeros (as a delete that
+        rewrote the file would have blanked it)."""
+        from gpurag.vectors.codec import decode_all
+
+        rows = np.asarray(rows, np.int64)
+        out = decode_all(self.inner, rows)
+        out[self.gone()[rows]] = 0
+        return out
 
     def gone(self) -> np.ndarray:
         """``(ntotal,)`` bool: the deleted rows."""
