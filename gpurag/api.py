@@ -74,10 +74,10 @@ class Index:
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         checks.check_chunks(self.dir, self.chunks)
-        checks.check_dense(self.dir, len(self.chunks), self.dir.faiss(layout.PASSAGES_FAISS))
         # chunks a local delete removed stay rows (blank in ``chunks``); searches skip them
         self.deleted = self.dir.deleted_chunks()
         self.passage_index = self.dir.searchable(layout.PASSAGES_FAISS)
+        checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder
         self._embedder = None
         self._retriever = None
@@ -181,7 +181,11 @@ class Index:
                exact: bool = False) -> Index:
         """Remove the documents ``doc_ids`` and everything only they supported (chunks,
         vectors, mentions, relations, facts, entities) as a new version; returns it opened.
-        By default a local update (as :meth:`insert`); ``exact=True``: a full build's bytes."""
+        By default a local update (as :meth:`insert`): the removed chunks are tombstoned (ids
+        kept: their rows of :attr:`chunks` are blank, no query returns them) and the chunk
+        table, vector files and stored extraction are kept, not rewritten, so **their text
+        stays on disk until** :meth:`compact` (to delete for privacy, compact after);
+        ``exact=True``: a full build's bytes."""
         from gpurag.pipeline.updates import delete_documents
 
         if isinstance(doc_ids, str):

@@ -16,19 +16,21 @@ deletes, sealed in the manifest like every file). A delete
 * drops the removed chunks' rows from the mention and relation tables (ids unchanged), and
   subtracts what they counted from the entities and surface names they named;
 * **blanks** what only they supported: a surface name no remaining chunk uses keeps its row in
-  the name and alias tables and the name index, with its text (and lookup key) emptied, its
-  count zero and its vector set to zero; an entity left without names keeps its id with its
-  name emptied and its counts zero; a fact of a removed chunk becomes an empty row (no text, no
-  entities, a zero vector). The name and fact FAISS files are therefore still written whole;
+  the name and alias tables with its text (and lookup key) emptied and its count zero, and its
+  vector row is tombstoned (``arrays/deleted_names.npy``: never found, decoded as zeros); an
+  entity left without names keeps its id with its name emptied and its counts zero; a fact of
+  a removed chunk becomes an empty row (no text, no entities) and its vector row is tombstoned
+  (``arrays/deleted_facts.npy``). The name and fact FAISS files are kept as stored;
 * takes the removed passages' edges, the removed relations' weights and every edge of a
   blanked entity out of the graph (the CSR written whole; passage nodes keep their ids, so the
   removed ones stay as nodes without edges), and updates the BM25 model
   (:mod:`gpurag.pipeline.incremental_lexical`: the removed passages' term counts out, every
   weight recomputed; the scores a rebuild gives).
 
-So a delete writes the tombstones, the mention, relation, name, alias, entity and fact tables,
-the fact-entity arrays, the name and fact FAISS files, the graph CSR and the BM25 model, and
-not the chunk table, the passage vectors or the extraction (at 50k passages the largest files).
+So a delete writes the three tombstone arrays, the mention, relation, name, alias, entity and
+fact tables, the fact-entity arrays, the graph CSR and the BM25 model (whole: they are the
+files whose rows change), and not the chunk table, any FAISS file or the stored extraction
+(at 50k passages the FAISS files alone are 137 of 214 MB).
 **The deleted documents' text stays on disk** in the kept chunk table and extraction (and
 their vectors in the passage index) until ``gpurag compact`` (or an exact update) writes the
 full build of what stays: a user deleting for privacy must compact.

@@ -112,10 +112,10 @@ def _writable_index(d: IndexDir, rel: str, parted: bool = False):
     """The stored FAISS index read into memory (not mapped), so vectors can be added or
     removed; the vectors of its appended parts (local inserts) added to it, so it holds every
     row in order (its writer then writes it whole: the parts are not carried over).
-    ``parted``: over an IVF or HNSW base, whose every kept vector a shrink adds again anyway
-    (:func:`~gpurag.pipeline.incremental_delete.shrunk_index`), the parts are not added (an
-    HNSW graph insertion or IVF assignment for nothing): a :class:`PartedIndex` of the
-    in-memory base and the stored parts."""
+    ``parted``: over an IVF or HNSW base, the parts are not added (an HNSW graph insertion or
+    IVF assignment for nothing where the caller re-adds every vector anyway): a
+    :class:`PartedIndex` of the in-memory base and the stored parts. (A local delete writes
+    no FAISS file: it tombstones rows, :mod:`gpurag.pipeline.incremental_delete`.)"""
     from gpurag.vectors.faiss_index import _faiss, load_index
 
     faiss = _faiss()
