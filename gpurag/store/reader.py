@@ -147,7 +147,12 @@ class IndexDir:
 
     def arrow_table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
         """Table ``rel`` as Arrow (its parts concatenated; the schema, pandas metadata
-        included, is the first file's)."""
+        included, is the first file's). Chunks a local delete removed are blank in the chunk
+        table and absent from the stored extraction (their rows are still in the files)."""
+        by_chunk = rel in CHUNK_KEYED and self.deleted_chunks().size
+        wanted = columns
+        if by_chunk and columns is not None and "chunk" not in columns:
+            columns = [*columns, "chunk"]
         tables = []
         for name in self.parts(rel):
             try:
@@ -164,6 +169,13 @@ class IndexDir:
                                        f"agree ({exc})") from exc
         if rel == layout.CHUNKS and self.deleted_chunks().size:
             table = blanked_chunks(table, ~self.live_chunks(len(table)))
+        elif by_chunk and "chunk" in table.schema.names:
+            chunk = table.column("chunk").to_numpy().astype(np.int64)
+            gone = self.deleted_chunks()
+            pos = np.minimum(np.searchsorted(gone, chunk), len(gone) - 1)
+            table = table.filter(pa.array(gone[pos] != chunk))
+            if wanted is not None:
+                table = table.select(wanted)
         return table
 
     def array(self, rel: str, mmap: bool = True) -> np.ndarray:
@@ -190,6 +202,8 @@ class IndexDir:
 
 
 BLANKED_COLUMNS = ("chunk_id", "doc_id", "title", "text")
+# Tables by chunk a local delete keeps as stored: a reader never sees a deleted chunk's rows
+CHUNK_KEYED = (layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_DESCRIPTIONS)
 
 
 def blanked_chunks(table: pa.Table, gone: np.ndarray) -> pa.Table:
