@@ -108,3 +108,29 @@ def test_split_by_chunk_keeps_ids():
     kept, gone = split_by_chunk(table, np.array([False, True, False]))
     assert kept.column("chunk").to_pylist() == [0, 2] and kept.schema == table.schema
     assert gone["entity"].tolist() == [2, 3]
+
+
+def test_a_masked_index_on_cuda_masks_the_device_searcher_made_from_its_rows(monkeypatch):
+    """query_index on cuda: the device searcher is made from the stored index (all rows) and
+    the tombstones stay applied to it (a device searcher made from the mask would not know)."""
+    from gpurag.backends import searcher as backend
+
+    x = _vectors(120)
+    index = build_index(x, 10_000, 42, None, codec=codec_for("int8", 16))
+    made = []
+
+    class Device:
+        def __init__(self, inner):
+            self.inner, self.ntotal, self.d = inner, inner.ntotal, inner.d
+            made.append(inner)
+
+        def search(self, q, k):
+            return search(self.inner, q, k)
+
+    monkeypatch.setattr(backend, "searcher_for_index", lambda i, device: Device(i))
+    gone = np.array([1, 5, 9], np.int64)
+    out = backend.query_index(MaskedIndex(index, gone), "cuda:0")
+    assert isinstance(out, MaskedIndex) and made == [index]
+    ids = out.search(x[gone], 4)[1]
+    assert not np.isin(ids, gone).any() and np.array_equal(ids, _exact_without(x, x[gone],
+                                                                               gone, 4))
