@@ -179,5 +179,5 @@ def test_resealed_tombstones_that_are_not_chunk_ids(copy, bad):
     values = np.zeros(2, np.float64) if bad == "float" else np.asarray(bad, np.int64)
     np.save(copy / layout.DELETED_CHUNKS, values, allow_pickle=False)
     _reseal(copy, layout.DELETED_CHUNKS)
-    with pytest.raises(IndexFormatError, match="deleted_chunks|outside"):
+    with pytest.raises(IndexFormatError, match=r"deleted_chunks|outside"):
         Index.open(copy)
