@@ -29,6 +29,7 @@ from gpurag.query.timing import Stages
 from gpurag.runtime import Runtime
 from gpurag.store import checks, layout, open_index_dir
 from gpurag.vectors.codec import decode_all
+from gpurag.vectors.masked import drop_rows
 
 MODES = ("dense", "bm25", "graph", "global")
 PLAN_MEMO = 64  # query plans an Index keeps (by config fields and options), then starts over
@@ -73,7 +74,9 @@ class Index:
         self.query_config = load_config()[1]  # defaults < $GPURAG_CONFIG file < GPURAG_QUERY_*
         self.chunks: pd.DataFrame = self.dir.table(layout.CHUNKS)
         checks.check_chunks(self.dir, self.chunks)
-        self.passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
+        # chunks a local delete removed stay rows (blank in ``chunks``); searches skip them
+        self.deleted = self.dir.deleted_chunks()
+        self.passage_index = self.dir.searchable(layout.PASSAGES_FAISS)
         checks.check_dense(self.dir, len(self.chunks), self.passage_index)
         self._embedder_given = embedder
         self._embedder = None
@@ -178,7 +181,11 @@ class Index:
                exact: bool = False) -> Index:
         """Remove the documents ``doc_ids`` and everything only they supported (chunks,
         vectors, mentions, relations, facts, entities) as a new version; returns it opened.
-        By default a local update (as :meth:`insert`); ``exact=True``: a full build's bytes."""
+        By default a local update (as :meth:`insert`): the removed chunks are tombstoned (ids
+        kept: their rows of :attr:`chunks` are blank, no query returns them) and the chunk
+        table, vector files and stored extraction are kept, not rewritten, so **their text
+        stays on disk until** :meth:`compact` (to delete for privacy, compact after);
+        ``exact=True``: a full build's bytes."""
         from gpurag.pipeline.updates import delete_documents
 
         if isinstance(doc_ids, str):
@@ -254,7 +261,7 @@ class Index:
         if getattr(self, "_lexical", None) is None:
             from gpurag.query.lexical import BM25Index
 
-            self._lexical = BM25Index(self.chunks)
+            self._lexical = BM25Index.over_live(self.chunks, self.deleted)
         return self._lexical
 
     @property
@@ -340,6 +347,8 @@ class Index:
         else:
             scores, rows, extras = self.retriever.retrieve(questions, qvecs, plan,
                                                            self.passage_search, stages)
+        if self.deleted.size:  # what a local delete removed is never returned, in any mode
+            scores, rows = drop_rows(np.asarray(scores), np.asarray(rows), self.deleted)
         search_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         timings = {"embed": embed_ms, "retrieve": search_ms,
                    **stages.per_question(len(questions))}

@@ -151,6 +151,9 @@ def cmd_update(args: argparse.Namespace) -> int:
             f"{str(extra.get('communities') or 'full re-cluster').split(':')[0]}"
             + ("; local update (within a tolerance of a full build: `gpurag compact` "
                "restores it)" if local else ""))
+        if local and r.op == "delete":
+            say("  the removed text stays on disk (tombstoned, never returned) until "
+                f"`gpurag compact {r.path}`")
     if r.skipped:
         say("  skipped: " + ", ".join(f"{n} {k}" for k, n in r.skipped.items()))
     if r.not_found:
@@ -356,7 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", help="index directory")
     _add_update_options(p)
 
-    p = sub.add_parser("delete", help="remove documents from an index (a new version)")
+    p = sub.add_parser(
+        "delete", help="remove documents from an index (a new version)",
+        description="Remove documents from an index as a new version. A local delete (the "
+                    "default) marks their chunks deleted (tombstones): no query returns them and "
+                    "no reader shows their text, but the text and vectors stay on disk in the "
+                    "kept files until `gpurag compact INDEX` (or --exact) rewrites the index "
+                    "without them. Deleting for privacy: run `gpurag compact` after.")
     p.add_argument("index", help="index directory")
     ids = p.add_mutually_exclusive_group(required=True)
     ids.add_argument("--doc-ids", nargs="+", help="ids of the documents to remove")

@@ -142,6 +142,10 @@ def query_index(index: Any, device: str) -> Any:
     result has ``search(x, k) -> (scores, ids)`` and ``ntotal``."""
     if not str(device).startswith("cuda"):
         return index
+    from gpurag.vectors.masked import MaskedIndex
+
+    if isinstance(index, MaskedIndex):  # the device searcher of its rows, the same rows masked
+        return MaskedIndex(query_index(index.inner, device), index.deleted)
     if hasattr(index, "reconstruct_n") and hasattr(index, "metric_type"):
         return searcher_for_index(index, device)
     searched_by = getattr(index, "searched_by", None)

@@ -68,9 +68,13 @@ def _entity_nodes(index: IndexDir) -> tuple[pd.DataFrame, int]:
 
 def _passage_nodes(index: IndexDir) -> pd.DataFrame:
     chunks = index.table(layout.CHUNKS, columns=["chunk_id", "doc_id", "title"])
+    ids = np.arange(len(chunks))
+    if index.deleted_chunks().size:  # chunks a local delete removed: no node (ids kept)
+        live = index.live_chunks(len(chunks))
+        chunks, ids = chunks[live].reset_index(drop=True), ids[live]
     title = chunks["title"].fillna("").astype(str)
     return pd.DataFrame({
-        "id": PASSAGE_PREFIX + pd.Series(np.arange(len(chunks))).astype(str),
+        "id": PASSAGE_PREFIX + pd.Series(ids).astype(str),
         "kind": "passage",
         "name": title.where(title != "", chunks["chunk_id"].astype(str)),
         "doc_id": chunks["doc_id"].astype(str),

@@ -198,7 +198,7 @@ def _split_topk(g: CSRGraph, r: sp.csr_array, k: int, lo: int, hi: int | None,
     for rows, pushed in ((np.flatnonzero(push), True), (np.flatnonzero(~push), False)):
         if rows.size == 0:
             continue
-        sub = rn[rows]
+        sub = rn if rows.size == q else rn[rows]  # one method for all: no row copy
         want = None if gather is None else np.asarray(gather, np.int64)[rows]
         if pushed:
             x = host_ppr._push_batch(g, sub, damping, eps)

@@ -165,6 +165,8 @@ def load_stored(d: IndexDir) -> Stored:
             if pos.size and (pos.min() < 0 or pos.max() >= len(chunks)):
                 raise IndexFormatError(f"index {d.root} is inconsistent: {rel} names chunks "
                                        f"outside [0, {len(chunks)})")
+    if d.deleted_chunks().size:  # tombstones: what stays, renumbered as a build numbers it
+        chunks, vectors, ex = without_deleted(d.live_chunks(len(chunks)), chunks, vectors, ex)
     if cfg.graph:  # the stored names and facts with their vectors, decoded
         texts += d.table(layout.NAMES, columns=["name"])["name"].astype(str).tolist()
         vecs.append(decode_all(d.faiss(layout.NAMES_FAISS)))
@@ -174,7 +176,35 @@ def load_stored(d: IndexDir) -> Stored:
     known = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
     if len(texts) != len(known):  # inconsistent files: reuse nothing rather than misalign
         texts, known = [], np.zeros((0, dim), np.float32)
+    elif "" in texts:  # rows a delete blanked (their vectors kept, or zero): not reused
+        used = np.asarray([t != "" for t in texts], bool)
+        texts, known = [t for t in texts if t != ""], known[used]
     return Stored(cfg, d.manifest, chunks, vectors, ex, stats, texts, known)
+
+
+def without_deleted(live: np.ndarray, chunks: pd.DataFrame, vectors: np.ndarray,
+                    ex: Extraction | None) -> tuple[pd.DataFrame, np.ndarray, Extraction | None]:
+    """The chunks ``live`` (bool by chunk id), their vectors and their stored extraction with
+    chunk positions renumbered to ``0..live.sum()`` (the ids a full build of them gives); the
+    rest of the extraction (its batch counters) as stored: every batch a compact reuses starts
+    below the first deleted chunk (``exact_below``), where ids and positions agree."""
+    new_pos = np.where(live, np.cumsum(live) - 1, -1)
+    chunks = chunks[live].reset_index(drop=True)
+    vectors = vectors[live]
+    if ex is None:
+        return chunks, vectors, None
+
+    def renumbered(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+        if frame is None:
+            return None
+        pos = new_pos[frame["chunk"].to_numpy(np.int64)]
+        ok = pos >= 0
+        return frame[ok].assign(chunk=pos[ok].astype(frame["chunk"].dtype)).reset_index(
+            drop=True)
+
+    out = Extraction(mentions=renumbered(ex.mentions), relations=renumbered(ex.relations))
+    out.descriptions = renumbered(getattr(ex, "descriptions", None))
+    return chunks, vectors, out
 
 
 # -- extraction -----------------------------------------------------------------------------

@@ -289,11 +289,12 @@ def delta_part(model, meta: dict | None, texts: list[str], growth: float, bm25s
         lengths.sum()), "words": [*meta["words"], *words]}
 
 
-def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
+def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float, n_stored: int) -> bool:
     """Write the BM25 model of an insert of ``new_chunks`` into the version ``writer``
     writes as a delta (:mod:`gpurag.query.lexical_delta`): the stored model's files kept, the
     new passages' entries a part (:func:`delta_part`). False (nothing written) when it must
-    be re-weighted whole instead."""
+    be re-weighted whole instead, or the stored model does not cover ``n_stored`` passages
+    (the chunks that stay, in order: the model's passages)."""
     import json
 
     from gpurag.query.lexical import _bm25s
@@ -307,6 +308,8 @@ def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float) -> bool:
         model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
     except Exception:  # an unreadable copy: re-weighted (or rebuilt) whole
         return False
+    if int(meta["docs"] if meta else model.scores["num_docs"]) != n_stored:
+        return False  # not the model of the ``n_stored`` passages: re-weighted or rebuilt
     made = delta_part(model, meta, passage_texts(new_chunks), growth, bm25s)
     if made is None:
         return False

@@ -118,10 +118,10 @@ def _writable_index(d: IndexDir, rel: str, parted: bool = False):
     """The stored FAISS index read into memory (not mapped), so vectors can be added or
     removed; the vectors of its appended parts (local inserts) added to it, so it holds every
     row in order (its writer then writes it whole: the parts are not carried over).
-    ``parted``: over an IVF or HNSW base, whose every kept vector a shrink adds again anyway
-    (:func:`~gpurag.pipeline.incremental_delete.shrunk_index`), the parts are not added (an
-    HNSW graph insertion or IVF assignment for nothing): a :class:`PartedIndex` of the
-    in-memory base and the stored parts."""
+    ``parted``: over an IVF or HNSW base, the parts are not added (an HNSW graph insertion or
+    IVF assignment for nothing where the caller re-adds every vector anyway): a
+    :class:`PartedIndex` of the in-memory base and the stored parts. (A local delete writes
+    no FAISS file: it tombstones rows, :mod:`gpurag.pipeline.incremental_delete`.)"""
     from gpurag.vectors.faiss_index import _faiss, load_index
 
     faiss = _faiss()
@@ -590,6 +590,9 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     embedder = runtime.embedder_for(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     n_old = len(old)
     n_chunks = n_old + len(new_chunks)
+    # chunks local deletes removed keep their ids (tombstones): the new ones run on after them
+    live_old = d.live_chunks(n_old)
+    n_deleted = n_old - int(live_old.sum())
 
     # extraction of the new chunks only
     t0 = time.perf_counter()
@@ -602,7 +605,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
 
     rebuilt: list[str] = []
     name_index = d.faiss(layout.NAMES_FAISS)  # mapped; its parts searched with it
-    delta = resolve_delta(d, cfg, ex, embedder, name_index, timings)
+    # resolved against the names in use: rows a delete left unused are searched past
+    delta = resolve_delta(d, cfg, ex, embedder, d.searchable(layout.NAMES_FAISS), timings)
     result.embedded_texts = len(delta.new_name_vectors)
     result.reused_vectors = 0
 
@@ -653,10 +657,14 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         append_vectors(writer, d, layout.PASSAGES_FAISS, d.faiss(layout.PASSAGES_FAISS),
                        new_vectors, cfg, False, rebuilt)
         timings["passage_index_s"] = time.perf_counter() - t0
-        lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS), new_chunks],
-                                                          ignore_index=True),
-                                record, timings, d, np.ones(n_old, bool), new_chunks,
-                                lexical_growth(cfg))
+        # the BM25 model covers the chunks that stay (deleted ones out), in order
+        lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS)[live_old],
+                                                           new_chunks], ignore_index=True),
+                                record, timings, d, np.ones(n_old - n_deleted, bool),
+                                new_chunks, lexical_growth(cfg))
+        for rel in layout.TOMBSTONES.values():  # what local deletes removed stays removed
+            if d.has(rel):
+                writer.keep(d, rel)
 
         t0 = time.perf_counter()
         append_vectors(writer, d, layout.NAMES_FAISS, name_index, delta.new_name_vectors, cfg,
@@ -685,14 +693,17 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
         rows = {rel: table_rows(d, rel) + len(appended[rel])
                 for rel in (layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS)}
-        counts = {"documents": documents + report.documents, "chunks": n_chunks,
+        counts = {"documents": documents + report.documents, "chunks": n_chunks - n_deleted,
+                  **({"deleted_chunks": n_deleted} if n_deleted else {}),
                   **table_counts(delta.entities, rows[layout.ALIASES], delta.names,
                                  rows[layout.MENTIONS], rows[layout.RELATIONS],
                                  rows[layout.FACTS], kg.graph, communities, stats)}
         info = dict(manifest.extra.get("incremental") or {})
         incremental = {
             "mode": LOCAL,
-            "exact_below": min(int(info.get("exact_below", n_old)), n_old),
+            # a position among the chunks that stay (what compact numbers them by)
+            "exact_below": min(int(info.get("exact_below", n_old - n_deleted)),
+                               n_old - n_deleted),
             "local_updates": int(info.get("local_updates", 0)) + 1,
             "updated_locally": ["extraction of the new chunks", "alias resolution of new names",
                                 "entity, mention, relation and fact tables",
@@ -736,7 +747,7 @@ def write_lexical(writer: IndexWriter, chunks: pd.DataFrame | Callable[[], pd.Da
     how = "rebuilt"
     stored = all(d.has(rel) for rel in layout.LEXICAL_FILES)
     if stored and growth is not None and keep.all() and append_delta(writer, d, new_chunks,
-                                                                     growth):
+                                                                     growth, len(keep)):
         how = "delta"
     elif stored and write_lexical_delta(d.file(layout.LEXICAL_DIR),
                                         writer.path(layout.LEXICAL_DIR), len(keep), keep,

@@ -91,12 +91,12 @@ class GraphRetriever:
                          "entity ids")
         self.name_entity = names["entity"].to_numpy(np.int64)
         self.name_count = names["count"].to_numpy(np.float32)
-        name_index = index_dir.faiss(layout.NAMES_FAISS)
+        name_index = index_dir.searchable(layout.NAMES_FAISS)  # a delete's unused rows out
         checks.check_vectors(index_dir, layout.NAMES_FAISS, name_index, len(names),
                              f"one per row of {layout.NAMES}")
         # An entity scores as its best surface name.
         self.entity_index = GroupedIndex(name_index, self.name_entity, self.n_ent)
-        self.fact_index = index_dir.faiss(layout.FACTS_FAISS)
+        self.fact_index = index_dir.searchable(layout.FACTS_FAISS)
         self.fact_indptr = np.asarray(index_dir.array(layout.FACT_ENTITY_INDPTR))
         self.fact_entities = np.asarray(index_dir.array(layout.FACT_ENTITY_INDICES))
         checks.check_vectors(index_dir, layout.FACTS_FAISS, self.fact_index,
@@ -129,7 +129,7 @@ class GraphRetriever:
     def passage_index(self):
         """The passage FAISS index: the opened index's, or read once from the folder."""
         if self._passage_index is None:
-            self._passage_index = self.dir.faiss(layout.PASSAGES_FAISS)
+            self._passage_index = self.dir.searchable(layout.PASSAGES_FAISS)
         return self._passage_index
 
     def passage_vectors(self) -> np.ndarray:
@@ -170,12 +170,13 @@ class GraphRetriever:
 
         if all(self.dir.has(rel) for rel in layout.LEXICAL_FILES):
             try:
-                return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg)
+                return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg,
+                                      self.dir.deleted_chunks())
             except Exception as exc:  # a copy this bm25s cannot read is rebuilt, not fatal
                 log.warning(
                     "index %s: its BM25 copy cannot be read (%s); rebuilding it in memory",
                     self.dir.root, exc)
-        return BM25Index(self.chunks)
+        return BM25Index.over_live(self.chunks, self.dir.deleted_chunks())
 
     # -- parts the stages read ------------------------------------------------------------
     @functools.cached_property

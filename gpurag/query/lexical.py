@@ -79,10 +79,14 @@ class BM25Index:
     saved (:meth:`save`, :meth:`load`): at 148k passages building takes 11 s on 2 cores,
     loading well under one."""
 
-    def __init__(self, chunks: pd.DataFrame | None = None, *, model=None, n: int = 0) -> None:
+    def __init__(self, chunks: pd.DataFrame | None = None, *, model=None, n: int = 0,
+                 doc_ids: np.ndarray | None = None) -> None:
         self._bm25s = _bm25s()
         self._matrix: sp.csr_array | None = None
         self._lookup: dict[str, int] | None = None
+        # the chunk id of each model passage, where the model holds only the chunks a local
+        # delete left (its passages in order: the model a build of them gives); None: all
+        self.doc_ids = None if doc_ids is None else np.asarray(doc_ids, np.int64)
         if model is not None:
             self.model, self.n = model, n
             return
@@ -99,16 +103,29 @@ class BM25Index:
         self.model.save(str(folder), show_progress=False)
 
     @classmethod
-    def load(cls, folder: str | Path, n: int) -> BM25Index:
-        """The model :meth:`save` wrote for ``n`` chunks, memory-mapped; with a local
-        insert's delta beside it (:mod:`gpurag.query.lexical_delta`) the delta's columns
-        appended (in memory)."""
+    def load(cls, folder: str | Path, n: int, deleted: np.ndarray | None = None) -> BM25Index:
+        """The model :meth:`save` wrote for ``n`` chunks, memory-mapped; with ``deleted``
+        (sorted chunk ids a local delete removed) the model covers the other chunks, in
+        order, and searches give chunk ids. With a local insert's delta beside it
+        (:mod:`gpurag.query.lexical_delta`) the delta's passages (model passages after the
+        stored ones: the live chunks go on in order) are appended, in memory."""
         from gpurag.query.lexical_delta import with_delta
 
         model = _bm25s().BM25.load(str(folder), mmap=True, show_progress=False)
         model = with_delta(model, folder)  # local inserts' delta columns, if any
-        _check_model(model, n, folder)
-        return cls(model=model, n=n)
+        live = _live_ids(n, deleted)
+        _check_model(model, n if live is None else len(live), folder)
+        return cls(model=model, n=n, doc_ids=live)
+
+    @classmethod
+    def over_live(cls, chunks: pd.DataFrame, deleted: np.ndarray | None) -> BM25Index:
+        """The model of the ``chunks`` not ``deleted`` (built in memory), searched by id."""
+        live = _live_ids(len(chunks), deleted)
+        if live is None:
+            return cls(chunks)
+        index = cls(chunks.iloc[live].reset_index(drop=True), doc_ids=live)
+        index.n = len(chunks)
+        return index
 
     # -- the batched path -----------------------------------------------------------------
     @property
@@ -125,9 +142,12 @@ class BM25Index:
         if self._matrix is None:
             s = self.model.scores
             indptr = np.asarray(s["indptr"])
+            indices, n = np.asarray(s["indices"]), int(s["num_docs"])
+            if self.doc_ids is not None:  # model passages -> chunk ids (increasing: in order)
+                indices, n = self.doc_ids[indices].astype(indices.dtype), self.n
             self._matrix = sp.csr_array(
-                (np.asarray(s["data"]), np.asarray(s["indices"]), indptr),
-                shape=(len(indptr) - 1, int(s["num_docs"])), copy=False)
+                (np.asarray(s["data"]), indices, indptr),
+                shape=(len(indptr) - 1, n), copy=False)
         return self._matrix
 
     def tokens(self, texts: list[str]) -> Tokens:
@@ -197,17 +217,34 @@ class BM25Index:
             return self._search_bm25s(questions, k)
         return self.search_tokens(self.tokens(questions), k)
 
+    def _by_id(self, scores: np.ndarray) -> np.ndarray:
+        """bm25s' per-passage scores of the model's passages, by chunk id."""
+        if self.doc_ids is None:
+            return scores
+        out = np.zeros(self.n, np.float32)
+        out[self.doc_ids] = scores
+        return out
+
     def _search_bm25s(self, questions: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """bm25s' own scoring, one question at a time (a model variant the product does not
         reproduce), with the same top-``k`` selection."""
         tokens = self._bm25s.tokenize(questions, stopwords="en", show_progress=False,
                                       return_ids=False)
-        rows = [self.model.get_scores(t) if t else np.zeros(self.n, np.float32)
+        rows = [self._by_id(self.model.get_scores(t)) if t else np.zeros(self.n, np.float32)
                 for t in tokens]
         dense = sp.csr_array(np.vstack(rows).astype(np.float32))
         dense.data = np.where(dense.data > 0, dense.data, 0).astype(np.float32)
         dense.eliminate_zeros()
         return sparse_topk(dense, k)
+
+
+def _live_ids(n: int, deleted: np.ndarray | None) -> np.ndarray | None:
+    """The ids of ``n`` chunks that are not ``deleted``, None when none is."""
+    if deleted is None or not len(deleted):
+        return None
+    live = np.ones(n, bool)
+    live[np.asarray(deleted, np.int64)] = False
+    return np.flatnonzero(live)
 
 
 def sparse_topk(scores: sp.csr_array, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,8 @@ CHUNKS = "tables/chunks.parquet"
 PASSAGES_FAISS = "vectors/passages.faiss"
 
 # Knowledge-graph part: present when the index was built with ``graph=True``.
+NAMES_FAISS = "vectors/names.faiss"
+FACTS_FAISS = "vectors/facts.faiss"
 ENTITIES = "tables/entities.parquet"
 ALIASES = "tables/aliases.parquet"
 MENTIONS = "tables/mentions.parquet"
@@ -42,8 +44,19 @@ FACT_ENTITY_INDICES = "arrays/fact_entity_indices.npy"
 # vector: the entity index (an entity scores as its best name) and what incremental updates
 # resolve new names against.
 NAMES = "tables/names.parquet"
-NAMES_FAISS = "vectors/names.faiss"
-FACTS_FAISS = "vectors/facts.faiss"
+
+# Tombstones: the sorted ids of the chunks a local delete removed (int64, cumulative over
+# deletes). The chunk table, the passage vectors and the stored extraction keep their rows
+# (ids are never renumbered); readers treat these chunks as blank and never return them
+# (:meth:`~gpurag.store.reader.IndexDir.deleted_chunks`). Their text stays on disk in the kept
+# files until ``gpurag compact`` (or any full write) drops them.
+DELETED_CHUNKS = "arrays/deleted_chunks.npy"
+# The same for the rows of the name and fact vector indexes a delete left unused (their table
+# rows blank): searches skip them, decoding gives them as zero vectors.
+DELETED_NAMES = "arrays/deleted_names.npy"
+DELETED_FACTS = "arrays/deleted_facts.npy"
+TOMBSTONES: dict[str, str] = {PASSAGES_FAISS: DELETED_CHUNKS, NAMES_FAISS: DELETED_NAMES,
+                              FACTS_FAISS: DELETED_FACTS}
 
 # Optional files: written only by some extractors (or not yet by any stage).
 DESCRIPTIONS = "tables/descriptions.parquet"
@@ -64,7 +77,8 @@ REQUIRED_GRAPH: tuple[str, ...] = (
     GRAPH_INDPTR, GRAPH_INDICES, GRAPH_WEIGHTS,
     FACT_ENTITY_INDPTR, FACT_ENTITY_INDICES, NAMES_FAISS, FACTS_FAISS,
 )
-OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS, *EXTRACT_FILES)
+OPTIONAL: tuple[str, ...] = (DESCRIPTIONS, REPORTS, *EXTRACT_FILES, DELETED_CHUNKS,
+                           DELETED_NAMES, DELETED_FACTS)
 
 # Siblings of an index directory ``<parent>/<name>``.
 LOCK_SUFFIX = "lock"

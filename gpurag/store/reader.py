@@ -62,6 +62,51 @@ class IndexDir:
     def has(self, rel: str) -> bool:
         return rel in self.manifest.files
 
+    def deleted_chunks(self) -> np.ndarray:
+        """The sorted ids of the chunks local deletes removed (:data:`~gpurag.store.layout.
+        DELETED_CHUNKS`; empty when there are none). Their rows stay in the chunk table and
+        the passage vectors; :meth:`table` gives them blank and queries never return them."""
+        return self.deleted_rows(layout.DELETED_CHUNKS)
+
+    def deleted_rows(self, rel: str) -> np.ndarray:
+        """The sorted row ids a tombstone array ``rel`` lists (empty when it is absent)."""
+        held = self.__dict__.setdefault("_deleted", {})
+        if rel not in held:
+            rows = np.zeros(0, np.int64)
+            if self.has(rel):
+                arr = self.array(rel, mmap=False)
+                if arr.ndim != 1 or arr.dtype.kind not in "iu" or (
+                        arr.size and (int(arr[0]) < 0 or bool(np.any(arr[1:] <= arr[:-1])))):
+                    raise IndexFormatError(f"corrupt array {self.root / rel}: not sorted "
+                                           "distinct row ids")
+                rows = arr.astype(np.int64)
+            held[rel] = rows
+        return held[rel]
+
+    def searchable(self, rel: str):
+        """The vector index ``rel`` as queries search it: :meth:`faiss`, without the rows
+        its tombstones list (:class:`~gpurag.vectors.masked.MaskedIndex`: never returned,
+        decoded as zero vectors)."""
+        from gpurag.vectors.masked import masked
+
+        index = self.faiss(rel)
+        tomb = layout.TOMBSTONES.get(rel)
+        gone = self.deleted_rows(tomb) if tomb else np.zeros(0, np.int64)
+        if gone.size and int(gone[-1]) >= int(index.ntotal):
+            raise IndexFormatError(f"index {self.root} is inconsistent: {tomb} names rows "
+                                   f"outside [0, {index.ntotal})")
+        return masked(index, gone)
+
+    def live_chunks(self, n: int) -> np.ndarray:
+        """``(n,)`` bool: which of the ``n`` chunk ids are not deleted."""
+        live = np.ones(n, bool)
+        gone = self.deleted_chunks()
+        if gone.size and int(gone[-1]) >= n:
+            raise IndexFormatError(f"index {self.root} is inconsistent: "
+                                   f"{layout.DELETED_CHUNKS} names chunks outside [0, {n})")
+        live[gone] = False
+        return live
+
     def file(self, rel: str) -> Path:
         """The path to read ``rel`` of this version from."""
         return self.path / rel
@@ -102,7 +147,12 @@ class IndexDir:
 
     def arrow_table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
         """Table ``rel`` as Arrow (its parts concatenated; the schema, pandas metadata
-        included, is the first file's)."""
+        included, is the first file's). Chunks a local delete removed are blank in the chunk
+        table and absent from the stored extraction (their rows are still in the files)."""
+        by_chunk = rel in CHUNK_KEYED and self.deleted_chunks().size
+        wanted = columns
+        if by_chunk and columns is not None and "chunk" not in columns:
+            columns = [*columns, "chunk"]
         tables = []
         for name in self.parts(rel):
             try:
@@ -110,12 +160,23 @@ class IndexDir:
             except Exception as exc:
                 raise IndexFormatError(f"corrupt table {self.root / name}: {exc}") from exc
         if len(tables) == 1:
-            return tables[0]
-        try:
-            return pa.concat_tables(tables)
-        except Exception as exc:
-            raise IndexFormatError(f"corrupt table {self.root / rel}: its parts do not "
-                                   f"agree ({exc})") from exc
+            table = tables[0]
+        else:
+            try:
+                table = pa.concat_tables(tables)
+            except Exception as exc:
+                raise IndexFormatError(f"corrupt table {self.root / rel}: its parts do not "
+                                       f"agree ({exc})") from exc
+        if rel == layout.CHUNKS and self.deleted_chunks().size:
+            table = blanked_chunks(table, ~self.live_chunks(len(table)))
+        elif by_chunk and "chunk" in table.schema.names:
+            chunk = table.column("chunk").to_numpy().astype(np.int64)
+            gone = self.deleted_chunks()
+            pos = np.minimum(np.searchsorted(gone, chunk), len(gone) - 1)
+            table = table.filter(pa.array(gone[pos] != chunk))
+            if wanted is not None:
+                table = table.select(wanted)
+        return table
 
     def array(self, rel: str, mmap: bool = True) -> np.ndarray:
         """Array ``rel`` (memory-mapped when ``mmap`` and it has no parts; parts are
@@ -138,6 +199,31 @@ class IndexDir:
     def close(self) -> None:
         """Release the pinned files now (also done when the object is collected)."""
         self._finalizer()
+
+
+BLANKED_COLUMNS = ("chunk_id", "doc_id", "title", "text")
+# Tables by chunk a local delete keeps as stored: a reader never sees a deleted chunk's rows
+CHUNK_KEYED = (layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_DESCRIPTIONS)
+
+
+def blanked_chunks(table: pa.Table, gone: np.ndarray) -> pa.Table:
+    """The chunk ``table`` with the rows ``gone`` (bool) blank: empty ``chunk_id``,
+    ``doc_id``, ``title`` and ``text`` (a deleted chunk keeps its row, so ids stay rows)."""
+    import pyarrow.compute as pc
+
+    mask = pa.array(gone)
+    for name in BLANKED_COLUMNS:
+        at = table.schema.get_field_index(name)
+        if at < 0:
+            continue
+        field = table.schema.field(at)
+        try:
+            col = pc.if_else(mask, pa.scalar("", type=field.type), table.column(at))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+            col = pc.if_else(mask, pa.scalar(""), table.column(at).cast(pa.string()))
+            field = field.with_type(pa.string())
+        table = table.set_column(at, field, col)
+    return table
 
 
 def _release(fds: list[int], view: Path | None, owner: int | None = None) -> None:

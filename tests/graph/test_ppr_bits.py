@@ -39,6 +39,42 @@ def test_normalized_reset_same_arrays(q):
     np.testing.assert_array_equal(one.data, old_normalized_reset(r.toarray()[0], 300).data)
 
 
+@pytest.mark.parametrize("sinks", [0, 5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("damping,tol", [(0.8, 1e-4), (0.5, 1e-8), (np.float32(0.85), 1e-6),
+                                         (0.8, 1e-13)])
+def test_one_question_same_bits_and_iterations(sinks, dtype, dense, damping, tol):
+    """A single question's walk (:func:`ppr._power_one`, its convergence test on Python
+    floats) gives the bits of the straightforward loop (so it stopped at the same iteration),
+    for several resets, the dense-reset path, dangling nodes, a NumPy float32 damping and a
+    tolerance only the stall test meets."""
+    g = graph(5, symmetric=sinks == 0, sinks=sinks)
+    for seed in range(6):
+        r = ppr.normalized_reset(resets(g.n_nodes, 1, seed=seed, dense_rows=int(dense)),
+                                 g.n_nodes)
+        stats: dict = {}
+        new = ppr._power(g, r, damping, tol, 100, np.dtype(dtype), stats=stats)
+        old = old_power(g, r, damping, tol, 100, np.dtype(dtype))
+        assert new.shape == old.shape == (1, g.n_nodes)
+        np.testing.assert_array_equal(new, old)
+        assert stats["iterations"].shape == (1,) and stats["iterations"][0] >= 2
+        assert stats["products"] == int(stats["iterations"][0])
+        if tol < 1e-12:  # below float32's resolution: stopped where the change stalled
+            assert stats["iterations"][0] < 100
+
+
+def test_one_question_not_converging_warns_as_the_batch_loop():
+    g = graph(6)
+    r = ppr.normalized_reset(resets(g.n_nodes, 1, seed=1), g.n_nodes)
+    with pytest.warns(RuntimeWarning, match="did not converge in 3 iterations") as got:
+        new = ppr._power(g, r, 0.8, 1e-12, 3, np.dtype(np.float32))
+    with pytest.warns(RuntimeWarning) as want:
+        old = old_power(g, r, 0.8, 1e-12, 3, np.dtype(np.float32))
+    np.testing.assert_array_equal(new, old)
+    assert str(got[0].message) == str(want[0].message)
+
+
 @pytest.mark.parametrize("symmetric,sinks", [(True, 0), (False, 5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("q,dense_rows", [(1, 0), (9, 0), (6, 6)])
@@ -115,3 +151,20 @@ def test_the_private_kernels_are_checked_once_and_the_walk_falls_back(monkeypatc
     monkeypatch.setattr(ppr, "_csr_matvec", None)
     monkeypatch.setattr(ppr, "_csr_matvecs", None)
     np.testing.assert_array_equal(ppr.ppr_power(g, r), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums_are_the_float64_sums_bit_for_bit(dtype):
+    """The walk's column sums (einsum's loop, ~2x faster) are ``sum(axis=0, dtype=float64)``
+    bit for bit: a row-by-row accumulation down each column, over sizes around NumPy's
+    8,192-element buffers and entries spread over many magnitudes (where another order of the
+    additions rounds differently); one column and a non-contiguous view take ``sum`` itself."""
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 100, 8191, 8193, 20_000):
+        for q in (1, 2, 3, 8, 31, 64, 65):
+            a = (rng.random((n, q)) ** 6 * 10.0 ** rng.integers(-9, 3, size=(n, 1))).astype(dtype)
+            want = a.sum(axis=0, dtype=np.float64)
+            assert ppr.column_sums(a).tobytes() == want.tobytes(), (n, q)
+            view = a[::2]
+            assert (ppr.column_sums(view).tobytes()
+                    == view.sum(axis=0, dtype=np.float64).tobytes())

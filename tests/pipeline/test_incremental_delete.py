@@ -1,5 +1,6 @@
-"""The array parts of a local delete (issue 34): vectors removed or blanked in every FAISS kind
-a build writes, and the graph without the removed passages and relation weights."""
+"""The array parts of a local delete (issue 34): tombstoned rows never found by a search of any
+FAISS kind a build writes (nor of a parted index or a device searcher), decoded as zeros, and
+the graph without the removed passages' edges and relation weights (ids not renumbered)."""
 
 from __future__ import annotations
 
@@ -8,50 +9,85 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from gpurag.config import IndexConfig
 from gpurag.graph.csr import build_csr
-from gpurag.pipeline.incremental_delete import blank_vectors, shrunk_graph, shrunk_index
+from gpurag.pipeline.incremental_delete import shrunk_graph, split_by_chunk
 from gpurag.vectors import build_index
 from gpurag.vectors.codec import codec_for, decode_all
+from gpurag.vectors.faiss_index import search
+from gpurag.vectors.masked import MaskedIndex, drop_rows, masked
+from gpurag.vectors.parted import PartedIndex, delta_index
 
 
-def _vectors(n: int, dim: int = 16) -> np.ndarray:
-    x = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32)
+def _vectors(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
     return codec_for("int8", dim).round_trip(x / np.linalg.norm(x, axis=1, keepdims=True))
 
 
-@pytest.mark.parametrize("kind", ["flat", "ivf"])
-def test_shrunk_index_drops_rows_and_renumbers(kind):
+KINDS = {"flat": (10_000, None), "ivf": (100, None), "hnsw": (10_000, 100)}
+
+
+def _exact_without(x: np.ndarray, q: np.ndarray, gone: np.ndarray, k: int) -> np.ndarray:
+    s = q @ x.T
+    s[:, gone] = -np.inf
+    return np.argsort(-s, axis=1, kind="stable")[:, :k]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_masked_search_never_returns_a_deleted_row(kind):
+    x = _vectors(400)
+    ivf, hnsw = KINDS[kind]
+    index = build_index(x, ivf, 42, hnsw, codec=codec_for("int8", 16))
+    gone = np.array([0, 3, 7, 150, 399], np.int64)
+    q = x[[0, 3, 7, 150, 399, 11]]  # each deleted row is its own query's nearest vector
+    plain = search(index, q, 5)[1]
+    assert np.isin(plain, gone).any()  # without the mask they are found
+    scores, ids = search(MaskedIndex(index, gone), q, 5)
+    assert not np.isin(ids, gone).any() and (ids >= 0).all()
+    if kind == "flat":  # exact: the other rows' order and scores unchanged
+        assert np.array_equal(ids, _exact_without(x, q, gone, 5))
+        np.testing.assert_allclose(scores, np.take_along_axis(q @ x.T, ids, 1), rtol=1e-5)
+
+
+def test_masked_search_over_parts_and_a_device_searcher():
     x = _vectors(300)
-    cfg = IndexConfig(ivf_threshold=100 if kind == "ivf" else 10_000)
-    index = build_index(x, cfg.ivf_threshold, cfg.seed, None, codec=codec_for("int8", 16))
-    drop = np.array([0, 7, 150, 299])
-    rebuilt: list[str] = []
-    out = shrunk_index(index, drop, "p", cfg, False, rebuilt)
-    keep = np.setdiff1d(np.arange(300), drop)
-    assert out.ntotal == len(keep) and rebuilt == []
-    assert np.array_equal(decode_all(out), x[keep])
-    # a size below the IVF threshold is rebuilt flat, as a build would write it
-    small = shrunk_index(build_index(x[:110], 100, 42, None, codec=codec_for("int8", 16)),
-                         np.arange(20), "p", IndexConfig(ivf_threshold=100), False, rebuilt)
-    assert rebuilt == ["p"] and np.array_equal(decode_all(small), x[20:110])
+    base = build_index(x[:200], 10_000, 42, None, codec=codec_for("int8", 16))
+    parted = PartedIndex(base, [delta_index(x[200:], codec_for("int8", 16))])
+    gone = np.array([5, 199, 200, 250], np.int64)
+    q = x[gone]
+    ids = MaskedIndex(parted, gone).search(q, 6)[1]
+    assert not np.isin(ids, gone).any()
+    assert np.array_equal(ids, _exact_without(x, q, gone, 6))
+
+    class Device:  # a searcher with no selector support: searched wider, deleted rows dropped
+        ntotal, d = base.ntotal, base.d
+
+        def search(self, q, k):
+            return search(base, q, k)
+
+    ids_dev = MaskedIndex(Device(), gone[gone < 200]).search(q, 6)[1]
+    assert np.array_equal(ids_dev, MaskedIndex(base, gone[gone < 200]).search(q, 6)[1])
+    assert not np.isin(ids_dev, gone).any()
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
-def test_blank_vectors_zeroes_rows_in_place(kind):
-    x = _vectors(200)
-    hnsw = 50 if kind == "hnsw" else None
-    index = build_index(x, 100 if kind == "ivf" else 10_000, 42, hnsw,
-                        codec=codec_for("int8", 16))
-    rows = np.array([3, 50, 199])
-    blank_vectors(index, rows)
-    got = decode_all(index)
-    assert index.ntotal == 200 and not got[rows].any()
-    others = np.setdiff1d(np.arange(200), rows)
-    assert np.array_equal(got[others], x[others])
+def test_masked_index_decodes_deleted_rows_as_zeros_and_passes_through_when_none():
+    x = _vectors(50)
+    index = build_index(x, 10_000, 42, None, codec=codec_for("int8", 16))
+    assert masked(index, np.zeros(0, np.int64)) is index
+    out = decode_all(MaskedIndex(index, np.array([2, 9])))
+    assert not out[[2, 9]].any()
+    np.testing.assert_array_equal(np.delete(out, [2, 9], 0), np.delete(decode_all(index),
+                                                                         [2, 9], 0))
 
 
-def test_shrunk_graph_takes_out_passages_and_relation_weights():
+def test_drop_rows_moves_the_others_up_and_pads():
+    rows = np.array([[4, 2, 9, -1], [1, 2, 3, 4]])
+    scores = np.array([[4.0, 3.0, 2.0, 0.0], [9.0, 8.0, 7.0, 6.0]], np.float32)
+    s, r = drop_rows(scores, rows, np.array([2, 4]))
+    assert r.tolist() == [[9, -1, -1, -1], [1, 3, -1, -1]]
+    assert s.tolist() == [[2.0, 0.0, 0.0, 0.0], [9.0, 7.0, 0.0, 0.0]]
+
+
+def test_shrunk_graph_takes_out_passage_edges_and_relation_weights_keeping_ids():
     # entities 0-2, passages 3-5 (passage 1 = node 4 removed); entity 2 blanked
     src = np.array([0, 0, 1, 0, 1, 2, 1])
     dst = np.array([1, 2, 2, 3, 4, 4, 5])
@@ -60,57 +96,41 @@ def test_shrunk_graph_takes_out_passages_and_relation_weights():
     removed = pd.DataFrame({"head_entity": [0, 0], "tail_entity": [1, 2], "weight": [2.0, 1.0]})
     out = shrunk_graph(g, 3, np.array([False, True, False]), np.array([False, False, True]),
                        removed)
-    want = build_csr(np.array([0, 0, 1]), np.array([1, 3, 4]), np.array([1.0, 1.0, 2.0]), 5)
-    assert np.array_equal(out.indptr, want.indptr)
+    want = build_csr(np.array([0, 0, 1]), np.array([1, 3, 5]), np.array([1.0, 1.0, 2.0]), 6)
+    assert np.array_equal(out.indptr, want.indptr)  # node 4 stays, without edges
     assert np.array_equal(out.indices, want.indices)
     assert np.allclose(out.weights, want.weights)
 
 
-@pytest.mark.parametrize("kind", ["flat", "ivf"])
-def test_shrunk_index_of_a_parted_index_holds_the_kept_rows_of_base_and_parts(kind):
-    """A local delete hands the stored index with its parts (local inserts' vectors) to
-    ``shrunk_index`` as they are; over an IVF base the parts are not assigned to its lists
-    first (the kept vectors are added again anyway): base and part rows kept, in order."""
-    from gpurag.vectors.parted import PartedIndex, delta_index
-
-    x = _vectors(340)
-    codec = codec_for("int8", 16)
-    cfg = IndexConfig(ivf_threshold=100 if kind == "ivf" else 10_000)
-    base = build_index(x[:300], cfg.ivf_threshold, cfg.seed, None, codec=codec)
-    parted = PartedIndex(base, [delta_index(x[300:320], codec), delta_index(x[320:], codec)])
-    drop = np.array([0, 150, 305, 339])
-    rebuilt: list[str] = []
-    out = shrunk_index(parted, drop, "p", cfg, False, rebuilt)
-    keep = np.setdiff1d(np.arange(340), drop)
-    assert not isinstance(out, PartedIndex) and out.ntotal == len(keep) and rebuilt == []
-    assert type(out) is type(base)
-    assert np.array_equal(decode_all(out), x[keep])
+def test_split_by_chunk_keeps_ids():
+    table = pa.table({"entity": pa.array([1, 2, 3, 4], pa.int32()),
+                      "chunk": pa.array([0, 1, 1, 2], pa.int32())})
+    kept, gone = split_by_chunk(table, np.array([False, True, False]))
+    assert kept.column("chunk").to_pylist() == [0, 2] and kept.schema == table.schema
+    assert gone["entity"].tolist() == [2, 3]
 
 
-def test_renumbered_table_writes_what_the_pandas_path_wrote(tmp_path):
-    """The kept rows filtered and renumbered in Arrow are the bytes the old pandas round trip
-    wrote (the stored schema and its pandas metadata kept), the removed rows a frame."""
-    import pyarrow.parquet as pq
+def test_a_masked_index_on_cuda_masks_the_device_searcher_made_from_its_rows(monkeypatch):
+    """query_index on cuda: the device searcher is made from the stored index (all rows) and
+    the tombstones stay applied to it (a device searcher made from the mask would not know)."""
+    from gpurag.backends import searcher as backend
 
-    from gpurag.pipeline.incremental_delete import renumbered_table
-    from gpurag.store.writer import IndexWriter
+    x = _vectors(120)
+    index = build_index(x, 10_000, 42, None, codec=codec_for("int8", 16))
+    made = []
 
-    frame = pd.DataFrame({"chunk": np.array([0, 0, 1, 2, 3, 3, 4], np.int32),
-                          "name": pd.array(list("abcdefg"), dtype="string[pyarrow]"),
-                          "entity": np.arange(7, dtype=np.int64)})
-    src = tmp_path / "src.parquet"
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src, compression="zstd")
-    drop = np.array([False, True, False, True, False])
-    new_pos = np.where(~drop, np.cumsum(~drop) - 1, -1)
-    kept, gone = renumbered_table(pq.read_table(src), drop, new_pos)
-    stored = pq.read_table(src).to_pandas()
-    chunk = stored["chunk"].to_numpy(np.int64)
-    want = (stored[~drop[chunk]].assign(chunk=new_pos[chunk[~drop[chunk]]])
-            .astype(stored.dtypes.to_dict()).reset_index(drop=True))
-    assert gone["name"].tolist() == ["c", "e", "f"]
-    w = IndexWriter.__new__(IndexWriter)  # write_table only needs path()
-    w.path = lambda rel: tmp_path / rel  # type: ignore[method-assign]
-    IndexWriter.write_table(w, "a.parquet", kept)
-    IndexWriter.write_table(w, "b.parquet", want)
-    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
-    assert kept.column("chunk").to_pylist() == [0, 0, 1, 2]
+    class Device:
+        def __init__(self, inner):
+            self.inner, self.ntotal, self.d = inner, inner.ntotal, inner.d
+            made.append(inner)
+
+        def search(self, q, k):
+            return search(self.inner, q, k)
+
+    monkeypatch.setattr(backend, "searcher_for_index", lambda i, device: Device(i))
+    gone = np.array([1, 5, 9], np.int64)
+    out = backend.query_index(MaskedIndex(index, gone), "cuda:0")
+    assert isinstance(out, MaskedIndex) and made == [index]
+    ids = out.search(x[gone], 4)[1]
+    assert not np.isin(ids, gone).any() and np.array_equal(ids, _exact_without(x, x[gone],
+                                                                               gone, 4))

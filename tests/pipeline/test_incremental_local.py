@@ -317,10 +317,19 @@ def test_local_delete_touches_only_the_removed_documents(split_index, tmp_path, 
                        runtime=runtime, show_progress=False)
     assert _file_digests(shrunk) != _file_digests(want)
     _within_tolerance(shrunk, want)
-    assert list(dict.fromkeys(shrunk.chunks["doc_id"])) == [x["id"] for x in rest]
+    # chunk ids stay: the removed chunks are blank rows (tombstones), in place
+    shown = shrunk.chunks["doc_id"]
+    assert list(dict.fromkeys(shown[shown != ""])) == [x["id"] for x in rest]
+    assert len(shrunk.chunks) == len(full.chunks)
+    assert (shown == "").sum() == len(shrunk.dir.deleted_chunks()) == len(full.chunks) - len(
+        want.chunks) == shrunk.manifest.counts["deleted_chunks"]
+    assert shrunk.manifest.counts["chunks"] == len(want.chunks)
     ents = shrunk.dir.table(layout.ENTITIES)
     assert len(ents) == len(full.dir.table(layout.ENTITIES))  # ids stable: blanked, not removed
     assert shrunk.retriever.graph.n_nodes == len(ents) + len(shrunk.chunks)
+    indptr = np.asarray(shrunk.retriever.graph.indptr)
+    gone = len(ents) + shrunk.dir.deleted_chunks()
+    assert (indptr[gone + 1] == indptr[gone]).all()  # removed passages: nodes without edges
     blank = ents["name"].eq("").to_numpy()
     assert blank.any() and (ents.loc[blank, ["n_passages", "n_mentions", "count"]] == 0).all().all()
     mentions = shrunk.dir.table(layout.MENTIONS)
@@ -653,3 +662,102 @@ def test_a_local_insert_rederives_the_display_name_of_a_stored_entity_its_names_
     every = local_mod.update_entities(entities, grown.dir.table(layout.NAMES), len(entities),
                                       [], zero, zero)
     assert every["name"].tolist() == entities["name"].tolist()
+
+
+# what a local delete may write: the tombstones, the tables and arrays whose rows it changes,
+# the graph and the BM25 model; never the chunk table, the vectors or the stored extraction
+DELETE_WRITES = {layout.MANIFEST, layout.DELETED_CHUNKS, layout.DELETED_NAMES,
+                 layout.DELETED_FACTS, layout.MENTIONS, layout.RELATIONS, layout.FACTS,
+                 layout.NAMES, layout.ALIASES, layout.ENTITIES, layout.FACT_ENTITY_INDPTR,
+                 layout.FACT_ENTITY_INDICES, layout.GRAPH_INDPTR, layout.GRAPH_INDICES,
+                 layout.GRAPH_WEIGHTS, *layout.LEXICAL_FILES}
+DELETE_KEEPS = (layout.CHUNKS, layout.PASSAGES_FAISS, layout.NAMES_FAISS, layout.FACTS_FAISS,
+                layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_STATS,
+                layout.COMMUNITIES)
+
+
+def test_a_local_delete_writes_tombstones_not_the_index(split_index, tmp_path, corpus, runtime):
+    """The files a local delete writes are new small ones and those whose rows change: the
+    chunk table, the three FAISS files and the extraction keep their inodes (hard links)."""
+    full = split_index("AB", tmp_path / "inc", runtime)
+    before = _inodes(tmp_path / "inc")
+    gone = corpus["b_ids"][3:8]
+    cut = full.delete(gone, show_progress=False)
+    after = _inodes(tmp_path / "inc")
+    changed = {rel for rel, ino in after.items() if before.get(rel) != ino}
+    assert changed <= DELETE_WRITES, changed - DELETE_WRITES
+    assert all(before[rel] == after[rel] for rel in DELETE_KEEPS)
+    assert layout.DELETED_CHUNKS in changed and layout.DELETED_NAMES in changed
+    written = sum((tmp_path / "inc" / rel).stat().st_size for rel in changed)
+    assert written < 0.5 * sum((tmp_path / "inc" / rel).stat().st_size for rel in after)
+    deleted = cut.dir.deleted_chunks()
+    assert np.array_equal(deleted, np.flatnonzero(full.chunks["doc_id"].isin(gone)))
+    info = cut.manifest.extra["incremental"]
+    assert info["deleted_chunks"] == len(deleted) and "compact" in info["deleted_text"]
+    # a second delete adds to the tombstones
+    again = cut.delete(corpus["b_ids"][:1], show_progress=False)
+    assert set(again.dir.deleted_chunks()) == set(deleted) | set(
+        np.flatnonzero(full.chunks["doc_id"].eq(corpus["b_ids"][0])))
+
+
+def test_nothing_a_local_delete_removed_is_returned_or_readable(split_index, tmp_path, corpus,
+                                                                runtime):
+    """Questions made of the removed passages' own text: the stored passage index still finds
+    them (kept as it was), yet no query mode returns them, the chunk table and the export show
+    them blank or not at all, and the counts leave them out."""
+    from gpurag.export.frames import graph_frames
+
+    full = split_index("AB", tmp_path / "inc", runtime)
+    records = {r["id"]: r for r in _records()}
+    gone = corpus["b_ids"][:6]
+    cut = full.delete(gone, show_progress=False)
+    texts = [records[i]["text"][:200] for i in gone]
+    raw = cut.dir.faiss(layout.PASSAGES_FAISS)  # the kept file: the deleted rows are in it
+    qv = cut.embedder.encode(texts)
+    deleted = set(cut.dir.deleted_chunks().tolist())
+    assert deleted & set(raw.search(qv, 3)[1].ravel().tolist())
+    k = len(cut.chunks)
+    for mode in ("dense", "bm25", "graph"):
+        for res in cut.query_batch(texts, k=k, mode=mode):
+            assert res.passages, mode
+            assert not {p.doc_id for p in res.passages} & set(gone), mode
+            assert all(p.doc_id and p.text for p in res.passages), mode
+    assert not cut.chunks["doc_id"].isin(gone).any()
+    blank = cut.chunks.iloc[sorted(deleted)]
+    assert (blank[["chunk_id", "doc_id", "title", "text"]] == "").all().all()
+    assert not any(records[i]["text"][:40] in t for i in gone for t in cut.chunks["text"])
+    frames = graph_frames(cut.dir, passages=True)
+    assert not frames.nodes["doc_id"].isin(gone).any() and (frames.nodes.loc[
+        frames.nodes["kind"] == "passage", "doc_id"] != "").all()
+    assert cut.manifest.counts["documents"] == full.manifest.counts["documents"] - len(gone)
+    assert cut.manifest.counts["chunks"] == len(cut.chunks) - len(deleted)
+
+
+def test_insert_after_a_tombstoned_delete_runs_ids_on_and_compacts_to_a_build(
+        split_index, tmp_path, corpus, runtime):
+    """New chunks get ids after the tombstoned ones, a deleted document is not brought back by
+    an insert of others, inserting a deleted document's text again works (found by every
+    mode), and compact gives the build of what the index holds, byte for byte."""
+    full = split_index("AB", tmp_path / "inc", runtime)
+    records = _records()
+    n = len(full.chunks)
+    gone = corpus["b_ids"][:4]
+    cut = full.delete(gone, show_progress=False)
+    back = cut.insert(_write(tmp_path / "b" / "B.jsonl", records[SPLIT:SPLIT + 2]),
+                      show_progress=False)
+    assert len(back.chunks) > n and (back.chunks["doc_id"].iloc[n:].isin(gone[:2])).all()
+    assert np.array_equal(back.dir.deleted_chunks(), cut.dir.deleted_chunks())
+    assert not back.chunks["doc_id"].isin(gone[2:]).any()
+    info = back.manifest.extra["incremental"]
+    assert info["recomputed"] == [local_mod.lexical_note("delta")]
+    assert back.manifest.counts["chunks"] == len(back.chunks) - len(back.dir.deleted_chunks())
+    text = records[SPLIT]["text"][:200]
+    for mode in ("dense", "bm25", "graph"):
+        assert back.query(text, k=3, mode=mode).passages[0].doc_id == gone[0], mode
+    order = (records[:SPLIT] + [r for r in records[SPLIT:] if r["id"] not in gone]
+             + records[SPLIT:SPLIT + 2])
+    want = Index.build(_write(tmp_path / "o" / "o.jsonl", order), tmp_path / "want",
+                       runtime=runtime, show_progress=False)
+    compacted = back.compact(show_progress=False)
+    assert not compacted.dir.has(layout.DELETED_CHUNKS)
+    assert_equivalent(compacted, want)

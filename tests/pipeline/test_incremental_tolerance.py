@@ -88,11 +88,12 @@ def test_random_inserts_and_deletes_stay_within_tolerance(tmp_path):
             index = index.insert(_write(tmp_path / f"ins{step}" / "docs.jsonl", batch),
                                  show_progress=False)
         else:
-            held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str)) if i not in kept]
+            held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str))
+                    if i and i not in kept]  # blank: deleted
             index = index.delete([str(x) for x in rng.choice(held, 3, replace=False)],
                                  show_progress=False)
         assert index.manifest.extra["incremental"]["mode"] == "local"
-    held = list(dict.fromkeys(index.chunks["doc_id"].astype(str)))
+    held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str)) if i]  # blank: deleted
     full = Index.build(_write(tmp_path / "final.jsonl", [by_id[i] for i in held]),
                        tmp_path / "full", runtime=runtime, show_progress=False)
     present = set(held)

@@ -163,12 +163,15 @@ def test_killed_local_delete_keeps_the_old_version_and_a_rerun_completes(tmp_pat
     proc = subprocess.Popen([sys.executable, "-m", "gpurag", "-q", "delete", str(index),
                              "--doc-ids", *gone], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    _kill_when(lambda: (tmp / layout.CHUNKS).exists(), proc, "the new version's first table")
+    # killed once the new version holds its tombstones (and its links to the kept files)
+    _kill_when(lambda: (tmp / layout.DELETED_CHUNKS).exists(), proc, "the new tombstones")
     _assert_previous_version(index, n, checksum)
     done = Index.open(index).delete(gone, show_progress=False)
     assert done.last_update.version == 2
     assert done.manifest.extra["incremental"]["mode"] == "local"
-    assert len(done.chunks) == n - 4 and not set(gone) & set(done.chunks["doc_id"])
+    # ids kept: the removed chunks are tombstoned rows, blank to every reader
+    assert len(done.chunks) == n and done.manifest.counts["chunks"] == n - 4
+    assert len(done.dir.deleted_chunks()) == 4 and not set(gone) & set(done.chunks["doc_id"])
     assert done.query("Who founded Kestrel Dynamics?").passages and not tmp.exists()
 
 

@@ -169,3 +169,15 @@ def test_resealed_lexical_ids_out_of_range_are_rebuilt_not_a_crash(graph_index, 
         got = [p.chunk_id for p in bad.query(QUESTION).passages]
     assert got == want
     assert "BM25 copy" in caplog.text and "outside" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [[3, 1], [0, 0], [-1], [10**6], "float"],
+                         ids=["unsorted", "repeated", "negative", "out-of-range", "float"])
+def test_resealed_tombstones_that_are_not_chunk_ids(copy, bad):
+    """A tombstone array (a local delete's ``arrays/deleted_chunks.npy``) resealed with ids
+    that are not sorted distinct chunk rows is one IndexFormatError on open, naming it."""
+    values = np.zeros(2, np.float64) if bad == "float" else np.asarray(bad, np.int64)
+    np.save(copy / layout.DELETED_CHUNKS, values, allow_pickle=False)
+    _reseal(copy, layout.DELETED_CHUNKS)
+    with pytest.raises(IndexFormatError, match=r"deleted_chunks|outside"):
+        Index.open(copy)

@@ -1,0 +1,180 @@
+"""A vector index with some of its rows deleted (tombstones): searched as if they were gone.
+
+A local delete keeps the passage FAISS file as it is (a hard link: nothing rewritten) and
+records the removed rows in a small tombstone array (:data:`~gpurag.store.layout.
+DELETED_CHUNKS`). :class:`MaskedIndex` searches the stored index without them, the other rows'
+ids and scores unchanged:
+
+* a host FAISS index (flat, scalar-quantized, IVF, HNSW) searches with FAISS's own selector
+  (``SearchParameters(sel=IDSelectorNot(IDSelectorBatch(deleted)))``, with the index's own
+  ``nprobe`` / ``efSearch``), so a deleted row is never a candidate;
+* a :class:`~gpurag.vectors.parted.PartedIndex` masks each piece with its own rows;
+* anything else (a torch or GPU searcher made from the index on a device) is searched for
+  ``k`` plus the number of deleted rows and the deleted ones dropped.
+
+``reconstruct_n`` / ``reconstruct_batch`` (so :func:`~gpurag.vectors.codec.decode_all`) give a
+deleted row as a zero vector: what rewriting the file with the row blanked gave, without the
+rewrite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class MaskedIndex:
+    """``inner`` (a FAISS index, a PartedIndex or a searcher) without the rows ``deleted``."""
+
+    def __init__(self, inner: Any, deleted: np.ndarray) -> None:
+        self.inner = inner
+        self.deleted = np.asarray(deleted, np.int64)
+        self._gone: np.ndarray | None = None
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.inner.ntotal)
+
+    @property
+    def d(self) -> int:
+        return int(self.inner.d)
+
+    @property
+    def metric_type(self) -> Any:
+        return self.inner.metric_type
+
+    def reconstruct_n(self, start: int, n: int) -> np.ndarray:
+        return self.reconstruct_batch(np.arange(start, start + n, dtype=np.int64))
+
+    def reconstruct_batch(self, rows: np.ndarray) -> np.ndarray:
+        """The stored vectors of ``rows``, a deleted row's as zeros (as a delete that
+        rewrote the file would have blanked it)."""
+        from gpurag.vectors.codec import decode_all
+
+        rows = np.asarray(rows, np.int64)
+        out = decode_all(self.inner, rows)
+        out[self.gone()[rows]] = 0
+        return out
+
+    def gone(self) -> np.ndarray:
+        """``(ntotal,)`` bool: the deleted rows."""
+        if self._gone is None or len(self._gone) != self.ntotal:
+            gone = np.zeros(self.ntotal, bool)
+            gone[self.deleted[self.deleted < self.ntotal]] = True
+            self._gone = gone
+        return self._gone
+
+    def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        x = np.ascontiguousarray(np.atleast_2d(x), dtype=np.float32)
+        if not self.deleted.size:
+            return self.inner.search(x, k)
+        return masked_search(self.inner, x, k, self.deleted, self.gone())
+
+
+def _is_host_faiss(index: Any) -> bool:
+    from gpurag.vectors.faiss_index import _faiss
+
+    faiss = _faiss()
+    return isinstance(index, faiss.Index) and not type(index).__name__.startswith("Gpu")
+
+
+def _params(index: Any, deleted: np.ndarray):
+    """FAISS search parameters excluding ``deleted``, keeping the index's own search depth
+    (``nprobe`` of an IVF index, ``efSearch`` of an HNSW one), or None where there are none."""
+    from gpurag.vectors.faiss_index import _faiss
+
+    faiss = _faiss()
+    sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(len(deleted), faiss.swig_ptr(deleted)))
+    if isinstance(index, faiss.IndexIVF):
+        params = faiss.SearchParametersIVF(sel=sel, nprobe=int(index.nprobe))
+    elif isinstance(index, faiss.IndexHNSW):
+        params = faiss.SearchParametersHNSW(sel=sel, efSearch=int(index.hnsw.efSearch))
+    else:
+        params = faiss.SearchParameters(sel=sel)
+    params._keep = (sel, deleted)  # the selector must outlive the call
+    return params
+
+
+def masked_search(index: Any, x: np.ndarray, k: int, deleted: np.ndarray, gone: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` ``(scores, ids)`` of ``index`` without the rows ``deleted`` (sorted ids;
+    ``gone``: the same as a bool mask), -1 padded."""
+    from gpurag.vectors.parted import PartedIndex, merge_hits
+
+    n = int(index.ntotal)
+    if isinstance(index, PartedIndex):
+        hits, offsets = [], []
+        for piece, lo, hi in zip(index.pieces, index.offsets[:-1], index.offsets[1:],
+                                 strict=True):
+            if hi <= lo:
+                continue
+            local = deleted[(deleted >= lo) & (deleted < hi)] - lo
+            kk = min(k, int(hi - lo))
+            hits.append(masked_search(piece, x, kk, local, gone[lo:hi]) if local.size
+                        else _plain(piece, x, kk))
+            offsets.append(int(lo))
+        if not hits:
+            return (np.zeros((len(x), k), np.float32), np.full((len(x), k), -1, np.int64))
+        return merge_hits(hits, offsets, k, index._larger_first())
+    if _is_host_faiss(index) and deleted.size:
+        from gpurag.vectors.faiss_setup import SINGLE_THREAD_WORK, on_one_thread
+
+        kk = max(1, min(k, n))
+        params = _params(index, np.ascontiguousarray(deleted, np.int64))
+        if len(x) * n < SINGLE_THREAD_WORK:
+            scores, ids = on_one_thread(lambda q, kq: index.search(q, kq, params=params), x, kk)
+        else:
+            scores, ids = index.search(x, kk, params=params)
+        return _padded(np.asarray(scores, np.float32), np.asarray(ids, np.int64), k)
+    # a device searcher: ask for the deleted rows' worth more and drop them
+    kk = max(1, min(k + int(deleted.size), n))
+    scores, ids = index.search(x, kk)
+    scores, ids = np.asarray(scores, np.float32), np.asarray(ids, np.int64)
+    bad = (ids < 0) | gone[np.clip(ids, 0, max(n - 1, 0))]
+    order = np.argsort(bad, axis=1, kind="stable")  # kept hits first, in their order
+    ids = np.where(bad, -1, ids)
+    return _padded(np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1), k)
+
+
+def _plain(index: Any, x: np.ndarray, k: int):
+    from gpurag.vectors.faiss_index import search
+
+    return search(index, x, k)
+
+
+def _padded(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` columns, -1 padded (score 0 at the padding, as FAISS's search wrapper
+    gives an empty index)."""
+    q = len(ids)
+    out_s = np.zeros((q, k), np.float32)
+    out_i = np.full((q, k), -1, np.int64)
+    m = min(k, ids.shape[1])
+    out_s[:, :m], out_i[:, :m] = scores[:, :m], ids[:, :m]
+    out_s[out_i < 0] = 0
+    return out_s, out_i
+
+
+def masked(index: Any, deleted: np.ndarray) -> Any:
+    """``index`` without the rows ``deleted``: ``index`` itself when there are none."""
+    deleted = np.asarray(deleted, np.int64)
+    return MaskedIndex(index, deleted) if deleted.size else index
+
+
+def drop_rows(scores: np.ndarray, rows: np.ndarray, deleted: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``rows`` (``(q, k)`` ids, -1 padded), the ids not in ``deleted`` (sorted),
+    moved up in their order, -1 (score 0) after them: results never show a deleted chunk."""
+    from gpurag.arrays import isin_sorted
+
+    rows = np.asarray(rows, np.int64)
+    bad = rows < 0
+    if not rows.size or not deleted.size:
+        return scores, rows
+    bad |= isin_sorted(rows, deleted)
+    if not bad.any():
+        return scores, rows
+    order = np.argsort(bad, axis=1, kind="stable")
+    rows = np.take_along_axis(np.where(bad, -1, rows), order, 1)
+    scores = np.take_along_axis(np.where(bad, 0, scores).astype(scores.dtype), order, 1)
+    return scores, rows
