@@ -83,8 +83,9 @@ def _assert_lexical_loads(index: Index) -> None:
     rebuilt in memory, which would hide a broken delta."""
     from gpurag.query.lexical import BM25Index
 
-    model = BM25Index.load(index.dir.file(layout.LEXICAL_DIR), len(index.chunks))
-    assert model.matrix.shape[1] == len(index.chunks)
+    deleted = index.dir.deleted_chunks()
+    model = BM25Index.load(index.dir.file(layout.LEXICAL_DIR), len(index.chunks), deleted)
+    assert int(model.model.scores["num_docs"]) == len(index.chunks) - len(deleted)
 
 
 def test_an_insert_writes_no_whole_csr_or_bm25_file(split_index, tmp_path, corpus, runtime,
@@ -158,10 +159,22 @@ def test_an_insert_writes_no_whole_csr_or_bm25_file(split_index, tmp_path, corpu
     _assert_same_graph(again_a, again_b)
     assert again_a.manifest.counts == again_b.manifest.counts
     _within_tolerance(again_a, again_b)
+    # the re-inserted document is found by BM25 as its new chunk (its own id, after the
+    # tombstoned rows); the deleted one is returned by no mode
     found = again_a.query(records[SPLIT]["title"], k=3, mode="bm25")
     assert found.passages[0].doc_id == records[SPLIT]["id"]
-    assert not {records[5]["id"]} & {p.doc_id for r in again_a.query_batch(
-        [records[5]["title"]], k=5, mode="bm25") for p in r.passages}
+    assert found.passages[0].chunk_id == str(again_a.chunks["chunk_id"].iloc[-1])
+    asked = [records[5]["title"], records[5]["text"][:80], records[SPLIT]["title"]]
+    for mode in ("bm25", "dense", "graph"):
+        got_ids = {p.doc_id for r in again_a.query_batch(asked, k=10, mode=mode)
+                   for p in r.passages}
+        assert records[5]["id"] not in got_ids and records[SPLIT]["id"] in got_ids, mode
+    # compact after insert, delete, insert: the full build of what the index holds
+    held = [i for i in dict.fromkeys(again_a.chunks["doc_id"].astype(str)) if i]
+    by_id = {r["id"]: r for r in records}
+    rebuilt = Index.build(_write(tmp_path / "held" / "held.jsonl", [by_id[i] for i in held]),
+                          tmp_path / "held.index", runtime=runtime, show_progress=False)
+    assert_equivalent(again_a.compact(show_progress=False), rebuilt)
 
 
 def test_single_document_inserts_keep_few_parts_and_fold(split_index, tmp_path, corpus,

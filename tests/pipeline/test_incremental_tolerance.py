@@ -130,11 +130,12 @@ def test_small_inserts_as_deltas_stay_within_tolerance(tmp_path):
             index = index.insert(_write(tmp_path / f"ins{step}" / "docs.jsonl", batch),
                                  show_progress=False)
         else:
-            held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str)) if i not in kept]
+            held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str))
+                    if i and i not in kept]  # blank: deleted
             index = index.delete([str(x) for x in rng.choice(held, 2, replace=False)],
                                  show_progress=False)
     assert {"graph/delta.json", "lexical/delta.json"} <= set(index.manifest.files)
-    held = list(dict.fromkeys(index.chunks["doc_id"].astype(str)))
+    held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str)) if i]
     full = Index.build(_write(tmp_path / "final.jsonl", [by_id[i] for i in held]),
                        tmp_path / "full", runtime=runtime, show_progress=False)
     present = set(held)
