@@ -38,6 +38,15 @@ KEYS = ("k1", "b", "base_docs", "base_terms", "base_len", "weighted_docs", "docs
         "total_len", "words", "parts")
 
 
+def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """bm25s' Lucene idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` as it stores it (float32; 0
+    where no passage holds the term)."""
+    df = np.asarray(df, np.float64)
+    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return np.where(df > 0, idf, 0).astype(np.float32)
+
+
+
 def read_meta(folder: str | Path) -> dict[str, Any] | None:
     """The delta's meta in the lexical ``folder``, None without one; ``ValueError`` when it
     lacks a key."""
@@ -79,8 +88,6 @@ def with_delta(model, folder: str | Path) -> object:
     vocabulary extended by the delta's words, the delta's passages weighted and appended as
     columns, the base's weights rescaled to the document frequencies and passage count of now
     (see the module docstring). A folder without a delta: ``model`` unchanged."""
-    from gpurag.query.lexical import lucene_idf
-
     meta = read_meta(folder)
     if meta is None:
         return model
