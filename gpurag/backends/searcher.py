@@ -144,8 +144,8 @@ def query_index(index: Any, device: str) -> Any:
         return index
     from gpurag.vectors.masked import MaskedIndex
 
-    if isinstance(index, MaskedIndex):  # the device searcher of its rows, the same rows masked
-        return MaskedIndex(query_index(index.inner, device), index.deleted)
+    if isinstance(index, MaskedIndex):  # a device searcher of the live rows only, ids mapped
+        return index.live_searcher(lambda rows: query_index(rows, device))
     if hasattr(index, "reconstruct_n") and hasattr(index, "metric_type"):
         return searcher_for_index(index, device)
     searched_by = getattr(index, "searched_by", None)

@@ -9,8 +9,14 @@ ids and scores unchanged:
   (``SearchParameters(sel=IDSelectorNot(IDSelectorBatch(deleted)))``, with the index's own
   ``nprobe`` / ``efSearch``), so a deleted row is never a candidate;
 * a :class:`~gpurag.vectors.parted.PartedIndex` masks each piece with its own rows;
-* anything else (a torch or GPU searcher made from the index on a device) is searched for
-  ``k`` plus the number of deleted rows and the deleted ones dropped.
+* on a device (:func:`~gpurag.backends.searcher.query_index` on cuda) the searcher is made
+  from the live rows only (:meth:`MaskedIndex.live_searcher`: :class:`LiveRows` decoded,
+  :class:`LiveSearcher` mapping its rows back to ids): exact, its cost that of the live rows,
+  whatever the number of tombstones (asking a device searcher for ``k`` plus the deleted rows
+  made the scan keep, and the float32 re-rank gather, ``q x (k + |D|)`` candidates: 20k
+  tombstones, 1,024 queries, d = 384 gave ~31 GB, and FAISS-GPU refuses ``k > 2048``);
+* anything else (a searcher given directly) is searched for ``k`` plus the number of
+  deleted rows and the deleted ones dropped.
 
 ``reconstruct_n`` / ``reconstruct_batch`` (so :func:`~gpurag.vectors.codec.decode_all`) give a
 deleted row as a zero vector: what rewriting the file with the row blanked gave, without the
@@ -19,6 +25,7 @@ rewrite.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -70,6 +77,64 @@ class MaskedIndex:
         if not self.deleted.size:
             return self.inner.search(x, k)
         return masked_search(self.inner, x, k, self.deleted, self.gone())
+
+    def live_searcher(self, make: Callable[[Any], Any]) -> LiveSearcher:
+        """A searcher of the live rows only: ``make(LiveRows(self))`` (a device searcher
+        factory: it decodes the rows it is given), its rows mapped back to ids."""
+        rows = LiveRows(self)
+        return LiveSearcher(make(rows), rows.ids, self.ntotal)
+
+
+class LiveRows:
+    """The rows of a :class:`MaskedIndex` that are not deleted, as an index of their own
+    (row ``i`` is id ``ids[i]``) for a device copy to decode: ``d``, ``metric_type``,
+    ``ntotal`` (the live count), ``reconstruct_n`` / ``reconstruct_batch``."""
+
+    def __init__(self, index: MaskedIndex) -> None:
+        self.inner = index.inner
+        self.ids = np.flatnonzero(~index.gone()).astype(np.int64)
+        self.d = int(index.d)
+        self.metric_type = index.metric_type
+
+    @property
+    def ntotal(self) -> int:
+        return len(self.ids)
+
+    def reconstruct_n(self, start: int, n: int) -> np.ndarray:
+        return self.reconstruct_batch(np.arange(start, start + n, dtype=np.int64))
+
+    def reconstruct_batch(self, rows: np.ndarray) -> np.ndarray:
+        from gpurag.vectors.codec import decode_all
+
+        return decode_all(self.inner, self.ids[np.asarray(rows, np.int64)])
+
+
+class LiveSearcher:
+    """``searcher`` over the live rows (:class:`LiveRows`) answering in ids: its row ``i``
+    is id ``ids[i]``; ``ntotal`` the id space (as :class:`MaskedIndex`), -1 (score 0) padding
+    as the host masked search gives."""
+
+    def __init__(self, searcher: Any, ids: np.ndarray, ntotal: int) -> None:
+        self.searcher = searcher
+        self.ids = np.asarray(ids, np.int64)
+        self._ntotal = int(ntotal)
+        self.d = int(searcher.d)
+        self.implementation = str(getattr(searcher, "implementation", type(searcher).__name__)
+                                  ) + f" (live rows {len(self.ids)} of {self._ntotal})"
+
+    @property
+    def ntotal(self) -> int:
+        return self._ntotal
+
+    def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        x = np.ascontiguousarray(np.atleast_2d(x), dtype=np.float32)
+        if not len(self.ids):
+            return _padded(np.zeros((len(x), 0), np.float32), np.zeros((len(x), 0), np.int64),
+                           k)
+        scores, rows = self.searcher.search(x, max(1, min(k, len(self.ids))))
+        rows = np.asarray(rows, np.int64)
+        ids = np.where(rows >= 0, self.ids[np.clip(rows, 0, None)], -1)
+        return _padded(np.asarray(scores, np.float32), ids, k)
 
 
 def _is_host_faiss(index: Any) -> bool:

@@ -110,27 +110,36 @@ def test_split_by_chunk_keeps_ids():
     assert gone["entity"].tolist() == [2, 3]
 
 
-def test_a_masked_index_on_cuda_masks_the_device_searcher_made_from_its_rows(monkeypatch):
-    """query_index on cuda: the device searcher is made from the stored index (all rows) and
-    the tombstones stay applied to it (a device searcher made from the mask would not know)."""
+def test_a_masked_index_on_cuda_searches_a_device_searcher_of_its_live_rows(monkeypatch):
+    """query_index on cuda: the device searcher holds the live rows only and is asked for k
+    (not k plus the tombstones: its scan, re-rank and memory do not grow with them); its rows
+    map back to the ids, the results those of the host masked search, never a deleted id."""
+    torch = pytest.importorskip("torch")
     from gpurag.backends import searcher as backend
 
-    x = _vectors(120)
-    index = build_index(x, 10_000, 42, None, codec=codec_for("int8", 16))
-    made = []
+    x = _vectors(600)
+    index = build_index(x, 10_000, 42, None, codec=codec_for("fp32", 16))
+    real = backend.searcher_for_index
+    made, asked = [], []
 
-    class Device:
-        def __init__(self, inner):
-            self.inner, self.ntotal, self.d = inner, inner.ntotal, inner.d
-            made.append(inner)
+    def on_cpu_torch(rows, device):  # the cuda path's torch searcher, on CPU tensors
+        dev = real(rows, "cpu", backend="torch", dtype=torch.float16)
+        made.append(dev)
+        search = dev.search
+        dev.search = lambda q, k: (asked.append(k), search(q, k))[1]
+        return dev
 
-        def search(self, q, k):
-            return search(self.inner, q, k)
-
-    monkeypatch.setattr(backend, "searcher_for_index", lambda i, device: Device(i))
-    gone = np.array([1, 5, 9], np.int64)
-    out = backend.query_index(MaskedIndex(index, gone), "cuda:0")
-    assert isinstance(out, MaskedIndex) and made == [index]
-    ids = out.search(x[gone], 4)[1]
-    assert not np.isin(ids, gone).any() and np.array_equal(ids, _exact_without(x, x[gone],
-                                                                               gone, 4))
+    monkeypatch.setattr(backend, "searcher_for_index", on_cpu_torch)
+    q = x[:40] + 0.05
+    for gone in (np.zeros(0, np.int64), np.arange(0, 600, 3, dtype=np.int64)):
+        made.clear(), asked.clear()
+        out = backend.query_index(masked(index, gone), "cuda:0")
+        scores, ids = out.search(q, 7)
+        assert asked == [7] and made[0].ntotal == 600 - len(gone)
+        assert out.ntotal == 600 and not np.isin(ids, gone).any() and (ids >= 0).all()
+        s_ref, i_ref = masked(index, gone).search(q, 7)
+        assert np.array_equal(ids, i_ref)
+        np.testing.assert_allclose(scores, s_ref, atol=2e-3)
+    everything = backend.query_index(MaskedIndex(index, np.arange(600)), "cuda:0")
+    s, ids = everything.search(q, 3)
+    assert (ids == -1).all() and not s.any()
