@@ -7,7 +7,10 @@ fold) are kept as they are (hard links) and the insert writes only the entries i
 * ``graph/delta.json``: the node counts (the base's entities; the entities, passages and
   stored entries now) and the delta's parts, in order;
 * ``graph/delta.partNNNNN.npy``: entries ``(key, weight)`` sorted by ``key``, one per changed
-  directed pair (both directions of an edge), its **resulting** weight (not an increment).
+  directed pair (both directions of an edge), its **resulting** weight (not an increment), or
+  :data:`REMOVED` (NaN) for a pair the change takes out of the graph (a local delete: the
+  removed passages' edges, the edges of the entities it blanks, a relation pair whose weight
+  went to nothing).
 
 Node ids of a graph put the entities first and the passages after them, so every new entity
 shifts every passage id. A part names a node by a code that does not move: entity ``e`` is
@@ -20,7 +23,9 @@ after ``n`` inserts) and :func:`merge` gives the graph a whole rewrite after eac
 entry for entry and bit for bit. When the delta holds more than :data:`FOLD_FRACTION` of the
 base's entries the insert folds it: the merged graph is written as the new base, without a
 delta (so the cost of an insert, amortized, does not grow with the inserts before it, and a
-reader's merge stays a fraction of the base). A full write (build, compact, delete) writes the
+reader's merge stays a fraction of the base). A local delete writes its change the same way
+(:func:`gpurag.pipeline.incremental_delete.write_graph`: the entries whose weight changed and
+the removed ones, folded past the same bound). A full write (build, compact, fold) writes the
 three CSR files alone, as before.
 
 :func:`gpurag.graph.csr.load` merges on read (vectorized, ``O(E)`` once per open; the merged
@@ -43,6 +48,9 @@ ENTRY = np.dtype([("key", "<i8"), ("weight", "<f4")])
 # entry is rewritten once per growth of the graph by this share (the amortized cost per insert
 # is the new entries times 1 / FOLD_FRACTION, independent of how many inserts came before).
 FOLD_FRACTION = 0.125
+# The weight of an entry that takes its pair out of the graph (a stored edge's weight is
+# finite and positive, so NaN names nothing else).
+REMOVED = np.float32(np.nan)
 _SHIFT = np.int64(32)
 _LOW = np.int64((1 << 32) - 1)
 
@@ -153,10 +161,18 @@ def merge(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray, meta: di
         dk = u * n + v
         order = np.argsort(dk, kind="stable")
         dk, dw = dk[order], d["weight"][order]
+        gone = np.isnan(dw)  # REMOVED: the pair leaves the graph
         pos = np.searchsorted(base_keys, dk)
         hit = pos < base_keys.size
         hit[hit] = base_keys[pos[hit]] == dk[hit]
         w[pos[hit]] = dw[hit]
+        if gone.any():
+            stay = np.ones(base_keys.size, bool)
+            stay[pos[hit & gone]] = False
+            base_keys, w = base_keys[stay], w[stay]
+            keep = ~gone
+            dk, dw, hit = dk[keep], dw[keep], hit[keep]
+            pos = np.searchsorted(base_keys, dk)
         new = ~hit
         base_keys = np.insert(base_keys, pos[new], dk[new])
         w = np.insert(w, pos[new], dw[new])
@@ -173,22 +189,27 @@ def stored_weights(graph_dir: Path, n_base_entities: int, parts: list[Path],
     entities, at least the stored ones) in the stored graph (the CSR files in ``graph_dir``,
     whose first ``n_base_entities`` nodes are entities, and the delta ``parts``, oldest
     first): the
-    latest part's weight, else the base's; only the base rows of these pairs are read (the
-    base is memory-mapped)."""
+    latest part's weight, else the base's (a pair the latest part naming it removed is not
+    found: weight 0); only the base rows of these pairs are read (the base is
+    memory-mapped)."""
     rows, cols = np.asarray(rows, np.int64), np.asarray(cols, np.int64)
     w = np.zeros(rows.size, np.float32)
     found = np.zeros(rows.size, bool)
+    named = np.zeros(rows.size, bool)  # a part names the pair: the base is not asked
     want = keys(rows, cols, n_ent)
     for path in reversed(parts):  # the latest part wins
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
         pk = arr["key"]
-        open_ = ~found
+        open_ = ~named
         pos = np.searchsorted(pk, want[open_])
         ok = pos < pk.size
         ok[ok] = pk[pos[ok]] == want[open_][ok]
         at = np.flatnonzero(open_)[ok]
-        w[at] = arr["weight"][pos[ok]]
-        found[at] = True
+        pw = np.asarray(arr["weight"][pos[ok]], np.float32)
+        live = ~np.isnan(pw)
+        w[at[live]] = pw[live]
+        found[at[live]] = True
+        named[at] = True
     # the base: node ids of the last full write
     indptr = np.load(graph_dir / "indptr.npy", mmap_mode="r", allow_pickle=False)
     indices = np.load(graph_dir / "indices.npy", mmap_mode="r", allow_pickle=False)
@@ -197,7 +218,7 @@ def stored_weights(graph_dir: Path, n_base_entities: int, parts: list[Path],
     n_eb = int(n_base_entities)
     br = _base_node(rows, n_ent, n_eb, n_base)
     bc = _base_node(cols, n_ent, n_eb, n_base)
-    look = np.flatnonzero(~found & (br >= 0) & (bc >= 0))
+    look = np.flatnonzero(~named & (br >= 0) & (bc >= 0))
     if look.size:
         from gpurag.arrays import unique_sorted
 

@@ -112,6 +112,67 @@ def shrunk_graph(stored: CSRGraph, n_ent: int, drop_passage: np.ndarray, blanked
                     weights=w[keep].astype(np.float32))
 
 
+def graph_entries(stored: CSRGraph, shrunk: CSRGraph, n_ent: int) -> np.ndarray:
+    """The delete's change of the graph as a delta part (:mod:`gpurag.graph.delta`): every
+    entry of ``stored`` that ``shrunk`` (the same nodes, a subset of its entries) lacks, as
+    :data:`~gpurag.graph.delta.REMOVED`, and every one whose weight changed (bit for bit),
+    with the new weight; sorted by key."""
+    from gpurag.graph import delta as delta_mod
+
+    n = stored.n_nodes
+    ip = np.asarray(stored.indptr, np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
+    key = rows * n + np.asarray(stored.indices, np.int64)  # sorted (CSR rows, sorted columns)
+    s_ip = np.asarray(shrunk.indptr, np.int64)
+    s_key = (np.repeat(np.arange(n, dtype=np.int64), np.diff(s_ip)) * n
+             + np.asarray(shrunk.indices, np.int64))
+    if key.size > 1 and not np.all(key[1:] > key[:-1]):  # columns not sorted within rows
+        order = np.argsort(key, kind="stable")
+        pos = order[np.searchsorted(key[order], s_key)]
+    else:
+        pos = np.searchsorted(key, s_key)  # each kept entry's place among the stored ones
+    new_w = np.full(key.size, delta_mod.REMOVED, np.float32)
+    new_w[pos] = shrunk.weights
+    old_w = np.asarray(stored.weights, np.float32)
+    changed = np.flatnonzero(new_w.view(np.int32) != old_w.view(np.int32))
+    out = np.empty(changed.size, delta_mod.ENTRY)
+    out["key"] = delta_mod.keys(rows[changed], key[changed] - rows[changed] * n, n_ent)
+    out["weight"] = new_w[changed]
+    return out[np.argsort(out["key"], kind="stable")]
+
+
+def write_graph(writer: IndexWriter, d: IndexDir, stored: CSRGraph, shrunk: CSRGraph,
+                n_ent: int, fraction: float) -> str:
+    """The delete's graph: the stored CSR files kept and the change (:func:`graph_entries`) a
+    delta part beside them, as a local insert writes its change; the graph ``shrunk`` written
+    whole when the delta would outgrow ``fraction`` of the base (a fold). Returns "delta" or
+    "folded"."""
+    import json
+
+    from gpurag.graph import delta as delta_mod
+    from gpurag.store.parts import ROWS
+
+    meta_rel = f"{layout.GRAPH_DIR}/{delta_mod.META}"
+    meta = delta_mod.read_meta(d.file(layout.GRAPH_DIR)) if d.has(meta_rel) else None
+    parts = [] if meta is None else [f"{layout.GRAPH_DIR}/{Path(p).name}"
+                                     for p in meta["parts"]]
+    stored_rows = sum(int(d.manifest.files[p].get(ROWS, 0)) for p in parts)
+    base_edges = int(np.load(d.file(layout.GRAPH_INDICES), mmap_mode="r").shape[0])
+    entries = graph_entries(stored, shrunk, n_ent)
+    if stored_rows + entries.size > fraction * max(base_edges, 1):
+        csr_mod.save(shrunk, writer.path(layout.GRAPH_DIR))
+        return "folded"
+    for rel in (layout.GRAPH_INDPTR, layout.GRAPH_INDICES, layout.GRAPH_WEIGHTS):
+        writer.keep(d, rel)
+    names = writer.append_part(d, delta_mod.PART_REL, entries, delta_mod.union)
+    new_meta = {"format": 1,
+                "base_entities": n_ent if meta is None else meta["base_entities"],
+                "entities": n_ent, "passages": shrunk.n_nodes - n_ent,
+                "edges": shrunk.n_edges, "parts": [Path(p).name for p in names]}
+    writer.path(meta_rel).write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
+    return "delta"
+
+
 # -- tables ---------------------------------------------------------------------------------
 def split_by_chunk(table: pa.Table, drop: np.ndarray) -> tuple[pa.Table, pd.DataFrame]:
     """The rows of the stored ``table`` whose ``chunk`` stays (Arrow, ids unchanged: written
@@ -202,8 +263,8 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         f_ent = f_ent[np.repeat(~f_drop, lengths)]
         lengths = np.where(f_drop, 0, lengths)
         f_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(f_ptr.dtype)
-        graph = shrunk_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True), len(entities),
-                             drop, blanked, removed_r)
+        stored_graph = csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True)
+        graph = shrunk_graph(stored_graph, len(entities), drop, blanked, removed_r)
         timings["graph_s"] = time.perf_counter() - t0
 
         # the stored BM25 model covers the chunks that stayed so far, in order: the ones
@@ -224,7 +285,9 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         writer.write_table(layout.NAMES, names)
         writer.write_array(layout.FACT_ENTITY_INDPTR, f_ptr)
         writer.write_array(layout.FACT_ENTITY_INDICES, f_ent)
-        csr_mod.save(graph, writer.path(layout.GRAPH_DIR))
+        graph_how = write_graph(writer, d, stored_graph, graph, len(entities),
+                                local.fold_fraction())
+        del stored_graph
         for rel, frame in ((layout.ENTITIES, entities), (layout.ALIASES, aliases),
                            (layout.FACTS, facts)):
             writer.write_table(rel, frame)
@@ -253,8 +316,7 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
                                 "mentions and relations of the removed chunks dropped, "
                                 "their facts blanked",
                                 "name and entity counts (names no chunk uses blanked)",
-                                "graph CSR (removed passages' edges and relation weights "
-                                "taken out)"],
+                                graph_note(graph_how)],
             "deleted_chunks": len(deleted),
             "deleted_text": "the removed chunks' text stays in the kept chunk table and "
                             "extraction until `gpurag compact`",
@@ -273,6 +335,15 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         raise
     result.version = result.extra["version"]
     return result
+
+
+def graph_note(how: str) -> str:
+    """The manifest's note of how a delete wrote the graph ("delta" or "folded")."""
+    return {"delta": "graph CSR (the removed passages' edges, the blanked entities' edges and "
+                     "the removed relations' weights: a delta part beside the stored CSR, "
+                     "merged on read)",
+            "folded": "graph CSR (removed passages' edges and relation weights taken out; the "
+                      "delta folded: the graph written whole)"}[how]
 
 
 def recounted_entities(entities: pd.DataFrame, names: pd.DataFrame,

@@ -269,3 +269,133 @@ def test_merge_on_read_equals_applying_each_change_in_turn():
             assert np.array_equal(indptr, whole.indptr)
             assert np.array_equal(indices, whole.indices)
             assert np.array_equal(weights.view(np.int32), whole.weights.view(np.int32))
+
+
+def test_merge_takes_removed_entries_out_and_stored_weights_does_not_find_them(tmp_path):
+    """Random base graphs and parts mixing new weights, REMOVED entries of stored pairs,
+    REMOVED entries of pairs an older part added and of pairs nowhere: the merge equals the
+    graph of a dictionary of pairs applying each part in turn, in any grouping of the parts;
+    stored_weights finds a removed pair nowhere (weight 0), never the base's weight."""
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n_e, n_p = int(rng.integers(3, 20)), int(rng.integers(3, 20))
+        n = n_e + n_p
+        base = _random_graph(rng, n, int(rng.integers(5, 100)))
+        rows = np.repeat(np.arange(n), np.diff(base.indptr))
+        pairs = dict(zip(zip(rows.tolist(), base.indices.tolist(), strict=True),
+                         base.weights.tolist(), strict=True))
+        parts = []
+        for _ in range(int(rng.integers(1, 5))):
+            known = list(pairs)
+            pick = rng.choice(len(known), min(len(known), int(rng.integers(1, 12))),
+                              replace=False) if known else []
+            change = {known[i]: (delta_mod.REMOVED if rng.random() < 0.6
+                                 else np.float32(rng.random() + 0.5)) for i in pick}
+            for _ in range(3):  # new pairs and removals of pairs the graph lacks
+                u, v = (int(x) for x in rng.integers(0, n, 2))
+                if u != v and (u, v) not in change:
+                    change[(u, v)] = (np.float32(rng.random() + 0.5) if rng.random() < 0.5
+                                      else delta_mod.REMOVED)
+            part = np.empty(len(change), delta_mod.ENTRY)
+            keys = list(change)
+            part["key"] = delta_mod.keys(np.array([k[0] for k in keys]),
+                                         np.array([k[1] for k in keys]), n_e)
+            part["weight"] = [change[k] for k in keys]
+            parts.append(part[np.argsort(part["key"])])
+            for k, w in change.items():
+                if np.isnan(w):
+                    pairs.pop(k, None)
+                else:
+                    pairs[k] = float(w)
+        order = sorted(pairs)
+        want_rows = np.array([k[0] for k in order], np.int64)
+        want_indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(want_rows, minlength=n), out=want_indptr[1:])
+        want_w = np.array([pairs[k] for k in order], np.float32)
+        meta = {"base_entities": n_e, "entities": n_e, "passages": n_p, "edges": len(pairs),
+                "parts": []}
+        for grouped in (parts, [delta_mod.union(parts)],
+                        [delta_mod.union(parts[:1]), delta_mod.union(parts[1:])]):
+            indptr, indices, weights = delta_mod.merge(base.indptr, base.indices,
+                                                       base.weights, meta, grouped)
+            assert np.array_equal(indptr, want_indptr)
+            assert np.array_equal(indices, [k[1] for k in order])
+            assert np.array_equal(weights.view(np.int32), want_w.view(np.int32))
+        # stored_weights over the saved base and parts: the merged graph's weight or none
+        folder = tmp_path / f"g{trial}"
+        csr_mod.save(base, folder)
+        files = []
+        for i, part in enumerate(parts):
+            files.append(folder / f"delta.part{i:05d}.npy")
+            np.save(files[-1], part)
+        ask_r, ask_c = rng.integers(0, n, 60), rng.integers(0, n, 60)
+        keep = ask_r != ask_c
+        ask_r, ask_c = ask_r[keep], ask_c[keep]
+        w, found = delta_mod.stored_weights(folder, n_e, files, ask_r, ask_c, n_e)
+        for r, c, got_w, got_f in zip(ask_r.tolist(), ask_c.tolist(), w, found, strict=True):
+            assert got_f == ((r, c) in pairs)
+            assert got_w == np.float32(pairs.get((r, c), 0.0))
+
+
+@pytest.mark.parametrize("fold", [100.0, 0.05])
+def test_deletes_write_a_graph_delta_equal_to_the_whole_rewrite(split_index, tmp_path, corpus,
+                                                                runtime, monkeypatch, fold):
+    """A random sequence of one-document inserts and deletes, as deltas (``fold`` 100: the
+    delta never folded; 0.05: folded now and then) and written whole (as before): the
+    merged-on-read graph equals the whole rewrite's bit for bit after each step, and the counts
+    agree; with the delta never folded a delete keeps the stored CSR files (their inodes) and
+    writes only the delta's meta and a part; compact then gives the full build."""
+    rng = np.random.default_rng(5 if fold > 1 else 6)
+    base = split_index("A", tmp_path / "inc", runtime)
+    base.close()
+    shutil.copytree(tmp_path / "inc", tmp_path / "whole")
+    grown = Index.open(tmp_path / "inc", runtime=runtime)
+    whole = Index.open(tmp_path / "whole", runtime=runtime)
+    records = _records()
+    held = [r["id"] for r in records[:SPLIT]]
+    inserted, hows = 0, []
+    for step in range(6):
+        delete = step % 2 == 1 or (step > 2 and rng.random() < 0.5)
+        if delete:
+            gone = [str(x) for x in rng.choice(held, int(rng.integers(1, 3)), replace=False)]
+            held = [i for i in held if i not in gone]
+            before = _inodes(tmp_path / "inc")
+            with monkeypatch.context() as m:
+                m.setattr(local_mod, "DELTA_FOLD_FRACTION", fold)
+                grown = grown.delete(gone, show_progress=False)
+            hows.append(grown.manifest.extra["incremental"]["updated_locally"][-1])
+            if fold > 1:
+                after = _inodes(tmp_path / "inc")
+                for rel in GRAPH_FILES:
+                    assert after[rel] == before[rel], rel  # kept: no whole CSR written
+                written = {r for r, ino in after.items()
+                           if r.startswith("graph/") and before.get(r) != ino}
+                assert GRAPH_META in written and written <= {GRAPH_META} | {
+                    r for r in after if r.startswith("graph/delta.part")}
+            with monkeypatch.context() as m:
+                m.setattr(local_mod, "DELTA_FOLD_FRACTION", 0.0)
+                whole = whole.delete(gone, show_progress=False)
+        else:
+            with monkeypatch.context() as m:
+                m.setattr(local_mod, "DELTA_FOLD_FRACTION", fold)
+                grown = grown.insert(corpus[f"one{inserted}"], show_progress=False)
+            with monkeypatch.context() as m:
+                m.setattr(local_mod, "DELTA_FOLD_FRACTION", 0.0)
+                whole = whole.insert(corpus[f"one{inserted}"], show_progress=False)
+            held.append(records[SPLIT + inserted]["id"])
+            inserted += 1
+        _assert_same_graph(grown, whole)
+        assert grown.manifest.counts == whole.manifest.counts
+    from gpurag.pipeline import incremental_delete as delete_mod
+
+    assert delete_mod.graph_note("delta") in hows
+    if fold < 1:
+        assert delete_mod.graph_note("folded") in hows
+        return
+    assert _retrieval(grown) == _retrieval(whole)
+    compacted = grown.compact(show_progress=False)
+    assert GRAPH_META not in compacted.manifest.files
+    by_id = {r["id"]: r for r in records}
+    rebuilt = Index.build(_write(tmp_path / "held" / "held.jsonl", [by_id[i] for i in held]),
+                          tmp_path / "held.index", runtime=runtime, show_progress=False)
+    assert_equivalent(compacted, rebuilt)

@@ -670,7 +670,10 @@ DELETE_WRITES = {layout.MANIFEST, layout.DELETED_CHUNKS, layout.DELETED_NAMES,
                  layout.DELETED_FACTS, layout.MENTIONS, layout.RELATIONS, layout.FACTS,
                  layout.NAMES, layout.ALIASES, layout.ENTITIES, layout.FACT_ENTITY_INDPTR,
                  layout.FACT_ENTITY_INDICES, layout.GRAPH_INDPTR, layout.GRAPH_INDICES,
-                 layout.GRAPH_WEIGHTS, *layout.LEXICAL_FILES}
+                 layout.GRAPH_WEIGHTS, *layout.LEXICAL_FILES,
+                 # a delete's graph change, a delta part beside the kept CSR (or the CSR
+                 # whole, past the fold bound)
+                 f"{layout.GRAPH_DIR}/delta.json", f"{layout.GRAPH_DIR}/delta.part00001.npy"}
 DELETE_KEEPS = (layout.CHUNKS, layout.PASSAGES_FAISS, layout.NAMES_FAISS, layout.FACTS_FAISS,
                 layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_STATS,
                 layout.COMMUNITIES)

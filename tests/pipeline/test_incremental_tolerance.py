@@ -109,11 +109,15 @@ def test_random_inserts_and_deletes_stay_within_tolerance(tmp_path):
 
 
 @pytest.mark.slow
-def test_small_inserts_as_deltas_stay_within_tolerance(tmp_path):
+def test_small_inserts_as_deltas_stay_within_tolerance(tmp_path, monkeypatch):
     """Inserts small enough to go in as deltas (within lexical_reweight_growth and the graph
-    delta's fold bound), a delete between them (which writes the graph and the BM25 model
-    whole): the index answering from a graph and a BM25 model with deltas stays within the
-    contract of a full build, and ``compact`` gives that build's files."""
+    delta's fold bound, here 1/2 of this small base: a delete's change of 2 documents
+    is a larger share of it than at scale), a delete between them (the graph a delta too, the
+    BM25 model whole): the index answering from a graph and a BM25 model with deltas stays
+    within the contract of a full build, and ``compact`` gives that build's files."""
+    from gpurag.pipeline import incremental_local
+
+    monkeypatch.setattr(incremental_local, "DELTA_FOLD_FRACTION", 0.5)
     records, questions, kept = _fixture()
     by_id = {r["id"]: r for r in records}
     runtime = Runtime.create(Settings(embed_cache=str(tmp_path / "cache")), device="cpu",
@@ -123,6 +127,7 @@ def test_small_inserts_as_deltas_stay_within_tolerance(tmp_path):
     index = Index.build(_write(tmp_path / "base.jsonl", order[:-8]), tmp_path / "inc",
                         runtime=runtime, show_progress=False)
     pending = order[-8:]
+    hows = []
     for step, op in enumerate(("insert", "delete", "insert", "insert")):
         if op == "insert":
             n = 2 if step == 0 else 3
@@ -134,6 +139,8 @@ def test_small_inserts_as_deltas_stay_within_tolerance(tmp_path):
                     if i and i not in kept]  # blank: deleted
             index = index.delete([str(x) for x in rng.choice(held, 2, replace=False)],
                                  show_progress=False)
+        hows.append(index.manifest.extra["incremental"]["updated_locally"][-1])
+    assert "merged on read" in hows[1], hows  # the delete wrote a graph delta
     assert {"graph/delta.json", "lexical/delta.json"} <= set(index.manifest.files)
     held = [i for i in dict.fromkeys(index.chunks["doc_id"].astype(str)) if i]
     full = Index.build(_write(tmp_path / "final.jsonl", [by_id[i] for i in held]),
