@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from incremental import _inodes, _written  # noqa: E402
+from incremental import _inodes, _written
 
 
 def _graph_digest(index: Path, tree: Path) -> str:

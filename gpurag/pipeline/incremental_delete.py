@@ -6,15 +6,19 @@ records the removed chunks as **tombstones**, Lucene's deletion bitset: the sort
 ``arrays/deleted_chunks.npy`` (:data:`~gpurag.store.layout.DELETED_CHUNKS`, cumulative over
 deletes, sealed in the manifest like every file). A delete
 
-* keeps (hard-links, the same inodes) the chunk table, the passage FAISS index and the stored
-  extraction (``extract/*``) with their parts, and the communities: none of them is rewritten;
+* keeps (hard-links, the same inodes) the chunk table, the passage FAISS index, the stored
+  extraction (``extract/*``), the mention and relation tables with their parts, and the
+  communities: none of them is rewritten;
 * writes the tombstone array; readers apply it: :meth:`~gpurag.store.reader.IndexDir.table`
-  gives a deleted chunk blank (no text, title, chunk or document id), dense search never
-  returns it (:class:`~gpurag.vectors.masked.MaskedIndex`: FAISS's own ID selector on a host
-  index, a wider search and a drop on a device searcher), the BM25 model covers only the
-  chunks that stay, and :class:`~gpurag.Index` drops any deleted row from every mode's results;
-* drops the removed chunks' rows from the mention and relation tables (ids unchanged), and
-  subtracts what they counted from the entities and surface names they named;
+  gives a deleted chunk blank (no text, title, chunk or document id) and leaves a deleted
+  chunk's rows out of the extraction and the mention and relation tables
+  (:data:`~gpurag.store.reader.CHUNK_KEYED`; the counts are the rows readers see), dense
+  search never returns it (:class:`~gpurag.vectors.masked.MaskedIndex`: FAISS's own ID
+  selector on a host index, a wider search and a drop on a device searcher), the BM25 model
+  covers only the chunks that stay, and :class:`~gpurag.Index` drops any deleted row from
+  every mode's results;
+* subtracts what the removed chunks' mentions counted from the entities and surface names
+  they named;
 * **blanks** what only they supported: a surface name no remaining chunk uses keeps its row in
   the name and alias tables with its text (and lookup key) emptied and its count zero, and its
   vector row is tombstoned (``arrays/deleted_names.npy``: never found, decoded as zeros); an
@@ -22,18 +26,23 @@ deletes, sealed in the manifest like every file). A delete
   a removed chunk becomes an empty row (no text, no entities) and its vector row is tombstoned
   (``arrays/deleted_facts.npy``). The name and fact FAISS files are kept as stored;
 * takes the removed passages' edges, the removed relations' weights and every edge of a
-  blanked entity out of the graph (the CSR written whole; passage nodes keep their ids, so the
+  blanked entity out of the graph, written as a delta part beside the kept CSR files
+  (:func:`write_graph`, :mod:`gpurag.graph.delta`: the entries whose weight changed and the
+  removed ones, :data:`~gpurag.graph.delta.REMOVED`; merged on read, bit for bit the graph
+  the whole rewrite gives; the CSR written whole, the delta folded in, past the insert's
+  fold bound; passage nodes keep their ids, so the
   removed ones stay as nodes without edges), and updates the BM25 model
   (:mod:`gpurag.pipeline.incremental_lexical`: the removed passages' term counts out, every
   weight recomputed; the scores a rebuild gives).
 
-So a delete writes the three tombstone arrays, the mention, relation, name, alias, entity and
-fact tables, the fact-entity arrays, the graph CSR and the BM25 model (whole: they are the
-files whose rows change), and not the chunk table, any FAISS file or the stored extraction
-(at 50k passages the FAISS files alone are 137 of 214 MB).
-**The deleted documents' text stays on disk** in the kept chunk table and extraction (and
-their vectors in the passage index) until ``gpurag compact`` (or an exact update) writes the
-full build of what stays: a user deleting for privacy must compact.
+So a delete writes the three tombstone arrays, the name, alias, entity and fact tables, the
+fact-entity arrays (whole: their rows change in place, blanked), the graph delta and the
+BM25 model (whole), and not the chunk table, the mention or relation table, any FAISS file,
+the graph CSR or the stored extraction (at 50k passages 43.8 of 214 MB, from 57.7:
+``bench/results/delete_written_2026-12-02_cpu_hostonly.md``; the FAISS files alone are 137).
+**The deleted documents' text stays on disk** in the kept chunk table, extraction, mention and
+relation tables (and their vectors in the passage index) until ``gpurag compact`` (or an
+exact update) writes the full build of what stays: a user deleting for privacy must compact.
 
 The result is within a tolerance of a full build of what stays (a typed fact first stated by a
 removed chunk is dropped even when another chunk states it too; the extraction of the chunks
@@ -234,11 +243,15 @@ def delete_local(out: Path, lock: WriteLock, d: IndexDir, wanted: list[str],
         gone_alias = aliases["name"].astype(str).isin(dead_names).to_numpy()
         aliases = aliases.assign(name=aliases["name"].where(~gone_alias, ""),
                                  key=aliases["key"].where(~gone_alias, ""))
+        # the mention and relation tables kept as stored (linked): readers drop the rows of
+        # tombstoned chunks (IndexDir.arrow_table, CHUNK_KEYED); the removed ones are read
+        # here for what they counted
+        for rel in (layout.MENTIONS, layout.RELATIONS):
+            for name in d.parts(rel):
+                writer.keep(d, name)
         mentions, removed_m = split_by_chunk(d.arrow_table(layout.MENTIONS), drop)
-        writer.write_table(layout.MENTIONS, mentions)
         n_mentions = len(mentions)
         relations, removed_r = split_by_chunk(d.arrow_table(layout.RELATIONS), drop)
-        writer.write_table(layout.RELATIONS, relations)
         n_relations = len(relations)
         del mentions, relations
         entities = d.table(layout.ENTITIES)

@@ -691,7 +691,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         timings["graph_write_s"] = time.perf_counter() - t0
 
         documents = int(manifest.counts.get("documents", old["doc_id"].nunique()))
-        rows = {rel: table_rows(d, rel) + len(appended[rel])
+        rows = {rel: live_rows(d, rel) + len(appended[rel])
                 for rel in (layout.ALIASES, layout.MENTIONS, layout.RELATIONS, layout.FACTS)}
         counts = {"documents": documents + report.documents, "chunks": n_chunks - n_deleted,
                   **({"deleted_chunks": n_deleted} if n_deleted else {}),
@@ -795,6 +795,17 @@ def carried_stats(counts: dict[str, Any], new: pd.DataFrame | None) -> dict[str,
     for key, value in batch_stats_sums(new).items():
         out[key] = out.get(key, 0) + value
     return out
+
+
+def live_rows(d: IndexDir, rel: str) -> int:
+    """Rows of table ``rel`` a reader sees: the files' rows, less those of chunks a local
+    delete removed from a table it keeps (:data:`gpurag.store.reader.CHUNK_KEYED`: the
+    mention and relation tables)."""
+    from gpurag.store.reader import CHUNK_KEYED
+
+    if rel in CHUNK_KEYED and d.deleted_chunks().size:
+        return d.arrow_table(rel, columns=["chunk"]).num_rows
+    return table_rows(d, rel)
 
 
 def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame | int, names: pd.DataFrame,

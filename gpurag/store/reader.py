@@ -148,7 +148,8 @@ class IndexDir:
     def arrow_table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
         """Table ``rel`` as Arrow (its parts concatenated; the schema, pandas metadata
         included, is the first file's). Chunks a local delete removed are blank in the chunk
-        table and absent from the stored extraction (their rows are still in the files)."""
+        table and absent from the stored extraction and the mention and relation tables
+        (:data:`CHUNK_KEYED`; their rows are still in the files)."""
         by_chunk = rel in CHUNK_KEYED and self.deleted_chunks().size
         wanted = columns
         if by_chunk and columns is not None and "chunk" not in columns:
@@ -203,7 +204,9 @@ class IndexDir:
 
 BLANKED_COLUMNS = ("chunk_id", "doc_id", "title", "text")
 # Tables by chunk a local delete keeps as stored: a reader never sees a deleted chunk's rows
-CHUNK_KEYED = (layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_DESCRIPTIONS)
+# (the stored extraction, and the mention and relation tables of the graph)
+CHUNK_KEYED = (layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_DESCRIPTIONS,
+               layout.MENTIONS, layout.RELATIONS)
 
 
 def blanked_chunks(table: pa.Table, gone: np.ndarray) -> pa.Table:

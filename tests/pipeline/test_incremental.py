@@ -215,7 +215,8 @@ def _files_holding(path: Path, needle: bytes) -> set[str]:
 def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact, secret_index_path):
     """An exact delete leaves no byte of the document in the index. A local delete leaves
     nothing readable (tables as readers give them, queries, names) while its text stays in
-    the files it keeps (tombstoned: the chunk table and the stored extraction) until
+    the files it keeps (tombstoned: the chunk table, the stored extraction, the mention and
+    relation tables) until
     ``compact``, which leaves no byte of it either."""
     index = Index.open(copy_index(secret_index_path, tmp_path / "idx"), runtime=runtime)
     assert any(MARKER in t for t in _all_text(index.path))  # the check can see it
@@ -230,7 +231,8 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact, secret_index
         assert not held and not [t for t in _all_text(after.path) if MARKER in t]
     else:  # only in what the delete kept as stored (hard links), never in what it wrote
         assert held and held <= {layout.CHUNKS, layout.EXTRACT_MENTIONS,
-                                 layout.EXTRACT_RELATIONS}, held
+                                 layout.EXTRACT_RELATIONS, layout.MENTIONS,
+                                 layout.RELATIONS}, held
     for mode in ("dense", "bm25", "graph"):
         hits = after.query(f"{MARKER} Institute founder", k=10, mode=mode)
         assert all(MARKER not in p.text and p.doc_id != "secret-doc" for p in hits.passages)

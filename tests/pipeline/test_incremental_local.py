@@ -667,7 +667,7 @@ def test_a_local_insert_rederives_the_display_name_of_a_stored_entity_its_names_
 # what a local delete may write: the tombstones, the tables and arrays whose rows it changes,
 # the graph and the BM25 model; never the chunk table, the vectors or the stored extraction
 DELETE_WRITES = {layout.MANIFEST, layout.DELETED_CHUNKS, layout.DELETED_NAMES,
-                 layout.DELETED_FACTS, layout.MENTIONS, layout.RELATIONS, layout.FACTS,
+                 layout.DELETED_FACTS, layout.FACTS,
                  layout.NAMES, layout.ALIASES, layout.ENTITIES, layout.FACT_ENTITY_INDPTR,
                  layout.FACT_ENTITY_INDICES, layout.GRAPH_INDPTR, layout.GRAPH_INDICES,
                  layout.GRAPH_WEIGHTS, *layout.LEXICAL_FILES,
@@ -676,7 +676,7 @@ DELETE_WRITES = {layout.MANIFEST, layout.DELETED_CHUNKS, layout.DELETED_NAMES,
                  f"{layout.GRAPH_DIR}/delta.json", f"{layout.GRAPH_DIR}/delta.part00001.npy"}
 DELETE_KEEPS = (layout.CHUNKS, layout.PASSAGES_FAISS, layout.NAMES_FAISS, layout.FACTS_FAISS,
                 layout.EXTRACT_MENTIONS, layout.EXTRACT_RELATIONS, layout.EXTRACT_STATS,
-                layout.COMMUNITIES)
+                layout.COMMUNITIES, layout.MENTIONS, layout.RELATIONS)
 
 
 def test_a_local_delete_writes_tombstones_not_the_index(split_index, tmp_path, corpus, runtime):
@@ -701,6 +701,36 @@ def test_a_local_delete_writes_tombstones_not_the_index(split_index, tmp_path, c
     again = cut.delete(corpus["b_ids"][:1], show_progress=False)
     assert set(again.dir.deleted_chunks()) == set(deleted) | set(
         np.flatnonzero(full.chunks["doc_id"].eq(corpus["b_ids"][0])))
+
+
+def test_kept_mention_and_relation_tables_read_without_the_deleted_chunks(
+        split_index, tmp_path, corpus, runtime):
+    """A local delete keeps the mention and relation tables (their inodes): every reader
+    (IndexDir.table, whatever the columns) gets the stored rows less those of the deleted
+    chunks, in order, the counts are those rows, after a second delete and an insert too
+    (whose counts add the new rows to the rows a reader sees, not to the files')."""
+    full = split_index("AB", tmp_path / "inc", runtime)
+    stored = {rel: full.dir.table(rel) for rel in (layout.MENTIONS, layout.RELATIONS)}
+    before = _inodes(tmp_path / "inc")
+    cut = full.delete(corpus["b_ids"][3:8], show_progress=False)
+    cut = cut.delete(corpus["b_ids"][:1], show_progress=False)
+    after = _inodes(tmp_path / "inc")
+    deleted = cut.dir.deleted_chunks()
+    for rel, key in ((layout.MENTIONS, "mentions"), (layout.RELATIONS, "relations")):
+        assert after[rel] == before[rel], rel
+        want = stored[rel][~stored[rel]["chunk"].isin(deleted)].reset_index(drop=True)
+        assert len(want) < len(stored[rel])
+        pd.testing.assert_frame_equal(cut.dir.table(rel), want)
+        cols = [c for c in want.columns if c != "chunk"][:2]
+        pd.testing.assert_frame_equal(cut.dir.table(rel, columns=cols), want[cols])
+        assert cut.manifest.counts[key] == len(want)
+    by_id = {r["id"]: r for r in _records()}
+    back = _write(tmp_path / "back" / "back.jsonl", [by_id[i] for i in corpus["b_ids"][3:5]])
+    grown = cut.insert(back, show_progress=False)  # two deleted documents again: new chunks
+    for rel, key in ((layout.MENTIONS, "mentions"), (layout.RELATIONS, "relations")):
+        rows = grown.dir.table(rel)
+        assert not rows["chunk"].isin(deleted).any()
+        assert grown.manifest.counts[key] == len(rows), rel
 
 
 def test_nothing_a_local_delete_removed_is_returned_or_readable(split_index, tmp_path, corpus,
