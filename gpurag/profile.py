@@ -273,6 +273,17 @@ class BuildProfile(Profile):
     # The edge between an entity and a passage whose title names it weighs this much (other
     # mention edges weigh 1): the walk from an entity prefers the entity's own page.
     title_edge_weight: float = constant(10.0, float, lo=0, open_lo=True)
+    # A local insert adds its passages' term counts to the BM25 model as a delta beside the
+    # stored weights (gpurag/query/lexical_delta.py); readers weight them with the corpus
+    # statistics of now and rescale the stored weights to the idf of now, so only the stored
+    # passages' length normalization keeps the avgdl of the last full weighting. The insert
+    # that would take the passage count more than this share past that weighting re-weights
+    # the whole model: avgdl then moves by at most this share of the difference between the
+    # new passages' mean length and the corpus's (under 1% of a weight at 0.10 unless the new
+    # passages are far longer or shorter), well inside the local-update tolerance
+    # (tests/pipeline/test_incremental_tolerance.py), and the delta a reader merges on open
+    # stays within a tenth of the model. A full build never has a delta.
+    lexical_reweight_growth: float = constant(0.10, float, lo=0)
     # The HNSW graphs of the entity and fact seeds (IndexConfig.hnsw_threshold rows and more):
     # M, efConstruction, and the efSearch stored in the FAISS file (queries search with it).
     hnsw_m: int = constant(16, int, lo=2)

@@ -192,7 +192,25 @@ def load(directory: str | os.PathLike[str], mmap: bool = True,
             raise IndexFormatError(f"corrupt graph array {named / f'{name}.npy'}: {detail}"
                                    ) from exc
     validate_arrays(arrays["indptr"], arrays["indices"], arrays["weights"], named)
-    return CSRGraph(**arrays)
+    from gpurag.graph import delta as delta_mod
+
+    try:
+        meta = delta_mod.read_meta(path)
+    except (OSError, ValueError) as exc:
+        raise IndexFormatError(f"corrupt graph delta {named / delta_mod.META}: {exc}"
+                               ) from exc
+    if meta is None:
+        return CSRGraph(**arrays)
+    # a local insert's delta beside the base (gpurag.graph.delta): merged on read, in memory
+    delta_mod.check_meta(meta, arrays["indptr"].size - 1, named)
+    parts = delta_mod.load_parts(path, meta, named)
+    indptr, indices, weights = delta_mod.merge(arrays["indptr"], arrays["indices"],
+                                               arrays["weights"], meta, parts)
+    validate_arrays(indptr, indices, weights, named)
+    if indices.size != meta["edges"]:
+        raise IndexFormatError(f"corrupt graph delta {named / delta_mod.META}: the merged "
+                               f"graph has {indices.size} entries, it says {meta['edges']}")
+    return CSRGraph(indptr=indptr, indices=indices, weights=weights)
 
 
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

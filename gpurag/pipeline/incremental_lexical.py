@@ -14,7 +14,11 @@ from all chunks as before. The formula and the passage text are
 :mod:`gpurag.query.lexical`'s (:func:`~gpurag.query.lexical.lucene_weights`,
 :func:`~gpurag.query.lexical.passage_texts`).
 
-An update then tokenizes only the new chunks (terms new to the vocabulary get ids after the
+A local insert within the build profile's ``lexical_reweight_growth`` writes only the new
+chunks' counts as a delta (:func:`delta_part`, :mod:`gpurag.query.lexical_delta`); the rest
+(a delete, an insert past that bound) re-weights the whole model: the stored counts (the base's
+recovered, the delta's as stored) with the change applied. An update then tokenizes only the
+new chunks (terms new to the vocabulary get ids after the
 stored ones), drops the removed passages' pairs, and recomputes every weight with the new
 ``N``, document frequencies and ``avgdl`` in one vectorized pass: the scores are a full
 build's (the vocabulary ids, and so the files, are not).
@@ -28,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpurag.query import lexical_delta
 from gpurag.query.lexical import lucene_idf, lucene_weights, passage_texts
 
 RTOL = 1e-4
@@ -100,10 +105,38 @@ def _least_tf(k: np.ndarray, rel_len: np.ndarray, held: np.ndarray, k1: float, b
     return m
 
 
-def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s) -> object | None:
-    """The stored bm25s ``model`` with the passages ``~keep`` removed (later ones renumbered)
-    and ``new_texts`` appended; None when its counts cannot be recovered."""
+def stored_counts(model, folder: Path | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(tf, term, doc, dl)`` of every passage of the stored model: the base ``model``'s
+    recovered (:func:`recover_counts`) and, with a delta in ``folder``
+    (:mod:`gpurag.query.lexical_delta`), the delta's stored counts after them (``model``'s
+    vocabulary is then extended by the delta's words); None when the base's cannot be
+    recovered."""
     counts = recover_counts(model)
+    meta = lexical_delta.read_meta(folder) if folder is not None else None
+    if counts is None or meta is None:
+        return counts
+    tf, term, doc, dl = counts
+    e = lexical_delta.sorted_entries(lexical_delta.load_parts(folder, meta))
+    n = int(meta["docs"])
+    d_dl = np.bincount(e["doc"] - len(dl), weights=e["tf"].astype(np.float64),
+                       minlength=n - len(dl))
+    vocab = dict(model.vocab_dict)
+    base_terms = len(np.asarray(model.scores["indptr"])) - 1
+    for i, word in enumerate(meta["words"]):
+        vocab[str(word)] = base_terms + i
+    model.vocab_dict = vocab
+    return (np.concatenate([tf, e["tf"].astype(np.float64)]),
+            np.concatenate([term, e["term"]]), np.concatenate([doc, e["doc"]]),
+            np.concatenate([dl, d_dl]))
+
+
+def updated_model(model, keep: np.ndarray, new_texts: list[str], bm25s,
+                  folder: Path | None = None) -> object | None:
+    """The stored bm25s ``model`` (with the delta in ``folder``, if any) with the passages
+    ``~keep`` removed (later ones renumbered) and ``new_texts`` appended, every weight
+    recomputed; None when its counts cannot be recovered."""
+    counts = stored_counts(model, folder)
     if counts is None:
         return None
     tf, term, doc, dl = counts
@@ -181,11 +214,111 @@ def write_lexical_delta(stored_folder: Path, out_folder: Path, n_stored: int, ke
         model = bm25s.BM25.load(str(stored_folder), mmap=False, show_progress=False)
     except Exception:  # an unreadable copy: rebuild
         return False
-    if int(model.scores.get("num_docs", -1)) != n_stored:
+    meta = None
+    try:
+        meta = lexical_delta.read_meta(stored_folder)
+    except ValueError:
+        return False
+    if int(model.scores.get("num_docs", -1)) != (meta["base_docs"] if meta else n_stored):
         return False
     texts = passage_texts(new_chunks)
-    updated = updated_model(model, keep, texts, bm25s)
+    if meta is not None and int(meta["docs"]) != n_stored:
+        return False
+    updated = updated_model(model, keep, texts, bm25s, stored_folder)
     if updated is None:
         return False
     updated.save(str(out_folder), show_progress=False)
+    return True
+
+
+def tokenized_pairs(texts: list[str], vocab: dict[str, int], first_doc: int, next_id: int,
+                    bm25s) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """``(tf, term, doc, lengths, words)`` of ``texts`` (passages ``first_doc`` on), tokenized
+    as bm25s indexes them; words new to ``vocab`` are added to it (ids ``next_id`` on: not
+    ``len(vocab)``, as bm25s' vocabulary may hold an empty word at the id past its terms) and
+    returned in id order."""
+    tf, terms, docs, lengths, words_new = [], [], [], [], []
+    if texts:
+        tok = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+        words = np.empty(len(tok.vocab), dtype=object)
+        for word, i in tok.vocab.items():
+            words[i] = word
+        for j, ids in enumerate(tok.ids):
+            lengths.append(len(ids))
+            for word_id, n in Counter(ids).items():
+                word = words[word_id]
+                if word not in vocab:
+                    vocab[word] = next_id + len(words_new)
+                    words_new.append(word)
+                terms.append(vocab[word])
+                docs.append(first_doc + j)
+                tf.append(n)
+    return (np.asarray(tf, np.float64), np.asarray(terms, np.int64),
+            np.asarray(docs, np.int64), np.asarray(lengths, np.float64), words_new)
+
+
+def delta_part(model, meta: dict | None, texts: list[str], growth: float, bm25s
+               ) -> tuple[np.ndarray, dict] | None:
+    """The entries ``(term, doc, tf)`` of a new BM25 delta part for passages ``texts`` over
+    the stored base ``model`` and its delta (``meta``, None: none yet), and the delta's new
+    meta; None when the model must be re-weighted whole instead (``N`` more than ``growth``
+    past the last full weighting, or the base's counts not recoverable). Readers weight the
+    entries (:func:`~gpurag.query.lexical_delta.with_delta`)."""
+    if meta is None:  # the first insert over this base: its total length, once
+        counts = recover_counts(model)
+        if counts is None:
+            return None
+        n_b = int(model.scores["num_docs"])
+        meta = {"format": 1, "k1": float(model.k1), "b": float(model.b), "base_docs": n_b,
+                "base_terms": len(np.asarray(model.scores["indptr"])) - 1,
+                "base_len": float(counts[3].sum()), "weighted_docs": n_b, "docs": n_b,
+                "total_len": float(counts[3].sum()), "words": [], "parts": []}
+    n_now = int(meta["docs"]) + len(texts)
+    if n_now > meta["weighted_docs"] * (1 + growth):
+        return None
+    vocab = dict(model.vocab_dict)
+    for i, word in enumerate(meta["words"]):
+        vocab[str(word)] = meta["base_terms"] + i
+    next_id = int(meta["base_terms"]) + len(meta["words"])
+    tf, term, doc, lengths, words = tokenized_pairs(texts, vocab, int(meta["docs"]), next_id,
+                                                    bm25s)
+    entries = np.empty(len(tf), lexical_delta.ENTRY)
+    entries["term"], entries["doc"], entries["tf"] = term, doc, tf
+    entries = entries[np.lexsort((doc, term))]
+    return entries, {**meta, "docs": n_now, "total_len": float(meta["total_len"]) + float(
+        lengths.sum()), "words": [*meta["words"], *words]}
+
+
+def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float, n_stored: int) -> bool:
+    """Write the BM25 model of an insert of ``new_chunks`` into the version ``writer``
+    writes as a delta (:mod:`gpurag.query.lexical_delta`): the stored model's files kept, the
+    new passages' entries a part (:func:`delta_part`). False (nothing written) when it must
+    be re-weighted whole instead, or the stored model does not cover ``n_stored`` passages
+    (the chunks that stay, in order: the model's passages)."""
+    import json
+
+    from gpurag.query.lexical import _bm25s
+    from gpurag.store import layout
+
+    bm25s = _bm25s()
+    folder = d.file(layout.LEXICAL_DIR)
+    try:
+        meta = (lexical_delta.read_meta(folder)
+                if d.has(f"{layout.LEXICAL_DIR}/{lexical_delta.META}") else None)
+        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+    except Exception:  # an unreadable copy: re-weighted (or rebuilt) whole
+        return False
+    if int(meta["docs"] if meta else model.scores["num_docs"]) != n_stored:
+        return False  # not the model of the ``n_stored`` passages: re-weighted or rebuilt
+    made = delta_part(model, meta, passage_texts(new_chunks), growth, bm25s)
+    if made is None:
+        return False
+    entries, meta = made
+    for rel in layout.LEXICAL_FILES:
+        writer.keep(d, rel)
+    parts = writer.append_part(d, lexical_delta.PART_REL, entries,
+                               lexical_delta.sorted_entries)
+    meta["parts"] = [Path(p).name for p in parts]
+    writer.path(f"{layout.LEXICAL_DIR}/{lexical_delta.META}").write_text(
+        json.dumps(meta, sort_keys=True), encoding="utf-8")
     return True

@@ -12,14 +12,17 @@ corpus, so its cost grows with the index. A local insert instead
   the stored codec, :mod:`gpurag.vectors.parted`; the stored file is kept as it is and readers
   search the base and its parts as one index); an index whose size crosses the threshold where
   a build picks another kind is rebuilt from its stored vectors;
-* merges the new edges into the stored CSR graph (passage node ids shift by the number of new
-  entities: one vectorized remap, no re-aggregation of stored edges).
+* writes the changed entries of the CSR graph as a delta part beside the stored CSR files
+  (:mod:`gpurag.graph.delta`: merged on read, exactly the graph a whole rewrite gives; folded
+  into a new base when it outgrows :data:`~gpurag.graph.delta.FOLD_FRACTION` of it).
 
 Communities are repaired locally (:func:`repair_communities`: a new entity joins every
 community of its most strongly linked stored entity, the others form new level-0 communities;
-nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model is
-updated from the stored one (:mod:`~gpurag.pipeline.incremental_lexical`: only the new chunks
-tokenized, every weight recomputed, the scores a rebuild gives). The result is not byte-
+nothing is re-split, so a community may grow past ``max_community_size``) and the BM25 model
+gets the new chunks' term counts as a delta beside the stored one
+(:mod:`gpurag.query.lexical_delta`, weighted by readers with the statistics of now), or, past
+the build profile's ``lexical_reweight_growth``, is re-weighted whole from the stored counts
+(:mod:`~gpurag.pipeline.incremental_lexical`: the scores a rebuild gives). The result is not byte-
 identical to a full build: the extraction of the new chunks may differ from the batch a build
 gives them (the fast extractor's sentence-initial rule looks at its batch), new names never
 merge stored entities, a new typed triple equal to a stored one is a second fact, and Leiden
@@ -83,6 +86,9 @@ COMMUNITIES = "full re-cluster"
 COMMUNITIES_LOCAL = ("local repair: a new entity joins the communities (every level) of its "
                      "most strongly linked stored entity; new entities linked to none form new "
                      "level-0 communities by connected component; nothing is re-split")
+# The share of the base CSR's entries the graph delta may reach before an insert folds it
+# (gpurag.graph.delta.FOLD_FRACTION; a module attribute so tests can force either way).
+DELTA_FOLD_FRACTION = None  # None: the delta module's
 TOLERANCE = ("answers within a tolerance of a full build (tests: Recall@5 within 0.01, the "
              "same top-5 documents for >= 95% of questions); `gpurag compact` restores the "
              "full build byte for byte")
@@ -363,18 +369,11 @@ def new_facts(chunks_new: pd.DataFrame, offset: int, delta: GraphDelta
             np.concatenate(indices))
 
 
-def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages: int,
-                 title_weight: float) -> KnowledgeGraph:
-    """The stored graph with passage ids shifted past the new entities, plus the new edges
-    (relations, mentions, synonym pairs), symmetric, coalesced."""
+def new_edges(delta: GraphDelta, n_passages: int, title_weight: float) -> CSRGraph:
+    """The change's own edges (relations, mentions, synonym pairs) over the new version's
+    nodes, symmetric, coalesced."""
     n_ent = len(delta.entities)
-    shift = n_ent - n_ent_old
     n_nodes = n_ent + n_passages
-    n_old = len(stored.indptr) - 1
-    rows = np.repeat(np.arange(n_old, dtype=np.int64), np.diff(stored.indptr))
-    cols = np.asarray(stored.indices, np.int64)
-    rows = np.where(rows >= n_ent_old, rows + shift, rows)
-    cols = np.where(cols >= n_ent_old, cols + shift, cols)
     rel, ment, syn = delta.new_relations, delta.new_mentions, delta.synonyms
     pairs = ment.groupby(["entity", "chunk"], sort=False).size().reset_index(name="n")
     pair = rel.groupby(["head_entity", "tail_entity"], sort=False)["weight"].sum().reset_index()
@@ -385,7 +384,23 @@ def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages
                           syn["b"].to_numpy(np.int64)])
     w = np.concatenate([pair["weight"].to_numpy(np.float32),
                         mention_weights(ment, title_weight), syn["score"].to_numpy(np.float32)])
-    new = build_csr(src, dst, w, n_nodes=n_nodes, symmetric=True)
+    return build_csr(src, dst, w, n_nodes=n_nodes, symmetric=True)
+
+
+def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages: int,
+                 title_weight: float) -> KnowledgeGraph:
+    """The stored graph with passage ids shifted past the new entities, plus the new edges
+    (relations, mentions, synonym pairs), symmetric, coalesced: the whole graph of the new
+    version (what a fold of the delta writes; :class:`GraphChange` writes only the change)."""
+    n_ent = len(delta.entities)
+    shift = n_ent - n_ent_old
+    n_nodes = n_ent + n_passages
+    n_old = len(stored.indptr) - 1
+    rows = np.repeat(np.arange(n_old, dtype=np.int64), np.diff(stored.indptr))
+    cols = np.asarray(stored.indices, np.int64)
+    rows = np.where(rows >= n_ent_old, rows + shift, rows)
+    cols = np.where(cols >= n_ent_old, cols + shift, cols)
+    new = new_edges(delta, n_passages, title_weight)
     new_rows = np.repeat(np.arange(n_nodes, dtype=np.int64), np.diff(new.indptr))
     mat = sp.coo_array((np.concatenate([np.asarray(stored.weights, np.float64),
                                         new.weights.astype(np.float64)]),
@@ -401,6 +416,120 @@ def merged_graph(stored: CSRGraph, n_ent_old: int, delta: GraphDelta, n_passages
                             indices=ent.indices.astype(np.int32),
                             weights=ent.data.astype(np.float32))
     return KnowledgeGraph(graph, entity_graph)
+
+
+@dataclasses.dataclass
+class GraphChange:
+    """The graph entries a local insert changes (:mod:`gpurag.graph.delta`): each directed
+    pair of the new edges with the weight the whole rewrite gives it (the stored weight plus
+    the new, summed as :func:`merged_graph` sums them), read from the stored graph's rows of
+    these pairs only."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    weights: np.ndarray
+    n_nodes: int
+    n_edges: int  # entries of the new version's graph
+    n_ent: int
+    n_passages: int
+    n_ent_old: int
+    base_entities: int  # the stored base CSR's entities (its first nodes)
+    stored_parts: list[str]  # the stored delta's parts (index paths), oldest first
+    stored_delta_rows: int  # their entries
+    base_edges: int
+
+    @property
+    def entity_graph(self) -> CSRGraph:
+        """The changed entries among entities, as a CSR over the entities: every row of a new
+        entity whole (all its entries are new), stored entities' rows only where they changed
+        (what :func:`repair_communities` reads: the new entities' rows)."""
+        ent = (self.rows < self.n_ent) & (self.cols < self.n_ent)
+        indptr = np.zeros(self.n_ent + 1, np.int64)
+        np.cumsum(np.bincount(self.rows[ent], minlength=self.n_ent), out=indptr[1:])
+        return CSRGraph(indptr=indptr, indices=self.cols[ent].astype(np.int32),
+                        weights=self.weights[ent])
+
+    @property
+    def graph(self) -> GraphSize:
+        return GraphSize(self.n_nodes, self.n_edges)
+
+    def entries(self) -> np.ndarray:
+        """The change as a delta part: ``(key, weight)`` sorted by key."""
+        from gpurag.graph import delta as delta_mod
+
+        out = np.empty(self.rows.size, delta_mod.ENTRY)
+        out["key"] = delta_mod.keys(self.rows, self.cols, self.n_ent)
+        out["weight"] = self.weights
+        return out[np.argsort(out["key"], kind="stable")]
+
+    def folds(self, fraction: float) -> bool:
+        """Whether the delta, with this change, outgrows ``fraction`` of the base."""
+        return self.stored_delta_rows + self.rows.size > fraction * max(self.base_edges, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphSize:
+    """What the manifest counts of a graph (:func:`table_counts`)."""
+
+    n_nodes: int
+    n_edges: int
+
+
+def graph_change(d: IndexDir, n_ent_old: int, delta: GraphDelta, n_passages: int,
+                 title_weight: float) -> GraphChange:
+    """The entries the insert of ``delta`` changes in the stored graph of ``d``."""
+    from gpurag.graph import delta as delta_mod
+    from gpurag.store.parts import ROWS
+
+    new = new_edges(delta, n_passages, title_weight)
+    n_ent = len(delta.entities)
+    rows = np.repeat(np.arange(new.n_nodes, dtype=np.int64), np.diff(new.indptr))
+    cols = new.indices.astype(np.int64)
+    folder = d.file(layout.GRAPH_DIR)
+    meta = delta_mod.read_meta(folder) if d.has(f"{layout.GRAPH_DIR}/{delta_mod.META}") else None
+    base_edges = int(np.load(d.file(layout.GRAPH_INDICES), mmap_mode="r").shape[0])
+    if meta is None:
+        base_entities, stored_edges, parts = n_ent_old, base_edges, []
+    else:
+        delta_mod.check_meta(meta, int(np.load(d.file(layout.GRAPH_INDPTR),
+                                               mmap_mode="r").shape[0]) - 1, d.root)
+        base_entities, stored_edges = meta["base_entities"], meta["edges"]
+        parts = [f"{layout.GRAPH_DIR}/{Path(p).name}" for p in meta["parts"]]
+    old_w, found = delta_mod.stored_weights(folder, base_entities, [d.file(p) for p in parts],
+                                            rows, cols, n_ent)
+    weights = (old_w.astype(np.float64) + new.weights.astype(np.float64)).astype(np.float32)
+    return GraphChange(
+        rows=rows, cols=cols, weights=weights, n_nodes=new.n_nodes,
+        n_edges=stored_edges + int((~found).sum()), n_ent=n_ent, n_passages=n_passages,
+        n_ent_old=n_ent_old, base_entities=base_entities, stored_parts=parts,
+        stored_delta_rows=sum(int(d.manifest.files[p].get(ROWS, 0)) for p in parts),
+        base_edges=base_edges)
+
+
+def write_graph(writer: IndexWriter, d: IndexDir, change: GraphChange, delta: GraphDelta,
+                title_weight: float, fraction: float) -> str:
+    """The new version's graph: the stored CSR files kept and the change a delta part
+    (:mod:`gpurag.graph.delta`), or, when the delta outgrows ``fraction`` of the base, the
+    merged graph written whole (a fold). Returns "delta" or "folded"."""
+    import json
+
+    from gpurag.graph import delta as delta_mod
+
+    if change.folds(fraction):
+        stored = csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True,
+                              shown=d.root / layout.GRAPH_DIR)
+        kg = merged_graph(stored, change.n_ent_old, delta, change.n_passages, title_weight)
+        csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
+        return "folded"
+    for rel in (layout.GRAPH_INDPTR, layout.GRAPH_INDICES, layout.GRAPH_WEIGHTS):
+        writer.keep(d, rel)
+    parts = writer.append_part(d, delta_mod.PART_REL, change.entries(), delta_mod.union)
+    meta = {"format": 1, "base_entities": change.base_entities, "entities": change.n_ent,
+            "passages": change.n_passages, "edges": change.n_edges,
+            "parts": [Path(p).name for p in parts]}
+    writer.path(f"{layout.GRAPH_DIR}/{delta_mod.META}").write_text(
+        json.dumps(meta, sort_keys=True), encoding="utf-8")
+    return "delta"
 
 
 def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: int
@@ -485,9 +614,9 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     f_table, f_ptr, f_ent = new_facts(new_chunks, n_old, delta)
     # the stored fact -> entity CSR ends at its last part's last pointer
     fact_end = int(d.array(d.parts(layout.FACT_ENTITY_INDPTR)[-1])[-1])
-    kg = merged_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True),
-                      len(delta.entities) - delta.n_new_entities, delta, n_chunks,
-                      cfg.build_profile().title_edge_weight)
+    title_weight = cfg.build_profile().title_edge_weight
+    kg: GraphChange | KnowledgeGraph = graph_change(
+        d, len(delta.entities) - delta.n_new_entities, delta, n_chunks, title_weight)
     timings["graph_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -496,6 +625,8 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
     how = COMMUNITIES_LOCAL
     if communities is None:  # the stored table does not cover the stored entities
         how = COMMUNITIES
+        kg = merged_graph(csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True), n_stored, delta,
+                          n_chunks, title_weight)  # Leiden reads the whole graph
         communities = detect_communities(kg, cfg, runtime.leiden)
         if kg.entity_graph.n_nodes:
             record.record("leiden", communities.attrs.get("implementation",
@@ -530,7 +661,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         lexical = write_lexical(writer, lambda: pd.concat([d.table(layout.CHUNKS)[live_old],
                                                            new_chunks], ignore_index=True),
                                 record, timings, d, np.ones(n_old - n_deleted, bool),
-                                new_chunks)
+                                new_chunks, lexical_growth(cfg))
         for rel in layout.TOMBSTONES.values():  # what local deletes removed stays removed
             if d.has(rel):
                 writer.keep(d, rel)
@@ -542,7 +673,11 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
         # appended: the stored files kept as they are, the new rows a part of their own
         writer.append_array(d, layout.FACT_ENTITY_INDPTR, f_ptr[1:] + fact_end)
         writer.append_array(d, layout.FACT_ENTITY_INDICES, f_ent)
-        csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
+        if isinstance(kg, GraphChange):
+            graph_how = write_graph(writer, d, kg, delta, title_weight, fold_fraction())
+        else:
+            graph_how = "whole"
+            csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
         append_vectors(writer, d, layout.FACTS_FAISS, d.faiss(layout.FACTS_FAISS), fact_vecs,
                        cfg, True, rebuilt)
         writer.write_table(layout.ENTITIES, delta.entities)
@@ -573,7 +708,7 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
             "updated_locally": ["extraction of the new chunks", "alias resolution of new names",
                                 "entity, mention, relation and fact tables",
                                 "passage/name/fact FAISS indexes (new vectors in a part)",
-                                "graph CSR (new edges merged)"],
+                                graph_note(graph_how)],
             "communities": how,
             "recomputed": [lexical_note(lexical)],
             "rebuilt_indexes": rebuilt,
@@ -593,23 +728,31 @@ def insert_local(out: Path, lock: WriteLock, d: IndexDir, sources: list[Path],
 
 def write_lexical(writer: IndexWriter, chunks: pd.DataFrame | Callable[[], pd.DataFrame],
                   record: BuildRecord, timings: dict[str, float], d: IndexDir, keep: np.ndarray,
-                  new_chunks: pd.DataFrame) -> str:
+                  new_chunks: pd.DataFrame, growth: float | None = None) -> str:
     """The BM25 model over ``chunks`` (the stored passages ``keep`` and then ``new_chunks``;
     a callable: read only when the model must be rebuilt),
-    written into the new version: the stored model updated by the change
-    (:mod:`~gpurag.pipeline.incremental_lexical`, the same scores), or rebuilt over all
-    chunks when the stored one cannot be updated. Returns which ("delta" or "rebuilt")."""
+    written into the new version: for an insert (``growth``: the build profile's
+    ``lexical_reweight_growth``) the new passages a delta beside the stored model
+    (:mod:`gpurag.query.lexical_delta`) while the passage count stays within ``growth`` of
+    the last full weighting; else the stored model (its delta included) re-weighted whole by
+    the change (:mod:`~gpurag.pipeline.incremental_lexical`, the scores a rebuild gives), or
+    rebuilt over all chunks when the stored one cannot be updated. Returns which ("delta",
+    "reweighted" or "rebuilt")."""
     from gpurag.device import package_version
-    from gpurag.pipeline.incremental_lexical import write_lexical_delta
+    from gpurag.pipeline.incremental_lexical import append_delta, write_lexical_delta
     from gpurag.query.lexical import BM25Index
 
     record.record("vectors", faiss_implementation())
     t0 = time.perf_counter()
     how = "rebuilt"
-    if all(d.has(rel) for rel in layout.LEXICAL_FILES) and write_lexical_delta(
-            d.file(layout.LEXICAL_DIR), writer.path(layout.LEXICAL_DIR), len(keep), keep,
-            new_chunks):
+    stored = all(d.has(rel) for rel in layout.LEXICAL_FILES)
+    if stored and growth is not None and keep.all() and append_delta(writer, d, new_chunks,
+                                                                     growth, len(keep)):
         how = "delta"
+    elif stored and write_lexical_delta(d.file(layout.LEXICAL_DIR),
+                                        writer.path(layout.LEXICAL_DIR), len(keep), keep,
+                                        new_chunks):
+        how = "reweighted"
     else:
         BM25Index(chunks() if callable(chunks) else chunks).save(writer.path(layout.LEXICAL_DIR))
     record.record("lexical", f"bm25s {package_version('bm25s') or ''}".strip())
@@ -617,10 +760,32 @@ def write_lexical(writer: IndexWriter, chunks: pd.DataFrame | Callable[[], pd.Da
     return how
 
 
+def lexical_growth(cfg: IndexConfig) -> float:
+    """The BM25 delta's re-weighting bound (the build profile's ``lexical_reweight_growth``)."""
+    return cfg.build_profile().lexical_reweight_growth
+
+
+def fold_fraction() -> float:
+    """The graph delta's fold bound: :data:`DELTA_FOLD_FRACTION`, else the delta module's."""
+    from gpurag.graph.delta import FOLD_FRACTION
+
+    return FOLD_FRACTION if DELTA_FOLD_FRACTION is None else float(DELTA_FOLD_FRACTION)
+
+
+def graph_note(how: str) -> str:
+    """What the manifest says of the CSR graph of a local insert."""
+    return {"delta": "graph CSR (the changed entries a delta part beside the stored CSR, "
+                     "merged on read)",
+            "folded": "graph CSR (the delta folded: the merged graph written whole)"}.get(
+        how, "graph CSR (new edges merged, written whole)")
+
+
 def lexical_note(how: str) -> str:
     """What the manifest says of the BM25 model of a local update."""
-    return ("BM25 model (the stored weights' counts updated by the change, weights recomputed)"
-            if how == "delta" else "BM25 model (rebuilt over all chunks)")
+    return {"delta": "BM25 model (the new passages a delta beside the stored model, weighted "
+                     "with the corpus statistics of now; the stored weights kept)",
+            "reweighted": "BM25 model (the stored weights' counts updated by the change, "
+                          "weights recomputed)"}.get(how, "BM25 model (rebuilt over all chunks)")
 
 
 def carried_stats(counts: dict[str, Any], new: pd.DataFrame | None) -> dict[str, int]:
@@ -634,7 +799,7 @@ def carried_stats(counts: dict[str, Any], new: pd.DataFrame | None) -> dict[str,
 
 def table_counts(entities: pd.DataFrame, aliases: pd.DataFrame | int, names: pd.DataFrame,
                  mentions: pd.DataFrame | int, relations: pd.DataFrame | int,
-                 facts: pd.DataFrame | int, graph: CSRGraph, communities: pd.DataFrame,
+                 facts: pd.DataFrame | int, graph: CSRGraph | GraphSize, communities: pd.DataFrame,
                  stats: pd.DataFrame | dict[str, int] | None) -> dict[str, int]:
     """The manifest's graph counts (as :func:`~gpurag.pipeline.graph_stage.graph_counts` gives
     them) from the tables a local update writes, or their row counts (rows, blanked ones

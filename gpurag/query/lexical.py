@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.query.lexical_delta import lucene_idf, with_delta
+
 
 def _bm25s():
     import bm25s
@@ -106,8 +108,11 @@ class BM25Index:
     def load(cls, folder: str | Path, n: int, deleted: np.ndarray | None = None) -> BM25Index:
         """The model :meth:`save` wrote for ``n`` chunks, memory-mapped; with ``deleted``
         (sorted chunk ids a local delete removed) the model covers the other chunks, in
-        order, and searches give chunk ids."""
+        order, and searches give chunk ids. With a local insert's delta beside it
+        (:mod:`gpurag.query.lexical_delta`) the delta's passages (model passages after the
+        stored ones: the live chunks go on in order) are appended, in memory."""
         model = _bm25s().BM25.load(str(folder), mmap=True, show_progress=False)
+        model = with_delta(model, folder)  # local inserts' delta columns, if any
         live = _live_ids(n, deleted)
         _check_model(model, n if live is None else len(live), folder)
         return cls(model=model, n=n, doc_ids=live)
@@ -290,14 +295,6 @@ def passage_texts(chunks: pd.DataFrame) -> list[str]:
     if not len(chunks):
         return []
     return (chunks["title"].fillna("").astype(str) + "\n" + chunks["text"].astype(str)).tolist()
-
-
-def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
-    """bm25s' Lucene idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` as it stores it (float32; 0
-    where no passage holds the term)."""
-    df = np.asarray(df, np.float64)
-    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-    return np.where(df > 0, idf, 0).astype(np.float32)
 
 
 def lucene_weights(tf: np.ndarray, term: np.ndarray, doc: np.ndarray, dl: np.ndarray,

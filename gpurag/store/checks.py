@@ -66,8 +66,7 @@ def check_graph(d: IndexDir, n_chunks: int) -> None:
     :func:`check_ids`)."""
     n_ent = table_rows(d, layout.ENTITIES)
     n_facts = table_rows(d, layout.FACTS)
-    _rows(d, layout.GRAPH_INDPTR, n_ent + n_chunks + 1,
-          f"{n_ent} entities + {n_chunks} chunks + 1")
+    check_graph_nodes(d, n_ent, n_chunks)
     indptr = _rows(d, layout.FACT_ENTITY_INDPTR, n_facts + 1, "facts + 1")
     indices = d.array(layout.FACT_ENTITY_INDICES)
     rel_ptr, rel_idx = layout.FACT_ENTITY_INDPTR, layout.FACT_ENTITY_INDICES
@@ -82,6 +81,33 @@ def check_graph(d: IndexDir, n_chunks: int) -> None:
         raise IndexFormatError(f"corrupt array {d.root / rel_idx}: entity ids outside "
                                f"[0, {n_ent})")
     check_graph_tables(d, n_chunks)
+
+
+def check_graph_nodes(d: IndexDir, n_ent: int, n_chunks: int) -> None:
+    """The CSR graph has a node per entity and chunk: its rows, or, with a local insert's
+    delta beside it (:mod:`gpurag.graph.delta`), the delta's node counts (its base's rows
+    checked against them, its parts listed in the manifest)."""
+    from gpurag.graph import delta as delta_mod
+
+    meta_rel = f"{layout.GRAPH_DIR}/{delta_mod.META}"
+    if not d.has(meta_rel):
+        _rows(d, layout.GRAPH_INDPTR, n_ent + n_chunks + 1,
+              f"{n_ent} entities + {n_chunks} chunks + 1")
+        return
+    try:
+        meta = delta_mod.read_meta(d.file(layout.GRAPH_DIR))
+    except (OSError, ValueError) as exc:
+        raise IndexFormatError(f"corrupt graph delta {d.root / meta_rel}: {exc}") from exc
+    indptr = d.array(layout.GRAPH_INDPTR)
+    delta_mod.check_meta(meta, indptr.shape[0] - 1, d.root / layout.GRAPH_DIR)
+    if (meta["entities"], meta["passages"]) != (n_ent, n_chunks):
+        raise IndexFormatError(
+            f"index {d.root} is inconsistent: {meta_rel} covers {meta['entities']} entities "
+            f"and {meta['passages']} passages, the tables {n_ent} and {n_chunks}")
+    for name in meta["parts"]:
+        if not d.has(f"{layout.GRAPH_DIR}/{name}"):
+            raise IndexFormatError(f"index {d.root} is inconsistent: {meta_rel} names the "
+                                   f"part {name}, which the manifest does not list")
 
 
 # Columns each table must have, and which of them hold ids of what ("entity" or "chunk" rows).

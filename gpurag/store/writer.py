@@ -123,10 +123,24 @@ class IndexWriter:
             [d.decoded(n) for n in names] + [vectors]),
             lambda data, path: save_index(make(data), path))
 
+    def append_part(self, d: IndexDir, rel: str, array: np.ndarray,
+                    merged: Callable[[list[np.ndarray]], np.ndarray]) -> list[str]:
+        """Array ``rel`` of the new version as parts only (no base file: a delta a full
+        write drops): the stored parts kept and ``array`` a new part, which absorbs the
+        trailing parts no longer than it (:func:`~gpurag.store.parts.merge_tail`); ``merged``
+        combines the absorbed parts' arrays and ``array``, oldest first. Returns the parts of
+        the new version, in order."""
+        array = np.ascontiguousarray(array)
+        self._append(d, rel, array, len(array), lambda names: merged(
+            [np.load(d.file(n), allow_pickle=False) for n in names] + [array]),
+            lambda data, path: np.save(path, np.ascontiguousarray(data), allow_pickle=False))
+        return parts_of([*self._kept, *self._rows], rel)
+
     def _append(self, d: IndexDir, rel: str, new, rows: int, merged, save) -> None:
         parts = parts_of(d.manifest.files, rel)
         take = merge_tail(parts, d.manifest.files, rows) if rows else []
-        for name in [rel, *parts[: len(parts) - len(take)]]:
+        base = [rel] if d.has(rel) else []  # a delta of parts only has no base file
+        for name in [*base, *parts[: len(parts) - len(take)]]:
             self.keep(d, name)
         if not rows:
             return

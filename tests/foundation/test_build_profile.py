@@ -38,13 +38,20 @@ V1 = {"merge_threshold": 0.9, "synonym_threshold": 0.8, "nested_threshold": 0.95
       "alias_search_dim": 128, "alias_hnsw_m": 16, "alias_hnsw_ef_construction": 40,
       "alias_hnsw_ef_search": 32, "title_edge_weight": 10.0, "hnsw_m": 16,
       "hnsw_ef_construction": 80, "hnsw_ef_search": 96}
+# Added later, read by local updates only (a full build's files are the same): the BM25
+# delta's re-weighting bound (gpurag/query/lexical_delta.py).
+ADDED = {"lexical_reweight_growth": 0.1}
 MOVED = ("merge_threshold", "synonym_threshold", "title_edge_weight")  # IndexConfig fields once
 
 
 def test_default_build_profile_keeps_the_constants_of_before():
     p = get_build_profile("default")
     assert (p.name, p.version, p.label) == ("default", 1, "default@1")
-    assert p.constants() == V1
+    got = p.constants()
+    assert {k: got[k] for k in V1} == V1
+    # constants added since, none of which a full build's files depend on
+    assert set(got) - set(V1) == set(ADDED)
+    assert {k: got[k] for k in ADDED} == ADDED
 
 
 def test_code_defaults_agree_with_the_default_profile():

@@ -119,3 +119,66 @@ def test_new_pairs_are_inserted_in_term_then_passage_order():
     shuffled = tuple(a[::-1] for a in stored)
     for got, want in zip(_merged_pairs(shuffled, new), sorted_all(shuffled, new), strict=True):
         assert np.array_equal(got, want)
+
+
+def _write_delta(folder: Path, texts: list[list[str]], growth: float) -> None:
+    """The BM25 deltas of inserts of ``texts`` (one list a insert) written into ``folder``
+    beside its stored model, as a local insert writes them (its parts one file each here)."""
+    from gpurag.pipeline.incremental_lexical import delta_part
+    from gpurag.query import lexical_delta
+
+    bm25s = _bm25s()
+    for i, batch in enumerate(texts):
+        meta = lexical_delta.read_meta(folder)
+        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        entries, meta = delta_part(model, meta, batch, growth, bm25s)
+        name = f"delta.part{i + 1:05d}.npy"
+        np.save(folder / name, entries, allow_pickle=False)
+        meta["parts"] = [*meta["parts"], name]
+        (folder / lexical_delta.META).write_text(json.dumps(meta), encoding="utf-8")
+
+
+def test_a_bm25_delta_is_searched_with_the_stored_model_as_one(tmp_path):
+    """Inserts written as deltas (an empty passage in the base: bm25s' vocabulary then holds
+    an empty word past its terms): the loaded model has every passage, the new words, and
+    scores each new passage as a rebuild would up to the stale statistics (the same best
+    passage for every title question; the new passages' weights a rebuild's, the stored ones'
+    within the avgdl drift), and re-weighted whole it gives a rebuild's scores."""
+    chunks = _chunks()
+    old = pd.concat([chunks.iloc[:50], pd.DataFrame({"chunk_id": ["empty"], "title": [""],
+                                                      "text": ["the of and"]})],
+                    ignore_index=True)
+    BM25Index(old).save(tmp_path / "m")
+    stored = BM25Index.load(tmp_path / "m", len(old))
+    assert "" in stored.model.vocab_dict  # the case that shifted new words' ids
+    news = [chunks.iloc[50:52], chunks.iloc[52:55]]  # within the default 10% growth
+    from gpurag.query.lexical import passage_texts
+
+    _write_delta(tmp_path / "m", [passage_texts(n) for n in news], growth=0.1)
+    final = pd.concat([old, *news], ignore_index=True)
+    got, want = BM25Index.load(tmp_path / "m", len(final)), BM25Index(final)
+    assert got.model.scores["num_docs"] == len(final)
+    assert set(want.model.vocab_dict) <= set(got.model.vocab_dict)
+    titles = [str(t) for t in final["title"].iloc[len(old):]]
+    (sa, ia), (sb, ib) = got.search(titles, 3), want.search(titles, 3)
+    assert np.array_equal(ia[:, 0], ib[:, 0])
+    # every weight: the delta's passages' a rebuild's (to the rounding of avgdl), the stored
+    # passages' rescaled to the idf of now (their length normalization keeps the stored
+    # avgdl: within a percent at this growth)
+    common = sorted(w for w in want.model.vocab_dict if w)
+    a = got.matrix[[got.model.vocab_dict[w] for w in common]].toarray()
+    b = want.matrix[[want.model.vocab_dict[w] for w in common]].toarray()
+    assert np.array_equal(a > 0, b > 0)
+    assert np.allclose(a[:, len(old):], b[:, len(old):], rtol=1e-5, atol=0)
+    assert np.allclose(a[:, : len(old)], b[:, : len(old)], rtol=0.01, atol=0)
+    assert not np.allclose(stored.matrix.toarray()[[stored.model.vocab_dict[w] for w in common
+                                                    if w in stored.model.vocab_dict]],
+                           b[[i for i, w in enumerate(common) if w in stored.model.vocab_dict]
+                             ][:, : len(old)], rtol=0.01, atol=0)  # as stored: stale
+    # the delta's counts re-weighted whole give a rebuild's scores
+    assert write_lexical_delta(tmp_path / "m", tmp_path / "w", len(final),
+                               np.ones(len(final), bool), final.iloc[:0])
+    whole = BM25Index.load(tmp_path / "w", len(final))
+    qs = [*titles, "Who founded Kestrel Dynamics?"]
+    (sa, ia), (sb, ib) = whole.search(qs, 5), want.search(qs, 5)
+    assert np.array_equal(ia, ib) and np.array_equal(sa, sb)

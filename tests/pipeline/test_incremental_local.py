@@ -68,7 +68,8 @@ def test_local_insert_touches_only_the_new_documents(split_index, tmp_path, corp
     info = grown.manifest.extra["incremental"]
     assert info["mode"] == "local" and info["exact_below"] == SPLIT
     assert info["local_updates"] == 2 and "tolerance" in info
-    assert info["recomputed"] == [local_mod.lexical_note("delta")]  # BM25 not rebuilt
+    # 17 passages on 30: past lexical_reweight_growth, so re-weighted whole (not rebuilt)
+    assert info["recomputed"] == [local_mod.lexical_note("reweighted")]
     full = split_index("AB", tmp_path / "full", runtime)
     assert _file_digests(grown) != _file_digests(full)  # local: not the build's bytes
     _within_tolerance(grown, full)
@@ -310,7 +311,7 @@ def test_local_delete_touches_only_the_removed_documents(split_index, tmp_path, 
     info = shrunk.manifest.extra["incremental"]
     assert info["mode"] == "local" and info["exact_below"] == 10 and info["local_updates"] == 2
     assert info["blanked_names"] > 0 and shrunk.manifest.extra["communities"].startswith("kept")
-    assert info["recomputed"] == [local_mod.lexical_note("delta")]
+    assert info["recomputed"] == [local_mod.lexical_note("reweighted")]
     rest = records[:10] + records[13:SPLIT + 5]
     want = Index.build(_write(tmp_path / "rest" / "rest.jsonl", rest), tmp_path / "rest.index",
                        runtime=runtime, show_progress=False)

@@ -209,3 +209,57 @@ def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_pat
             assert part_rel(rel, 1) not in done.manifest.files, rel
         assert done.query("Who founded Kestrel Dynamics?").passages
     assert not tmp.exists()
+
+
+_DELTAS = ("import sys; from gpurag.pipeline import incremental_local as m; "
+           "m.DELTA_FOLD_FRACTION = 100.0; m.lexical_growth = lambda cfg: 100.0; "
+           "from gpurag.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("part", ["graph/delta.npy", "lexical/delta.npy"])
+def test_killed_insert_writing_graph_or_bm25_deltas_keeps_the_old_version(tmp_path, part,
+                                                                          monkeypatch):
+    """kill -9 while a local insert writes its graph or BM25 delta part (over a version that
+    has one: the stored CSR and BM25 files linked, the previous part absorbed): the previous
+    version verifies byte for byte and reads its merged graph, a rerun commits a version
+    that verifies and reads the graph of both inserts (gpurag/graph/delta.py)."""
+    from gpurag.graph import csr as csr_mod
+    from gpurag.pipeline import incremental_local as local_mod
+    from gpurag.store.parts import part_rel
+
+    monkeypatch.setattr(local_mod, "DELTA_FOLD_FRACTION", 100.0)
+    monkeypatch.setattr(local_mod, "lexical_growth", lambda cfg: 100.0)
+    records = read_jsonl(SAMPLE)
+    index = tmp_path / "idx"
+    Index.build(write_jsonl(tmp_path / "a.jsonl", records[:30]), index,
+                show_progress=False).close()
+    Index.open(index).insert(write_jsonl(tmp_path / "b.jsonl", records[30:40]),
+                             show_progress=False).close()
+    with Index.open(index, verify=True) as first:
+        assert {part_rel("graph/delta.npy", 1), part_rel("lexical/delta.npy", 1)} <= set(
+            first.manifest.files)
+        n, checksum = len(first.chunks), first.manifest.checksum
+        edges = csr_mod.load(first.dir.file(layout.GRAPH_DIR)).n_edges
+    source = write_jsonl(tmp_path / "c.jsonl", records[40:])
+    tmp = layout.sibling(index.resolve(), layout.TMP_SUFFIX)
+    env = {**os.environ, "GPURAG_PROGRESS": "0", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", _DELTAS, "-q", "insert", str(index),
+                             str(source)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _kill_when(lambda: (tmp / part_rel(part, 2)).exists(), proc, f"the new version's {part} part")
+    linked = layout.GRAPH_WEIGHTS if part.startswith("graph") else layout.LEXICAL_FILES[2]
+    assert (tmp / linked).stat().st_ino == (index / linked).stat().st_ino
+    with Index.open(index, verify=True) as old:
+        assert old.manifest.checksum == checksum and len(old.chunks) == n
+        assert csr_mod.load(old.dir.file(layout.GRAPH_DIR)).n_edges == edges
+        assert old.query("Who founded Kestrel Dynamics?").passages
+    grown = Index.open(index).insert(source, show_progress=False)
+    assert len(grown.chunks) == n + len(records) - 40
+    grown.close()
+    with Index.open(index, verify=True) as done:
+        assert part_rel(part, 2) in done.manifest.files
+        graph = csr_mod.load(done.dir.file(layout.GRAPH_DIR))
+        assert graph.n_nodes == len(done.dir.table(layout.ENTITIES)) + len(done.chunks)
+        assert graph.n_edges > edges
+        assert done.query("Who founded Kestrel Dynamics?").passages
+    assert not tmp.exists()

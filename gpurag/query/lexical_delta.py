@@ -1,0 +1,135 @@
+"""The BM25 model of local inserts as a delta beside the stored one, searched as one model.
+
+A local insert used to re-weight and write the whole bm25s model (its weights depend on the
+passage count ``N``, the document frequencies and ``avgdl``). Now the stored model (the last
+full weighting's: a build, a compact, a delete, or an insert that re-weighted) is kept as it is
+and an insert writes only its new passages' counts:
+
+* ``lexical/delta.json``: ``k1``/``b``, the base's passages, terms and total length, the
+  passage count of the last full weighting, the passages and total length now, the words new
+  to the vocabulary (their ids follow the base's), and the parts in order;
+* ``lexical/delta.partNNNNN.npy``: entries ``(term, doc, tf)`` sorted by ``(term, doc)``.
+
+Opening the model (:func:`with_delta`, ``O(nnz)`` once) weights them with the corpus
+statistics of now (``N``, document frequencies and ``avgdl`` over the base and the delta: the
+Lucene weights a rebuild gives these passages) and rescales each base weight by its term's
+``idf_now / idf_stored`` (exact in ``N`` and the document frequencies; only the base passages'
+length normalization keeps the ``avgdl`` of the last full weighting). Every passage's entries
+live in one piece, so the model is the base's term-passage matrix with the delta's columns
+appended, and a query scores it as one model. The insert that would take ``N`` more than
+``lexical_reweight_growth`` (build profile) past the last full weighting re-weights the whole
+model instead (:mod:`gpurag.pipeline.incremental_lexical`), which bounds that ``avgdl``
+drift and the delta's share of the model. A model without a delta reads as it always did: a
+full build's scores are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+META = "delta.json"
+PART_REL = "lexical/delta.npy"  # the parts' base name (:mod:`gpurag.store.parts`); never written
+ENTRY = np.dtype([("term", "<i8"), ("doc", "<i8"), ("tf", "<f4")])
+KEYS = ("k1", "b", "base_docs", "base_terms", "base_len", "weighted_docs", "docs",
+        "total_len", "words", "parts")
+
+
+def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """bm25s' Lucene idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` as it stores it (float32; 0
+    where no passage holds the term)."""
+    df = np.asarray(df, np.float64)
+    idf = np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return np.where(df > 0, idf, 0).astype(np.float32)
+
+
+
+def read_meta(folder: str | Path) -> dict[str, Any] | None:
+    """The delta's meta in the lexical ``folder``, None without one; ``ValueError`` when it
+    lacks a key."""
+    path = Path(folder) / META
+    if not path.exists():
+        return None
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or any(k not in meta for k in KEYS) or not isinstance(
+            meta["words"], list) or not isinstance(meta["parts"], list):
+        raise ValueError(f"BM25 delta {path}: expected the keys {', '.join(KEYS)}")
+    return meta
+
+
+def load_parts(folder: str | Path, meta: dict[str, Any], mmap: bool = False
+               ) -> list[np.ndarray]:
+    """The delta's parts, oldest first (``ValueError`` on a wrong kind of array)."""
+    out = []
+    for name in meta["parts"]:
+        file = Path(folder) / Path(str(name)).name
+        arr = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+        if arr.dtype != ENTRY or arr.ndim != 1:
+            raise ValueError(f"BM25 delta part {file}: expected a 1-D {ENTRY} array")
+        out.append(arr)
+    return out
+
+
+def sorted_entries(parts: list[np.ndarray]) -> np.ndarray:
+    """The entries of ``parts`` in ``(term, doc)`` order (each passage is in one part)."""
+    if not parts:
+        return np.zeros(0, ENTRY)
+    e = np.concatenate([np.asarray(p, ENTRY) for p in parts])
+    if len(parts) == 1:
+        return e
+    return e[np.lexsort((e["doc"], e["term"]))]
+
+
+def with_delta(model, folder: str | Path) -> object:
+    """The bm25s ``model`` (the stored base) with the delta in ``folder`` applied: its
+    vocabulary extended by the delta's words, the delta's passages weighted and appended as
+    columns, the base's weights rescaled to the document frequencies and passage count of now
+    (see the module docstring). A folder without a delta: ``model`` unchanged."""
+    meta = read_meta(folder)
+    if meta is None:
+        return model
+    s = model.scores
+    indptr = np.asarray(s["indptr"], np.int64)
+    n_b, v_b = int(s["num_docs"]), len(indptr) - 1
+    if (n_b, v_b) != (meta["base_docs"], meta["base_terms"]):
+        raise ValueError(f"BM25 delta in {folder} was written over another base model")
+    vocab = dict(model.vocab_dict)
+    for i, word in enumerate(meta["words"]):
+        vocab[str(word)] = v_b + i
+    n_terms = v_b + len(meta["words"])
+    e = sorted_entries(load_parts(folder, meta))
+    term, doc, tf = e["term"], e["doc"], e["tf"].astype(np.float64)
+    n = int(meta["docs"])
+    if term.size and (int(term.min()) < 0 or int(term.max()) >= n_terms
+                      or int(doc.min()) < n_b or int(doc.max()) >= n or float(tf.min()) < 1):
+        raise ValueError(f"BM25 delta in {folder}: entries outside its terms or passages")
+    base_df = np.diff(indptr)
+    df = np.bincount(term, minlength=n_terms)
+    df[:v_b] += base_df
+    idf = lucene_idf(df, n)  # float32, as bm25s stores it
+    # the base's weights: idf_stored * g(tf, dl, avgdl_stored) -> idf_now * the same g
+    idf_old = lucene_idf(base_df, n_b).astype(np.float64)
+    scale = np.divide(idf[:v_b], idf_old, out=np.ones(v_b), where=idf_old > 0)
+    data = np.asarray(s["data"])
+    base = (data * np.repeat(scale, base_df)).astype(data.dtype)
+    # the delta's weights: Lucene's with the statistics of now (lucene_weights' arithmetic)
+    dl = np.bincount(doc - n_b, weights=tf, minlength=n - n_b)
+    k1, b = float(meta["k1"]), float(meta["b"])
+    norm = k1 * ((1 - b) + b * dl[doc - n_b] / (float(meta["total_len"]) / n))
+    weight = (idf[term] * (tf / (norm + tf))).astype(data.dtype)
+    ends = np.concatenate([indptr[1:], np.full(n_terms - v_b, indptr[-1], np.int64)])
+    at = ends[term]  # each term's new passages follow its stored ones
+    counts = np.diff(np.concatenate([[0], ends])) + np.bincount(term, minlength=n_terms)
+    indices = np.asarray(s["indices"])
+    model.scores = {
+        "data": np.insert(base, at, weight),
+        "indices": np.insert(indices, at, doc.astype(indices.dtype)),
+        "indptr": np.concatenate([[0], np.cumsum(counts)]).astype(indptr.dtype),
+        "num_docs": n,
+    }
+    model.vocab_dict = vocab
+    model.unique_token_ids_set = set(vocab.values())
+    return model

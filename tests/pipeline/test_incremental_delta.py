@@ -1,0 +1,271 @@
+"""A local insert writes the CSR graph and the BM25 model as deltas beside the stored files
+(gpurag/graph/delta.py, gpurag/query/lexical_delta.py): no whole CSR or BM25 file written, the
+merged-on-read graph equal to the graph a whole rewrite gives (entries and weights, bit for
+bit), answers within the local-update tolerance, deltas folded at their bound, ``compact`` and
+deletes as before."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from gpurag import Index
+from gpurag.graph import csr as csr_mod
+from gpurag.graph import delta as delta_mod
+from gpurag.graph.csr import build_csr
+from gpurag.pipeline import graph_stage, incremental
+from gpurag.pipeline import incremental_local as local_mod
+from gpurag.query import lexical_delta
+from gpurag.store import layout
+from tests.pipeline.test_incremental import (
+    BATCH,
+    SPLIT,
+    _records,
+    _retrieval,
+    _write,
+    assert_equivalent,
+)
+from tests.pipeline.test_incremental_local import _inodes, _within_tolerance
+
+GRAPH_META = f"{layout.GRAPH_DIR}/{delta_mod.META}"
+LEXICAL_META = f"{layout.LEXICAL_DIR}/{lexical_delta.META}"
+GRAPH_FILES = (layout.GRAPH_INDPTR, layout.GRAPH_INDICES, layout.GRAPH_WEIGHTS)
+
+
+@pytest.fixture(autouse=True)
+def _small_batches(monkeypatch):
+    monkeypatch.setattr(graph_stage, "EXTRACT_BATCH", BATCH)
+    monkeypatch.setattr(incremental, "EXTRACT_BATCH", BATCH)
+
+
+@pytest.fixture(scope="module")
+def runtime(split_runtime):
+    return split_runtime
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    records = _records()
+    out = {"B1": _write(root / "b1" / "B1.jsonl", records[SPLIT:SPLIT + 10]),
+           "B2": _write(root / "b2" / "B2.jsonl", records[SPLIT + 10:]),
+           "ids": [r["id"] for r in records]}
+    for i, rec in enumerate(records[SPLIT:SPLIT + 8]):
+        out[f"one{i}"] = _write(root / f"one{i}" / "one.jsonl", [rec])
+    return out
+
+
+def _deltas(monkeypatch, fold: float, growth: float) -> None:
+    """Graph deltas folded past ``fold`` of the base; BM25 re-weighted past ``growth``
+    (0 and -1: every insert writes both whole, as before the deltas)."""
+    monkeypatch.setattr(local_mod, "DELTA_FOLD_FRACTION", fold)
+    monkeypatch.setattr(local_mod, "lexical_growth", lambda cfg: growth)
+
+
+def _graph(index: Index) -> csr_mod.CSRGraph:
+    return csr_mod.load(index.dir.file(layout.GRAPH_DIR))
+
+
+def _assert_same_graph(a: Index, b: Index) -> None:
+    ga, gb = _graph(a), _graph(b)
+    assert np.array_equal(ga.indptr, gb.indptr)
+    assert np.array_equal(ga.indices, gb.indices)
+    assert ga.weights.dtype == gb.weights.dtype
+    assert np.array_equal(ga.weights.view(np.int32), gb.weights.view(np.int32))  # bit for bit
+    assert a.retriever.graph.n_edges == ga.n_edges  # the query side reads the merged graph
+
+
+def _assert_lexical_loads(index: Index) -> None:
+    """The stored BM25 model (its delta included) loads: a query never falls back to a model
+    rebuilt in memory, which would hide a broken delta."""
+    from gpurag.query.lexical import BM25Index
+
+    deleted = index.dir.deleted_chunks()
+    model = BM25Index.load(index.dir.file(layout.LEXICAL_DIR), len(index.chunks), deleted)
+    assert int(model.model.scores["num_docs"]) == len(index.chunks) - len(deleted)
+
+
+def test_an_insert_writes_no_whole_csr_or_bm25_file(split_index, tmp_path, corpus, runtime,
+                                                    monkeypatch):
+    """Two inserts (1 and 2 documents on 30: within lexical_reweight_growth) as deltas,
+    against the same inserts written whole (as before the deltas): the stored CSR and BM25
+    files keep their inodes, the graph is the same bit for bit, answers within the tolerance;
+    compact gives the full build; a delete and an insert after it read the merged files."""
+    records = _records()
+    first = _write(tmp_path / "c1" / "c1.jsonl", records[SPLIT:SPLIT + 1])
+    second = _write(tmp_path / "c2" / "c2.jsonl", records[SPLIT + 1:SPLIT + 3])
+    base = split_index("A", tmp_path / "inc", runtime)
+    base.close()
+    shutil.copytree(tmp_path / "inc", tmp_path / "whole")
+    before = _inodes(tmp_path / "inc")
+    with monkeypatch.context() as m:
+        m.setattr(local_mod, "DELTA_FOLD_FRACTION", 100.0)  # the default growth bound
+        grown = Index.open(tmp_path / "inc", runtime=runtime).insert(first, show_progress=False)
+        after = _inodes(tmp_path / "inc")
+        for rel in (*GRAPH_FILES, *layout.LEXICAL_FILES):
+            assert after[rel] == before[rel], rel  # the stored file, linked: nothing rewritten
+        written = {rel for rel, ino in after.items() if before.get(rel) != ino}
+        graph_written = {r for r in written if r.startswith(("graph/", "lexical/"))}
+        assert graph_written == {GRAPH_META, "graph/delta.part00001.npy", LEXICAL_META,
+                                 "lexical/delta.part00001.npy"}
+        info = grown.manifest.extra["incremental"]
+        assert local_mod.graph_note("delta") in info["updated_locally"]
+        assert info["recomputed"] == [local_mod.lexical_note("delta")]
+        grown = grown.insert(second, show_progress=False)
+        assert grown.manifest.extra["incremental"]["recomputed"] == [
+            local_mod.lexical_note("delta")]
+        assert json.loads((tmp_path / "inc" / GRAPH_META).read_text())["parts"]
+    _assert_lexical_loads(grown)
+    with monkeypatch.context() as m:
+        _deltas(m, fold=0.0, growth=-1.0)  # whole writes: what an insert wrote before
+        whole = Index.open(tmp_path / "whole", runtime=runtime).insert(
+            first, show_progress=False).insert(second, show_progress=False)
+    assert GRAPH_META not in whole.manifest.files and LEXICAL_META not in whole.manifest.files
+    _assert_same_graph(grown, whole)
+    assert grown.manifest.counts == whole.manifest.counts
+    _within_tolerance(grown, whole)
+    # BM25: the new passages found by their titles as the re-weighted model finds them
+    qs = [r["title"] for r in records[SPLIT:SPLIT + 3]]
+    got, want = grown.retriever.lexical.search(qs, 3), whole.retriever.lexical.search(qs, 3)
+    assert np.array_equal(got[1][:, 0], want[1][:, 0])
+    assert set(got[1][:, 0].tolist()) == {SPLIT, SPLIT + 1, SPLIT + 2}
+    # compact: the full build of the same documents, byte for byte (on a copy)
+    shutil.copytree(tmp_path / "inc", tmp_path / "copy")
+    compacted = Index.open(tmp_path / "copy", runtime=runtime).compact(show_progress=False)
+    assert not {GRAPH_META, LEXICAL_META} & set(compacted.manifest.files)
+    full = Index.build(_write(tmp_path / "f" / "f.jsonl", records[:SPLIT + 3]),
+                       tmp_path / "full", runtime=runtime, show_progress=False)
+    assert_equivalent(compacted, full)
+    # a delete reads the merged graph and model and writes both whole: as from whole files
+    gone = [records[SPLIT]["id"], records[5]["id"]]
+    shrunk_a = grown.delete(gone, show_progress=False)
+    shrunk_b = whole.delete(gone, show_progress=False)
+    assert not {GRAPH_META, LEXICAL_META} & set(shrunk_a.manifest.files)
+    _assert_same_graph(shrunk_a, shrunk_b)
+    assert _retrieval(shrunk_a) == _retrieval(shrunk_b)
+    # and an insert after the delete: deltas over the delete's whole files again
+    back = _write(tmp_path / "back" / "back.jsonl", [records[SPLIT]])
+    with monkeypatch.context() as m:
+        m.setattr(local_mod, "DELTA_FOLD_FRACTION", 100.0)
+        again_a = shrunk_a.insert(back, show_progress=False)
+    assert {GRAPH_META, LEXICAL_META} <= set(again_a.manifest.files)
+    _assert_lexical_loads(again_a)
+    with monkeypatch.context() as m:
+        _deltas(m, fold=0.0, growth=-1.0)
+        again_b = shrunk_b.insert(back, show_progress=False)
+    _assert_same_graph(again_a, again_b)
+    assert again_a.manifest.counts == again_b.manifest.counts
+    _within_tolerance(again_a, again_b)
+    # the re-inserted document is found by BM25 as its new chunk (its own id, after the
+    # tombstoned rows); the deleted one is returned by no mode
+    found = again_a.query(records[SPLIT]["title"], k=3, mode="bm25")
+    assert found.passages[0].doc_id == records[SPLIT]["id"]
+    assert found.passages[0].chunk_id == str(again_a.chunks["chunk_id"].iloc[-1])
+    asked = [records[5]["title"], records[5]["text"][:80], records[SPLIT]["title"]]
+    for mode in ("bm25", "dense", "graph"):
+        got_ids = {p.doc_id for r in again_a.query_batch(asked, k=10, mode=mode)
+                   for p in r.passages}
+        assert records[5]["id"] not in got_ids and records[SPLIT]["id"] in got_ids, mode
+    # compact after insert, delete, insert: the full build of what the index holds
+    held = [i for i in dict.fromkeys(again_a.chunks["doc_id"].astype(str)) if i]
+    by_id = {r["id"]: r for r in records}
+    rebuilt = Index.build(_write(tmp_path / "held" / "held.jsonl", [by_id[i] for i in held]),
+                          tmp_path / "held.index", runtime=runtime, show_progress=False)
+    assert_equivalent(again_a.compact(show_progress=False), rebuilt)
+
+
+def test_single_document_inserts_keep_few_parts_and_fold(split_index, tmp_path, corpus,
+                                                         runtime, monkeypatch):
+    """Eight one-document inserts: the graph delta stays in O(log n) parts, is folded into
+    a new base when it outgrows its bound (the graph still the whole rewrite's), the BM25
+    delta is re-weighted whole past its growth bound and starts again after."""
+    base = split_index("A", tmp_path / "inc", runtime)
+    base.close()
+    shutil.copytree(tmp_path / "inc", tmp_path / "whole")
+    grown = Index.open(tmp_path / "inc", runtime=runtime)
+    whole = Index.open(tmp_path / "whole", runtime=runtime)
+    base_edges = _graph(grown).n_edges
+    graph_hows, lexical_hows, most_parts = [], [], 0
+    for i in range(8):
+        with monkeypatch.context() as m:
+            _deltas(m, fold=0.12, growth=0.1)
+            grown = grown.insert(corpus[f"one{i}"], show_progress=False)
+        _assert_lexical_loads(grown)
+        info = grown.manifest.extra["incremental"]
+        graph_hows.append(info["updated_locally"][-1])
+        lexical_hows.append(info["recomputed"][0])
+        parts = [r for r in grown.manifest.files if r.startswith("graph/delta.part")]
+        most_parts = max(most_parts, len(parts))
+        assert len(parts) <= int(np.log2(i + 1)) + 1
+        with monkeypatch.context() as m:
+            _deltas(m, fold=0.0, growth=-1.0)
+            whole = whole.insert(corpus[f"one{i}"], show_progress=False)
+        _assert_same_graph(grown, whole)
+    folded = graph_hows.index(local_mod.graph_note("folded"))  # folded once at least ...
+    assert folded > 0 and local_mod.graph_note("delta") in graph_hows[folded + 1:]  # resumed
+    reweighted = lexical_hows.index(local_mod.lexical_note("reweighted"))
+    assert reweighted > 0 and local_mod.lexical_note("delta") in lexical_hows[reweighted + 1:]
+    assert most_parts >= 2 and base_edges
+    _within_tolerance(grown, whole)
+
+
+def _random_graph(rng, n: int, m: int) -> csr_mod.CSRGraph:
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    return build_csr(src, dst, rng.random(m).astype(np.float32) + 0.5, n, symmetric=True)
+
+
+def test_merge_on_read_equals_applying_each_change_in_turn():
+    """Random base graphs and random changes (new entities shifting the passages, new and
+    existing pairs): merging the parts, whichever of them were unioned first (the binary
+    counter), equals applying each change to the whole graph in turn."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n_e, n_p = int(rng.integers(3, 30)), int(rng.integers(3, 30))
+        base = _random_graph(rng, n_e + n_p, int(rng.integers(5, 120)))
+        whole = base
+        n_e0, parts = n_e, []
+        for _ in range(int(rng.integers(1, 6))):
+            grow_e, grow_p = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+            old_e = n_e
+            n_e, n_p = n_e + grow_e, n_p + grow_p
+            n = n_e + n_p
+            # the whole graph re-numbered to the new node ids, then the change summed in
+            rows = np.repeat(np.arange(whole.n_nodes), np.diff(whole.indptr))
+            cols = whole.indices.astype(np.int64)
+            rows = np.where(rows >= old_e, rows + grow_e, rows)
+            cols = np.where(cols >= old_e, cols + grow_e, cols)
+            change = _random_graph(rng, n, int(rng.integers(1, 25)))
+            moved = build_csr(rows, cols, whole.weights, n, symmetric=False)
+            old_w = moved.weights[:0]
+            c_rows = np.repeat(np.arange(n), np.diff(change.indptr))
+            lookup = dict(zip(zip(np.repeat(np.arange(n), np.diff(moved.indptr)).tolist(),
+                                  moved.indices.tolist(), strict=True),
+                              moved.weights.tolist(), strict=True))
+            old_w = np.array([lookup.get(k, 0.0) for k in zip(
+                c_rows.tolist(), change.indices.tolist(), strict=True)], np.float32)
+            new_w = (old_w.astype(np.float64) + change.weights.astype(np.float64)
+                     ).astype(np.float32)
+            part = np.empty(c_rows.size, delta_mod.ENTRY)
+            part["key"] = delta_mod.keys(c_rows, change.indices, n_e)
+            part["weight"] = new_w
+            parts.append(part[np.argsort(part["key"])])
+            all_rows = np.concatenate([np.repeat(np.arange(n), np.diff(moved.indptr)), c_rows])
+            all_cols = np.concatenate([moved.indices, change.indices]).astype(np.int64)
+            import scipy.sparse as sp
+
+            mat = sp.coo_array((np.concatenate([moved.weights, change.weights]).astype(
+                np.float64), (all_rows, all_cols)), shape=(n, n)).tocsr()
+            mat.sum_duplicates()
+            whole = csr_mod.CSRGraph(mat.indptr, mat.indices, mat.data.astype(np.float32))
+        meta = {"base_entities": n_e0, "entities": n_e, "passages": n_p,
+                "edges": whole.n_edges, "parts": []}
+        for grouped in (parts, [delta_mod.union(parts)],
+                        [delta_mod.union(parts[:1]), delta_mod.union(parts[1:])]):
+            indptr, indices, weights = delta_mod.merge(base.indptr, base.indices,
+                                                       base.weights, meta, grouped)
+            assert np.array_equal(indptr, whole.indptr)
+            assert np.array_equal(indices, whole.indices)
+            assert np.array_equal(weights.view(np.int32), whole.weights.view(np.int32))
