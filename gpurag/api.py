@@ -184,8 +184,13 @@ class Index:
         By default a local update (as :meth:`insert`): the removed chunks are tombstoned (ids
         kept: their rows of :attr:`chunks` are blank, no query returns them) and the chunk
         table, vector files and stored extraction are kept, not rewritten, so **their text
-        stays on disk until** :meth:`compact` (to delete for privacy, compact after);
-        ``exact=True``: a full build's bytes."""
+        stays on disk until** :meth:`compact` (to delete for privacy, compact after), and so
+        do the words only they used in the BM25 vocabulary (``lexical/vocab.index.json``,
+        lower-case tokens; no passage holds them, so they match nothing);
+        ``exact=True``: a full build's bytes. Either way the embedding cache beside the index
+        (``.NAME.embcache``, or ``GPURAG_EMBED_CACHE``) keeps the deleted text's vectors, even
+        after compact (remove that folder to clear it), and the manifest of the delete's
+        version names the deleted document ids (``extra["change"]``), not their text."""
         from gpurag.pipeline.updates import delete_documents
 
         if isinstance(doc_ids, str):

@@ -364,8 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Remove documents from an index as a new version. A local delete (the "
                     "default) marks their chunks deleted (tombstones): no query returns them and "
                     "no reader shows their text, but the text and vectors stay on disk in the "
-                    "kept files until `gpurag compact INDEX` (or --exact) rewrites the index "
-                    "without them. Deleting for privacy: run `gpurag compact` after.")
+                    "kept files, and their words in the BM25 vocabulary (lexical/"
+                    "vocab.index.json), until `gpurag compact INDEX` (or --exact) rewrites the "
+                    "index without them. Deleting for privacy: run `gpurag compact` after, and "
+                    "remove the embedding cache beside the index (.NAME.embcache, or the "
+                    "GPURAG_EMBED_CACHE folder): it keeps the deleted text's vectors even after "
+                    "compact. The manifest names the deleted document ids (not their text).")
     p.add_argument("index", help="index directory")
     ids = p.add_mutually_exclusive_group(required=True)
     ids.add_argument("--doc-ids", nargs="+", help="ids of the documents to remove")

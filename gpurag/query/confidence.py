@@ -60,9 +60,13 @@ def known_share(lexical: Any, questions: list[str]) -> np.ndarray:
     """Per question, the idf mass of its distinct words (stopwords and ``FUNCTION_WORDS``
     aside) that the BM25 vocabulary holds, over the idf mass of all of them (1.0 for a
     question with none).
-    A word outside the vocabulary weighs as a word in no passage, idf ``log(1 + 2n + 1)``."""
+    A word outside the vocabulary weighs as a word in no passage, idf ``log(1 + 2n + 1)``, and
+    so does a word the vocabulary keeps in no live passage (a local delete keeps the deleted
+    documents' words in it until compact); ``n``: the live passages (those the model covers),
+    as a rebuild without the deleted ones gives."""
     matrix = lexical.matrix  # (V, n): a term's nonzero entries are the passages holding it
-    n = matrix.shape[1]
+    live = getattr(lexical, "doc_ids", None)  # the chunk ids the model covers (None: all)
+    n = matrix.shape[1] if live is None else len(live)
     stop = FUNCTION_WORDS.union(lexical._bm25s.stopwords.STOPWORDS_EN)
     vocab = lexical.model.vocab_dict
     words = [{w for w in _TOKEN.findall(q.lower()) if w not in stop} for q in questions]
@@ -73,7 +77,7 @@ def known_share(lexical: Any, questions: list[str]) -> np.ndarray:
     freq = np.where(ids >= 0, df, 0.0)
     idf = np.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
     total = np.bincount(owner, idf, minlength=len(questions))
-    known = np.bincount(owner, np.where(ids >= 0, idf, 0.0), minlength=len(questions))
+    known = np.bincount(owner, np.where(freq > 0, idf, 0.0), minlength=len(questions))
     return np.where(total > 0, known / np.where(total > 0, total, 1.0), 1.0)
 
 

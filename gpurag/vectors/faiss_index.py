@@ -110,7 +110,11 @@ def scans_every_vector(index) -> bool:
     """Whether ``index`` is a host FAISS index whose search scans every vector (flat or flat
     scalar-quantized: its cost is rows x vectors), or a parted index (``pieces``,
     :class:`~gpurag.vectors.parted.PartedIndex`) of such pieces. Not IVF or HNSW (they scan
-    a fraction), a GPU index or a torch searcher (they do not run on a host core)."""
+    a fraction), a GPU index or a torch searcher (they do not run on a host core). An index
+    with tombstones (:class:`~gpurag.vectors.masked.MaskedIndex`: ``inner`` and ``deleted``)
+    is its stored index."""
+    if hasattr(index, "deleted") and hasattr(index, "inner"):
+        return scans_every_vector(index.inner)
     pieces = getattr(index, "pieces", None)
     if pieces is not None:
         return bool(pieces) and all(scans_every_vector(p) for p in pieces)

@@ -7,7 +7,13 @@ ids and scores unchanged:
 
 * a host FAISS index (flat, scalar-quantized, IVF, HNSW) searches with FAISS's own selector
   (``SearchParameters(sel=IDSelectorNot(IDSelectorBatch(deleted)))``, with the index's own
-  ``nprobe`` / ``efSearch``), so a deleted row is never a candidate;
+  ``nprobe`` / ``efSearch``), so a deleted row is never a candidate; except a float32 flat
+  index searched for :data:`WIDER_MIN_ROWS` or more query rows with at most
+  :data:`WIDER_MAX_DELETED` tombstones: a selector takes IndexFlat off its BLAS path, so it is
+  searched plainly for ``k`` plus the deleted rows and those dropped (exact: the ids and
+  scores of the unmasked search, the kernel a full build's index is searched with; the
+  selector's scalar kernel differs from it by up to ~2e-7 in a score and may order exactly
+  equal scores differently);
 * a :class:`~gpurag.vectors.parted.PartedIndex` masks each piece with its own rows;
 * on a device (:func:`~gpurag.backends.searcher.query_index` on cuda) the searcher is made
   from the live rows only (:meth:`MaskedIndex.live_searcher`: :class:`LiveRows` decoded,
@@ -137,6 +143,25 @@ class LiveSearcher:
         return _padded(np.asarray(scores, np.float32), ids, k)
 
 
+# A float32 flat index with tombstones is searched plainly for k + |D| and the deleted rows
+# dropped (not with FAISS's selector, which leaves the BLAS path) from this many query rows and
+# up to this many tombstones. Same-run A/B, 30k x 384 fp32, k = 10, medians, load 2.5-5.8
+# (bench/results/masked_flat.md): |D| = 16: 1 q selector 1.9 ms / wider 4.7, 4 q 8.3 / 4.6,
+# 64 q 142 / 34, 512 q 1,525 / 161; |D| = 4,096: 4 q 11.7 / 7.5, 64 q 141 / 65. int8 (a scalar
+# quantizer, no BLAS) gains nothing (|D| = 1,024, 512 q: 364 / 637 ms) and keeps the selector.
+WIDER_MIN_ROWS = 4
+WIDER_MAX_DELETED = 4096
+
+
+def _searched_wider(index: Any, rows: int, n_deleted: int) -> bool:
+    """Whether ``index`` (host FAISS) is searched for ``k + n_deleted`` and the deleted rows
+    dropped rather than with a selector (see :data:`WIDER_MIN_ROWS`)."""
+    from gpurag.vectors.faiss_index import _faiss
+
+    return (isinstance(index, _faiss().IndexFlat) and rows >= WIDER_MIN_ROWS
+            and n_deleted <= WIDER_MAX_DELETED)
+
+
 def _is_host_faiss(index: Any) -> bool:
     from gpurag.vectors.faiss_index import _faiss
 
@@ -182,6 +207,8 @@ def masked_search(index: Any, x: np.ndarray, k: int, deleted: np.ndarray, gone: 
         if not hits:
             return (np.zeros((len(x), k), np.float32), np.full((len(x), k), -1, np.int64))
         return merge_hits(hits, offsets, k, index._larger_first())
+    if _is_host_faiss(index) and deleted.size and _searched_wider(index, len(x), deleted.size):
+        return _wider(_plain, index, x, k, deleted, gone)
     if _is_host_faiss(index) and deleted.size:
         from gpurag.vectors.faiss_setup import SINGLE_THREAD_WORK, on_one_thread
 
@@ -192,9 +219,18 @@ def masked_search(index: Any, x: np.ndarray, k: int, deleted: np.ndarray, gone: 
         else:
             scores, ids = index.search(x, kk, params=params)
         return _padded(np.asarray(scores, np.float32), np.asarray(ids, np.int64), k)
-    # a device searcher: ask for the deleted rows' worth more and drop them
+    # a searcher given directly: ask for the deleted rows' worth more and drop them
+    return _wider(lambda i, q, kq: i.search(q, kq), index, x, k, deleted, gone)
+
+
+def _wider(search: Any, index: Any, x: np.ndarray, k: int, deleted: np.ndarray,
+           gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``search(index, x, k + |deleted|)`` with the deleted rows dropped, the others moved
+    up in their order: the top ``k`` of the live rows (at most ``|deleted|`` of the wider hits
+    are deleted)."""
+    n = int(index.ntotal)
     kk = max(1, min(k + int(deleted.size), n))
-    scores, ids = index.search(x, kk)
+    scores, ids = search(index, x, kk)
     scores, ids = np.asarray(scores, np.float32), np.asarray(ids, np.int64)
     bad = (ids < 0) | gone[np.clip(ids, 0, max(n - 1, 0))]
     order = np.argsort(bad, axis=1, kind="stable")  # kept hits first, in their order

@@ -227,12 +227,19 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact, secret_index
     assert not [t for t in _api_text(after) if MARKER in t]
     needle = MARKER.encode()
     held = _files_holding(after.path, needle)
+    # the BM25 vocabulary holds words as its tokenizer gives them (lower case, one a word)
+    words = [w.lower().encode() for w in MARKER.split()]
+    lowered = set().union(*(_files_holding(after.path, w) for w in words))
     if exact:
         assert not held and not [t for t in _all_text(after.path) if MARKER in t]
-    else:  # only in what the delete kept as stored (hard links), never in what it wrote
+        assert not lowered, lowered
+    else:  # only in what the delete kept as stored (hard links), never in what it wrote,
+        # and the words in the BM25 vocabulary (kept until compact, as the docs say)
         assert held and held <= {layout.CHUNKS, layout.EXTRACT_MENTIONS,
                                  layout.EXTRACT_RELATIONS, layout.MENTIONS,
                                  layout.RELATIONS}, held
+        vocab = f"{layout.LEXICAL_DIR}/vocab.index.json"
+        assert vocab in lowered and lowered <= held | {vocab}, lowered
     for mode in ("dense", "bm25", "graph"):
         hits = after.query(f"{MARKER} Institute founder", k=10, mode=mode)
         assert all(MARKER not in p.text and p.doc_id != "secret-doc" for p in hits.passages)
@@ -248,7 +255,27 @@ def test_deleted_document_leaves_no_trace(tmp_path, runtime, exact, secret_index
         assert set(blank) <= set(after.dir.deleted_rows(layout.DELETED_NAMES).tolist())
         compacted = after.compact(show_progress=False)
         assert not _files_holding(compacted.path, needle)
+        assert not set().union(*(_files_holding(compacted.path, w) for w in words))
         assert not [t for t in _all_text(compacted.path) if MARKER in t]
+
+
+def test_confidence_after_a_local_delete_equals_the_rebuilds(tmp_path, runtime,
+                                                            secret_index_path):
+    """known_share reads live counts: a word only the deleted document used (still in the
+    BM25 vocabulary after a local delete) weighs as unknown, n is the live passages."""
+    from gpurag.query.confidence import known_share
+
+    local = Index.open(copy_index(secret_index_path, tmp_path / "a"), runtime=runtime).delete(
+        ["secret-doc"], show_progress=False)
+    exact = Index.open(copy_index(secret_index_path, tmp_path / "b"), runtime=runtime).delete(
+        ["secret-doc"], show_progress=False, exact=True)
+    assert MARKER.split()[0].lower() in local.retriever.lexical.model.vocab_dict
+    questions = [f"Who founded the {MARKER} Institute?", "Where was the Institute moved?",
+                 "What did Elvira found in Varnholt?"]
+    got = known_share(local.retriever.lexical, questions)
+    want = known_share(exact.retriever.lexical, questions)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert got[0] < 1.0
 
 
 def test_insert_skips_known_ids_and_nothing_new_changes_nothing(split_index, tmp_path, corpus,

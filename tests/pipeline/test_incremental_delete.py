@@ -143,3 +143,40 @@ def test_a_masked_index_on_cuda_searches_a_device_searcher_of_its_live_rows(monk
     everything = backend.query_index(MaskedIndex(index, np.arange(600)), "cuda:0")
     s, ids = everything.search(q, 3)
     assert (ids == -1).all() and not s.any()
+
+
+def test_a_float32_flat_index_with_few_tombstones_gives_the_unmasked_search_without_them():
+    """Float32 flat, WIDER_MIN_ROWS query rows or more, few tombstones: searched without
+    FAISS's selector (which leaves the BLAS path) for k + |D| and the deleted dropped, so the
+    ids and scores are exactly the unmasked search's (the kernel a full build is searched
+    with); many tombstones keep the selector, never returning a deleted row either way."""
+    from gpurag.vectors import masked as mod
+    from gpurag.vectors.faiss_index import overlaps_scan, scans_every_vector
+
+    x = _vectors(3000, 48, seed=4)
+    index = build_index(x, 10_000, 42, None, codec=codec_for("fp32", 48))
+    gone = np.array([3, 40, 41, 2000], np.int64)
+    q = x[[3, 40, 5, 6, 7, 8, 9, 10]] + 0.01
+    s_all, i_all = search(index, q, 10 + len(gone))
+    keep = ~np.isin(i_all, gone)
+    want_i = np.array([r[m][:10] for r, m in zip(i_all, keep, strict=True)])
+    want_s = np.array([r[m][:10] for r, m in zip(s_all, keep, strict=True)])
+    scores, ids = search(MaskedIndex(index, gone), q, 10)
+    assert np.array_equal(ids, want_i) and np.array_equal(scores, want_s)
+    many = np.arange(0, 3000, 2, dtype=np.int64)
+    lots = MaskedIndex(index, many)
+    old = mod.WIDER_MAX_DELETED
+    try:
+        mod.WIDER_MAX_DELETED = 100  # past it: the selector
+        s_sel, i_sel = lots.search(q, 10)
+    finally:
+        mod.WIDER_MAX_DELETED = old
+    s_wide, i_wide = lots.search(q, 10)
+    assert not np.isin(i_sel, many).any() and not np.isin(i_wide, many).any()
+    assert np.array_equal(np.sort(i_sel, 1), np.sort(i_wide, 1))
+    np.testing.assert_allclose(s_sel, s_wide, atol=1e-5)
+    # an index with tombstones still scans every vector (a helper thread may overlap it)
+    assert scans_every_vector(MaskedIndex(index, gone)) and scans_every_vector(index)
+    assert overlaps_scan(MaskedIndex(index, gone), 20) == overlaps_scan(index, 20)
+    ivf = build_index(x, 100, 42, None, codec=codec_for("fp32", 48))
+    assert not scans_every_vector(MaskedIndex(ivf, gone))
