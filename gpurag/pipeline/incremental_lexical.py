@@ -14,7 +14,8 @@ from all chunks as before. The formula and the passage text are
 :mod:`gpurag.query.lexical`'s (:func:`~gpurag.query.lexical.lucene_weights`,
 :func:`~gpurag.query.lexical.passage_texts`).
 
-A local insert within the build profile's ``lexical_reweight_growth`` writes only the new
+A local insert within the build profile's ``lexical_reweight_growth`` (and within
+:data:`AVGDL_DRIFT` of the stored average passage length) writes only the new
 chunks' counts as a delta (:func:`delta_part`, :mod:`gpurag.query.lexical_delta`); the rest
 (a delete, an insert past that bound) re-weights the whole model: the stored counts (the base's
 recovered, the delta's as stored) with the change applied. An update then tokenizes only the
@@ -36,6 +37,15 @@ from gpurag.query import lexical_delta
 from gpurag.query.lexical import lucene_idf, lucene_weights, passage_texts
 
 RTOL = 1e-4
+# A BM25 delta keeps the stored passages' length normalization at the ``avgdl`` of the last
+# full weighting (only N and the document frequencies are brought up to date on read), so an
+# insert whose passages would move the average length by more than this share of it
+# re-weights the whole model instead, as past ``lexical_reweight_growth``: inserted passages
+# much longer (or shorter) than the stored ones otherwise shift the stored passages' scores
+# (review of issue 34: 60-word passages into 12-word ones at 10% growth, avgdl +39%, changed
+# the top 5 of 22% of the questions; at this bound the drift of every stored weight's length
+# term stays within about b times it).
+AVGDL_DRIFT = 0.02
 
 
 def recover_counts(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -262,7 +272,8 @@ def delta_part(model, meta: dict | None, texts: list[str], growth: float, bm25s
     """The entries ``(term, doc, tf)`` of a new BM25 delta part for passages ``texts`` over
     the stored base ``model`` and its delta (``meta``, None: none yet), and the delta's new
     meta; None when the model must be re-weighted whole instead (``N`` more than ``growth``
-    past the last full weighting, or the base's counts not recoverable). Readers weight the
+    past the last full weighting, the average passage length more than
+    :data:`AVGDL_DRIFT` from its, or the base's counts not recoverable). Readers weight the
     entries (:func:`~gpurag.query.lexical_delta.with_delta`)."""
     if meta is None:  # the first insert over this base: its total length, once
         counts = recover_counts(model)
@@ -282,11 +293,22 @@ def delta_part(model, meta: dict | None, texts: list[str], growth: float, bm25s
     next_id = int(meta["base_terms"]) + len(meta["words"])
     tf, term, doc, lengths, words = tokenized_pairs(texts, vocab, int(meta["docs"]), next_id,
                                                     bm25s)
+    if drifts(meta, n_now, float(meta["total_len"]) + float(lengths.sum())):
+        return None
     entries = np.empty(len(tf), lexical_delta.ENTRY)
     entries["term"], entries["doc"], entries["tf"] = term, doc, tf
     entries = entries[np.lexsort((doc, term))]
     return entries, {**meta, "docs": n_now, "total_len": float(meta["total_len"]) + float(
         lengths.sum()), "words": [*meta["words"], *words]}
+
+
+def drifts(meta: dict, n_docs: int, total_len: float) -> bool:
+    """Whether ``n_docs`` passages of ``total_len`` words in all move the average passage
+    length more than :data:`AVGDL_DRIFT` from the last full weighting's (the base's)."""
+    base_docs, base_len = int(meta["base_docs"]), float(meta["base_len"])
+    if base_docs <= 0 or base_len <= 0 or n_docs <= 0:
+        return base_len > 0 or total_len > 0
+    return abs((total_len / n_docs) / (base_len / base_docs) - 1) > AVGDL_DRIFT
 
 
 def append_delta(writer, d, new_chunks: pd.DataFrame, growth: float, n_stored: int) -> bool:

@@ -492,7 +492,8 @@ def graph_change(d: IndexDir, n_ent_old: int, delta: GraphDelta, n_passages: int
         base_entities, stored_edges, parts = n_ent_old, base_edges, []
     else:
         delta_mod.check_meta(meta, int(np.load(d.file(layout.GRAPH_INDPTR),
-                                               mmap_mode="r").shape[0]) - 1, d.root)
+                                               mmap_mode="r").shape[0]) - 1,
+                             d.root / layout.GRAPH_DIR)
         base_entities, stored_edges = meta["base_entities"], meta["edges"]
         parts = [f"{layout.GRAPH_DIR}/{Path(p).name}" for p in meta["parts"]]
     old_w, found = delta_mod.stored_weights(folder, base_entities, [d.file(p) for p in parts],

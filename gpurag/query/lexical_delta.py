@@ -17,9 +17,11 @@ Lucene weights a rebuild gives these passages) and rescales each base weight by 
 length normalization keeps the ``avgdl`` of the last full weighting). Every passage's entries
 live in one piece, so the model is the base's term-passage matrix with the delta's columns
 appended, and a query scores it as one model. The insert that would take ``N`` more than
-``lexical_reweight_growth`` (build profile) past the last full weighting re-weights the whole
-model instead (:mod:`gpurag.pipeline.incremental_lexical`), which bounds that ``avgdl``
-drift and the delta's share of the model. A model without a delta reads as it always did: a
+``lexical_reweight_growth`` (build profile) past the last full weighting, or move the
+average passage length more than :data:`~gpurag.pipeline.incremental_lexical.AVGDL_DRIFT`
+(2%) from its, re-weights the whole model instead
+(:mod:`gpurag.pipeline.incremental_lexical`), which bounds that ``avgdl`` drift and the
+delta's share of the model. A model without a delta reads as it always did: a
 full build's scores are unchanged.
 """
 

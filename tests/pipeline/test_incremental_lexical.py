@@ -182,3 +182,40 @@ def test_a_bm25_delta_is_searched_with_the_stored_model_as_one(tmp_path):
     qs = [*titles, "Who founded Kestrel Dynamics?"]
     (sa, ia), (sb, ib) = whole.search(qs, 5), want.search(qs, 5)
     assert np.array_equal(ia, ib) and np.array_equal(sa, sb)
+
+
+def test_passages_that_move_avgdl_are_not_written_as_a_delta(tmp_path):
+    """Two passages into 51 (within the 10% growth bound): of the stored passages' length, a
+    delta; five times as long (the average length up by about 8%: the stored passages' length
+    normalization, kept at the stored avgdl, would drift by as much), no delta (None: the
+    model is re-weighted whole), and the re-weighting gives a rebuild's scores."""
+    from gpurag.pipeline.incremental_lexical import AVGDL_DRIFT, delta_part
+    from gpurag.query.lexical import passage_texts
+
+    chunks = _chunks()
+    old = chunks.iloc[:51].reset_index(drop=True)
+    BM25Index(old).save(tmp_path / "m")
+    bm25s = _bm25s()
+    model = bm25s.BM25.load(str(tmp_path / "m"), mmap=True, show_progress=False)
+    lengths = [len(t.split()) for t in passage_texts(old)]
+    mean = float(np.mean(lengths))
+    like = chunks.iloc[51:53].reset_index(drop=True)
+    words = " ".join(passage_texts(chunks.iloc[51:])).split()
+    near = [" ".join(words[i * round(mean): (i + 1) * round(mean)]) for i in range(2)]
+    made = delta_part(model, None, near, 0.1, bm25s)
+    assert made is not None
+    assert abs(made[1]["total_len"] / made[1]["docs"] / (made[1]["base_len"] / 51) - 1
+               ) <= AVGDL_DRIFT
+    n_long = 5 * round(mean)
+    far = [" ".join((words * 6)[i * n_long: (i + 1) * n_long]) for i in range(2)]
+    assert delta_part(model, None, far, 0.1, bm25s) is None
+    assert delta_part(model, made[1], far, 0.1, bm25s) is None  # over an existing delta too
+    long_chunks = like.assign(title="", text=far)
+    out = tmp_path / "w"
+    assert write_lexical_delta(tmp_path / "m", out, len(old), np.ones(len(old), bool),
+                               long_chunks)
+    got = BM25Index.load(out, len(old) + 2)
+    want = BM25Index(pd.concat([old, long_chunks], ignore_index=True))
+    qs = [str(t) for t in old["title"].iloc[:10]]
+    (sa, ia), (sb, ib) = got.search(qs, 5), want.search(qs, 5)
+    assert np.array_equal(ia, ib) and np.allclose(sa, sb, rtol=1e-4)
