@@ -212,7 +212,9 @@ def test_killed_insert_writing_parts_keeps_every_file_of_the_old_version(tmp_pat
 
 
 _DELTAS = ("import sys; from gpurag.pipeline import incremental_local as m; "
+           "from gpurag.pipeline import incremental_lexical as x; "
            "m.DELTA_FOLD_FRACTION = 100.0; m.lexical_growth = lambda cfg: 100.0; "
+           "x.AVGDL_DRIFT = 100.0; "
            "from gpurag.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
@@ -224,11 +226,13 @@ def test_killed_insert_writing_graph_or_bm25_deltas_keeps_the_old_version(tmp_pa
     version verifies byte for byte and reads its merged graph, a rerun commits a version
     that verifies and reads the graph of both inserts (gpurag/graph/delta.py)."""
     from gpurag.graph import csr as csr_mod
+    from gpurag.pipeline import incremental_lexical
     from gpurag.pipeline import incremental_local as local_mod
     from gpurag.store.parts import part_rel
 
     monkeypatch.setattr(local_mod, "DELTA_FOLD_FRACTION", 100.0)
     monkeypatch.setattr(local_mod, "lexical_growth", lambda cfg: 100.0)
+    monkeypatch.setattr(incremental_lexical, "AVGDL_DRIFT", 100.0)  # these lengths vary
     records = read_jsonl(SAMPLE)
     index = tmp_path / "idx"
     Index.build(write_jsonl(tmp_path / "a.jsonl", records[:30]), index,
