@@ -3,6 +3,7 @@ indexes each built once per test session (read-only; a test that changes one cop
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -49,6 +50,15 @@ def clean_env(mp: pytest.MonkeyPatch) -> None:
 def _clean_env(monkeypatch):
     """No progress bars, and no stray user settings leaking into the tests."""
     clean_env(monkeypatch)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_after_module():
+    """A full collection after each test module: an opened index (an object in reference
+    cycles) holds its memory maps and pinned files until the cycle collector runs, which in
+    one long test process can be rare enough to pass 1,024 open descriptors."""
+    yield
+    gc.collect()
 
 
 def read_jsonl(path: Path) -> list[dict]:

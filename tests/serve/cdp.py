@@ -54,7 +54,11 @@ class Browser:
     def _next(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buf:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._from_chrome], [], [], left)[0]:
+            # poll, not select: select() refuses descriptors >= 1024, which a long test
+            # process reaches (each opened index holds its files until it is collected)
+            poller = select.poll()
+            poller.register(self._from_chrome, select.POLLIN)
+            if left <= 0 or not poller.poll(left * 1000):
                 raise TimeoutError("no reply from Chromium")
             data = os.read(self._from_chrome, 1 << 16)
             if not data:
