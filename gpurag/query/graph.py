@@ -166,12 +166,19 @@ class GraphRetriever:
     def _open_lexical(self):
         """The BM25 model the build saved, or (an index without one, or a copy this bm25s
         cannot read) one built from the chunks."""
+        from gpurag.errors import IndexFormatError
         from gpurag.query.lexical import BM25Index
+        from gpurag.query.lexical_delta import META as DELTA_META
+        from gpurag.query.lexical_delta import DeltaFormatError
 
         if all(self.dir.has(rel) for rel in layout.LEXICAL_FILES):
             try:
                 return BM25Index.load(self.dir.file(layout.LEXICAL_DIR), self.n_psg,
                                       self.dir.deleted_chunks())
+            except DeltaFormatError as exc:  # not another bm25s: a corrupt index (as a bad
+                raise IndexFormatError(  # graph delta is), named by the user's path
+                    f"index {self.dir.root}: its BM25 delta ({layout.LEXICAL_DIR}/"
+                    f"{DELTA_META}) does not fit the stored model: {exc}") from exc
             except Exception as exc:  # a copy this bm25s cannot read is rebuilt, not fatal
                 log.warning(
                     "index %s: its BM25 copy cannot be read (%s); rebuilding it in memory",

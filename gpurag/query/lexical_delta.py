@@ -33,11 +33,18 @@ from typing import Any
 
 import numpy as np
 
+from gpurag.errors import IndexFormatError
+
 META = "delta.json"
 PART_REL = "lexical/delta.npy"  # the parts' base name (:mod:`gpurag.store.parts`); never written
 ENTRY = np.dtype([("term", "<i8"), ("doc", "<i8"), ("tf", "<f4")])
 KEYS = ("k1", "b", "base_docs", "base_terms", "base_len", "weighted_docs", "docs",
         "total_len", "words", "parts")
+
+
+class DeltaFormatError(IndexFormatError, ValueError):
+    """A BM25 delta that does not fit its meta or its base model: a corrupt index (a
+    ``ValueError`` too, for the update paths that test a delta's meta)."""
 
 
 def lucene_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -58,7 +65,7 @@ def read_meta(folder: str | Path) -> dict[str, Any] | None:
     meta = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or any(k not in meta for k in KEYS) or not isinstance(
             meta["words"], list) or not isinstance(meta["parts"], list):
-        raise ValueError(f"BM25 delta {path}: expected the keys {', '.join(KEYS)}")
+        raise DeltaFormatError(f"BM25 delta {path}: expected the keys {', '.join(KEYS)}")
     return meta
 
 
@@ -70,7 +77,7 @@ def load_parts(folder: str | Path, meta: dict[str, Any], mmap: bool = False
         file = Path(folder) / Path(str(name)).name
         arr = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
         if arr.dtype != ENTRY or arr.ndim != 1:
-            raise ValueError(f"BM25 delta part {file}: expected a 1-D {ENTRY} array")
+            raise DeltaFormatError(f"BM25 delta part {file}: expected a 1-D {ENTRY} array")
         out.append(arr)
     return out
 
@@ -97,7 +104,7 @@ def with_delta(model, folder: str | Path) -> object:
     indptr = np.asarray(s["indptr"], np.int64)
     n_b, v_b = int(s["num_docs"]), len(indptr) - 1
     if (n_b, v_b) != (meta["base_docs"], meta["base_terms"]):
-        raise ValueError(f"BM25 delta in {folder} was written over another base model")
+        raise DeltaFormatError(f"BM25 delta in {folder} was written over another base model")
     vocab = dict(model.vocab_dict)
     for i, word in enumerate(meta["words"]):
         vocab[str(word)] = v_b + i
@@ -107,7 +114,7 @@ def with_delta(model, folder: str | Path) -> object:
     n = int(meta["docs"])
     if term.size and (int(term.min()) < 0 or int(term.max()) >= n_terms
                       or int(doc.min()) < n_b or int(doc.max()) >= n or float(tf.min()) < 1):
-        raise ValueError(f"BM25 delta in {folder}: entries outside its terms or passages")
+        raise DeltaFormatError(f"BM25 delta in {folder}: entries outside its terms or passages")
     base_df = np.diff(indptr)
     df = np.bincount(term, minlength=n_terms)
     df[:v_b] += base_df

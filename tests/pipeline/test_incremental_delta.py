@@ -399,3 +399,36 @@ def test_deletes_write_a_graph_delta_equal_to_the_whole_rewrite(split_index, tmp
     rebuilt = Index.build(_write(tmp_path / "held" / "held.jsonl", [by_id[i] for i in held]),
                           tmp_path / "held.index", runtime=runtime, show_progress=False)
     assert_equivalent(compacted, rebuilt)
+
+
+def test_a_bm25_delta_that_does_not_fit_its_base_is_a_format_error(split_index, tmp_path,
+                                                                   corpus, runtime,
+                                                                   monkeypatch):
+    """A delta whose meta names another base (sealed, as a writer bug or a forger would leave
+    it) is an IndexFormatError naming the delta when the graph's BM25 opens, as a bad graph
+    delta is: not a warning and a BM25 rebuilt in memory (minutes at scale) that hides it."""
+    from gpurag.errors import IndexFormatError
+    from gpurag.store import manifest as manifest_mod
+
+    base = split_index("A", tmp_path / "inc", runtime)
+    base.close()
+    with monkeypatch.context() as m:
+        m.setattr(local_mod, "DELTA_FOLD_FRACTION", 100.0)
+        grown = Index.open(tmp_path / "inc", runtime=runtime).insert(corpus["one0"],
+                                                                     show_progress=False)
+    assert LEXICAL_META in grown.manifest.files
+    grown.close()
+    meta_path = tmp_path / "inc" / LEXICAL_META
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["base_docs"] += 1
+    meta_path.unlink()  # a new file (the stored one is a hard link into the older version)
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    mpath = tmp_path / "inc" / layout.MANIFEST
+    data = json.loads(mpath.read_text(encoding="utf-8"))
+    data["files"][LEXICAL_META] = manifest_mod.file_record(meta_path)
+    data["checksum"] = manifest_mod.seal(data)
+    mpath.write_text(json.dumps(data), encoding="utf-8")
+    opened = Index.open(tmp_path / "inc", runtime=runtime)
+    with pytest.raises(IndexFormatError, match="BM25 delta") as err:
+        opened.query_batch(["Who founded it?"], mode="graph", k=3)
+    assert str(tmp_path / "inc") in str(err.value)  # the user's path, not a pinned view
