@@ -156,8 +156,6 @@ def write_graph(writer: IndexWriter, d: IndexDir, stored: CSRGraph, shrunk: CSRG
     delta part beside them, as a local insert writes its change; the graph ``shrunk`` written
     whole when the delta would outgrow ``fraction`` of the base (a fold). Returns "delta" or
     "folded"."""
-    import json
-
     from gpurag.graph import delta as delta_mod
     from gpurag.store.parts import ROWS
 
@@ -171,14 +169,9 @@ def write_graph(writer: IndexWriter, d: IndexDir, stored: CSRGraph, shrunk: CSRG
     if stored_rows + entries.size > fraction * max(base_edges, 1):
         csr_mod.save(shrunk, writer.path(layout.GRAPH_DIR))
         return "folded"
-    for rel in (layout.GRAPH_INDPTR, layout.GRAPH_INDICES, layout.GRAPH_WEIGHTS):
-        writer.keep(d, rel)
-    names = writer.append_part(d, delta_mod.PART_REL, entries, delta_mod.union)
-    new_meta = {"format": 1,
-                "base_entities": n_ent if meta is None else meta["base_entities"],
-                "entities": n_ent, "passages": shrunk.n_nodes - n_ent,
-                "edges": shrunk.n_edges, "parts": [Path(p).name for p in names]}
-    writer.path(meta_rel).write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
+    local.write_graph_delta(writer, d, entries,
+                            n_ent if meta is None else meta["base_entities"], n_ent,
+                            shrunk.n_nodes - n_ent, shrunk.n_edges)
     return "delta"
 
 

@@ -512,25 +512,33 @@ def write_graph(writer: IndexWriter, d: IndexDir, change: GraphChange, delta: Gr
     """The new version's graph: the stored CSR files kept and the change a delta part
     (:mod:`gpurag.graph.delta`), or, when the delta outgrows ``fraction`` of the base, the
     merged graph written whole (a fold). Returns "delta" or "folded"."""
-    import json
-
-    from gpurag.graph import delta as delta_mod
-
     if change.folds(fraction):
         stored = csr_mod.load(d.file(layout.GRAPH_DIR), mmap=True,
                               shown=d.root / layout.GRAPH_DIR)
         kg = merged_graph(stored, change.n_ent_old, delta, change.n_passages, title_weight)
         csr_mod.save(kg.graph, writer.path(layout.GRAPH_DIR))
         return "folded"
+    write_graph_delta(writer, d, change.entries(), change.base_entities, change.n_ent,
+                      change.n_passages, change.n_edges)
+    return "delta"
+
+
+def write_graph_delta(writer: IndexWriter, d: IndexDir, entries: np.ndarray,
+                      base_entities: int, n_ent: int, n_passages: int, n_edges: int) -> None:
+    """Keep the stored CSR files (hard links) and write ``entries`` (a
+    :mod:`gpurag.graph.delta` part) beside them with the delta's meta: the graph a local
+    insert or delete writes when it does not fold."""
+    import json
+
+    from gpurag.graph import delta as delta_mod
+
     for rel in (layout.GRAPH_INDPTR, layout.GRAPH_INDICES, layout.GRAPH_WEIGHTS):
         writer.keep(d, rel)
-    parts = writer.append_part(d, delta_mod.PART_REL, change.entries(), delta_mod.union)
-    meta = {"format": 1, "base_entities": change.base_entities, "entities": change.n_ent,
-            "passages": change.n_passages, "edges": change.n_edges,
-            "parts": [Path(p).name for p in parts]}
+    parts = writer.append_part(d, delta_mod.PART_REL, entries, delta_mod.union)
+    meta = {"format": 1, "base_entities": base_entities, "entities": n_ent,
+            "passages": n_passages, "edges": n_edges, "parts": [Path(p).name for p in parts]}
     writer.path(f"{layout.GRAPH_DIR}/{delta_mod.META}").write_text(
         json.dumps(meta, sort_keys=True), encoding="utf-8")
-    return "delta"
 
 
 def repair_communities(stored: pd.DataFrame, entity_graph: CSRGraph, n_stored: int
