@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gzip
+import inspect
 import json
 import os
 import platform
@@ -174,7 +175,14 @@ def host_only_runtime(device: str) -> Any:
 
     from gpurag.runtime import Runtime
 
-    return Runtime.create(device=device, embedder=HashProjectionEmbedder())
+    if "embedder" in inspect.signature(Runtime.create).parameters:
+        return Runtime.create(device=device, embedder=HashProjectionEmbedder())
+    # a --baseline checkout from before the runtime took an embedder object (88085bf, the
+    # issue's "today"): its embedder(spec, cache) method returns the stand-in
+    runtime = Runtime.create(device=device)
+    standin = HashProjectionEmbedder()
+    runtime.embedder = lambda *_a, **_k: standin  # type: ignore[method-assign]
+    return runtime
 
 
 def tree_commit(tree: Path) -> str | None:
