@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from gpurag.store import layout
 MAX_STEPS = 3  # entity-to-entity links in a chain
 PER_PASSAGE = 3  # chains kept per passage
 MAX_SEEDS = 10
+SENTENCE_CACHE = 4096  # passages whose sentence spans one EvidenceData keeps
 # Link weights: a relation found in a passage, a co-mention inside one returned passage, the
 # passage being the page of the chain's last entity or only mentioning it.
 RELATION_W, LABELLED_W, COMENTION_W = 0.8, 1.0, 0.6
@@ -94,6 +96,11 @@ class EvidenceData:
         self.titles = (chunks["title"].fillna("").astype(str).to_numpy(dtype=object)
                        if "title" in chunks else np.full(self.n_psg, "", dtype=object))
         self.texts = chunks["text"].astype(str).to_numpy(dtype=object)
+        # sentences(row): chunk-relative (starts, ends) of passage ``row``'s sentences. Cached
+        # per instance (bounded, over the texts only: no cycle through self), so a closed and
+        # dropped index's arrays go with it.
+        self.sentences: Callable[[int], tuple[np.ndarray, np.ndarray]] = functools.lru_cache(
+            maxsize=SENTENCE_CACHE)(functools.partial(_sentences_of, self.texts))
         self.starts = chunks["char_start"].to_numpy(np.int64)
         m = r.dir.table(layout.MENTIONS, columns=["entity", "chunk", "start", "end"])
         order = np.lexsort((m["start"].to_numpy(np.int64), m["chunk"].to_numpy(np.int64)))
@@ -134,11 +141,12 @@ class EvidenceData:
         lo, hi = self.m_ptr[row], self.m_ptr[row + 1]
         return self.m_entity[lo:hi], self.m_start[lo:hi], self.m_end[lo:hi]
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one instance per opened index)
-    def sentences(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """Chunk-relative (starts, ends) of the sentences of passage ``row``."""
-        _, s, e = sentence_spans([str(self.texts[row])])
-        return s, e
+
+
+def _sentences_of(texts: np.ndarray, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk-relative (starts, ends) of the sentences of ``texts[row]``."""
+    _, s, e = sentence_spans([str(texts[row])])
+    return s, e
 
 
 def evidence_data(retriever: Any) -> EvidenceData:
