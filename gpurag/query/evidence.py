@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -399,8 +400,19 @@ def defer_chains(retriever: Any, results: list[Any], rows: np.ndarray) -> None:
             result.timings_ms["evidence"] = (time.perf_counter() - t0) * 1000
         return Pending(run)
 
+    owed = retriever.__dict__.setdefault("_chains_owed", weakref.WeakSet())
     for result, row in zip(results, np.asarray(rows), strict=True):
-        result.chains = make(result, row, list(result.seeds))
+        result.chains = pending = make(result, row, list(result.seeds))
+        owed.add(pending)
+
+
+def keep_owed_chains(retriever: Any) -> None:
+    """Load the :class:`EvidenceData` that the retriever's unread deferred chains need (if
+    any are still held), so they can be read after the index's files are released
+    (:meth:`gpurag.Index.close`): the only files a chain computation reads."""
+    owed = retriever.__dict__.get("_chains_owed")
+    if owed and any(p.owed for p in list(owed)):
+        evidence_data(retriever)
 
 
 def format_chains(result: Any, per_passage: int = 2) -> list[str]:
