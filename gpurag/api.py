@@ -214,7 +214,13 @@ class Index:
                 f"embedder {self.config.embedder!r}, built {self.manifest.created}>")
 
     def close(self) -> None:
-        """Release the files of the opened version now (also done when collected)."""
+        """Release the files of the opened version now (also done when collected). Results
+        made before still give their deferred chains: the evidence tables unread ones need
+        are loaded first."""
+        if self._retriever is not None:
+            from gpurag.query.evidence import keep_owed_chains
+
+            keep_owed_chains(self._retriever)
         self.dir.close()
 
     def __enter__(self) -> Index:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from gpurag.cli_runtime import make_runtime
@@ -82,12 +86,31 @@ def read_questions(path: str) -> list[str]:
     return [q.strip() for q in text.split("\n") if q.strip()]
 
 
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill PID``, ``docker stop``, a batch scheduler) raises KeyboardInterrupt, as
+    Ctrl-C does: the build stops its extraction workers, keeps its work and says it resumes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from gpurag import Index
 
-    index = Index.build(args.source, args.out, config=_index_config(args),
-                        show_progress=not args.quiet, runtime=make_runtime(args),
-                        cluster=args.cluster)
+    with sigterm_as_interrupt():
+        index = Index.build(args.source, args.out, config=_index_config(args),
+                            show_progress=not args.quiet, runtime=make_runtime(args),
+                            cluster=args.cluster)
     info = index.info()
     ingest = info["extra"].get("ingest", {})
     say(f"index written to {index.path}")

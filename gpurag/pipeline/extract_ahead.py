@@ -22,7 +22,6 @@ on a build whose stage 1 starts from nothing (a resumed one extracts after stage
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -36,8 +35,8 @@ from gpurag.extract.base import Extractor
 from gpurag.pipeline.extract_pool import (
     MIN_BATCHES_FOR_POOL,
     _extract_in_worker,
-    _init_worker,
     pool_workers,
+    start_pool,
 )
 from gpurag.pipeline.workdir import WorkDir
 
@@ -128,10 +127,7 @@ class ExtractAhead:
 
     def _submit(self, rows: int) -> None:
         if self.pool is None:
-            context = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context,
-                                            initializer=_init_worker,
-                                            initargs=(self.extractor,))
+            self.pool = start_pool(self.extractor, self.workers)
             log.info("extracting alongside chunk+embed in %d worker processes", self.workers)
         while len(self.pending) >= 2 * self.workers:  # bounded: wait for the oldest
             self._collect(block=True)

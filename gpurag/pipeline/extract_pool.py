@@ -10,9 +10,14 @@ Workers are spawned, not forked: the parent holds onnxruntime and torch thread p
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,6 +29,8 @@ from gpurag.config import bounded_workers
 from gpurag.extract.base import Extraction, Extractor
 
 MIN_BATCHES_FOR_POOL = 16  # 8k chunks, ~1.3 s on one core; a worker takes ~1 s to start
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 0.5
 _worker_extractor: Extractor | None = None
 
 
@@ -65,9 +72,36 @@ def pool_workers(extractor: Extractor, n_batches: int, cap: int | None = None) -
     return max(1, min(wanted, n_batches))
 
 
-def _init_worker(extractor: Extractor) -> None:
+def start_pool(extractor: Extractor, workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes that extract with ``extractor`` and end with this one."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(extractor, os.getpid()))
+
+
+def exit_with_parent(parent: int) -> None:
+    """End this process once ``parent`` is gone, even if it was killed (SIGKILL, SIGTERM)
+    and never shut its pool down: a worker waiting on its call queue would sleep forever.
+    On Linux the kernel sends SIGKILL (``PR_SET_PDEATHSIG``); everywhere, a daemon thread
+    exits once this process is re-parented."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:  # died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gpurag-parent-watch", daemon=True).start()
+
+
+def _init_worker(extractor: Extractor, parent: int | None = None) -> None:
     global _worker_extractor
     _worker_extractor = extractor
+    if parent is not None:
+        exit_with_parent(parent)
 
 
 def _extract_in_worker(batch: pd.DataFrame, offset: int) -> Extraction:
@@ -91,9 +125,7 @@ def extract_batches(chunks: pd.DataFrame, extractor: Extractor, start: int, batc
             part = batch(a)
             yield a, len(part), extractor.extract(part, offset=a)
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=_init_worker, initargs=(extractor,)) as pool:
+    with start_pool(extractor, workers) as pool:
         pending: deque[tuple[int, int, Future]] = deque()
         todo = iter(starts)
         for a in todo:

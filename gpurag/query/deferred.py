@@ -23,6 +23,11 @@ class Pending:
         self._fn: Callable[[], None] | None = fn
         self._lock = threading.Lock()
 
+    @property
+    def owed(self) -> bool:
+        """Whether the computation has yet to run (successfully)."""
+        return self._fn is not None
+
     def run(self) -> None:
         with self._lock:
             if self._fn is None:

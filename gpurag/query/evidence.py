@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,7 @@ from gpurag.store import layout
 MAX_STEPS = 3  # entity-to-entity links in a chain
 PER_PASSAGE = 3  # chains kept per passage
 MAX_SEEDS = 10
+SENTENCE_CACHE = 4096  # passages whose sentence spans one EvidenceData keeps
 # Link weights: a relation found in a passage, a co-mention inside one returned passage, the
 # passage being the page of the chain's last entity or only mentioning it.
 RELATION_W, LABELLED_W, COMENTION_W = 0.8, 1.0, 0.6
@@ -94,6 +97,11 @@ class EvidenceData:
         self.titles = (chunks["title"].fillna("").astype(str).to_numpy(dtype=object)
                        if "title" in chunks else np.full(self.n_psg, "", dtype=object))
         self.texts = chunks["text"].astype(str).to_numpy(dtype=object)
+        # sentences(row): chunk-relative (starts, ends) of passage ``row``'s sentences. Cached
+        # per instance (bounded, over the texts only: no cycle through self), so a closed and
+        # dropped index's arrays go with it.
+        self.sentences: Callable[[int], tuple[np.ndarray, np.ndarray]] = functools.lru_cache(
+            maxsize=SENTENCE_CACHE)(functools.partial(_sentences_of, self.texts))
         self.starts = chunks["char_start"].to_numpy(np.int64)
         m = r.dir.table(layout.MENTIONS, columns=["entity", "chunk", "start", "end"])
         order = np.lexsort((m["start"].to_numpy(np.int64), m["chunk"].to_numpy(np.int64)))
@@ -134,11 +142,12 @@ class EvidenceData:
         lo, hi = self.m_ptr[row], self.m_ptr[row + 1]
         return self.m_entity[lo:hi], self.m_start[lo:hi], self.m_end[lo:hi]
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one instance per opened index)
-    def sentences(self, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """Chunk-relative (starts, ends) of the sentences of passage ``row``."""
-        _, s, e = sentence_spans([str(self.texts[row])])
-        return s, e
+
+
+def _sentences_of(texts: np.ndarray, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk-relative (starts, ends) of the sentences of ``texts[row]``."""
+    _, s, e = sentence_spans([str(texts[row])])
+    return s, e
 
 
 def evidence_data(retriever: Any) -> EvidenceData:
@@ -391,8 +400,19 @@ def defer_chains(retriever: Any, results: list[Any], rows: np.ndarray) -> None:
             result.timings_ms["evidence"] = (time.perf_counter() - t0) * 1000
         return Pending(run)
 
+    owed = retriever.__dict__.setdefault("_chains_owed", weakref.WeakSet())
     for result, row in zip(results, np.asarray(rows), strict=True):
-        result.chains = make(result, row, list(result.seeds))
+        result.chains = pending = make(result, row, list(result.seeds))
+        owed.add(pending)
+
+
+def keep_owed_chains(retriever: Any) -> None:
+    """Load the :class:`EvidenceData` that the retriever's unread deferred chains need (if
+    any are still held), so they can be read after the index's files are released
+    (:meth:`gpurag.Index.close`): the only files a chain computation reads."""
+    owed = retriever.__dict__.get("_chains_owed")
+    if owed and any(p.owed for p in list(owed)):
+        evidence_data(retriever)
 
 
 def format_chains(result: Any, per_passage: int = 2) -> list[str]:

@@ -110,8 +110,8 @@ class GraphRetriever:
         self.reranker_for = parts.reranker_for  # name, retriever, checkpoint -> reranker
         # the walk segment on the device (backends.query_device); None: the NumPy stages
         self.query_walk = getattr(parts, "query_walk", None) or None  # False: off
-        self._mentions: sp.csr_array | None = None
-        self._ent_adj: sp.csr_array | None = None
+        # (mentions, entity adjacency), published together: a reader never sees half
+        self._mats: tuple[sp.csr_array, sp.csr_array] | None = None
         self.chunks = chunks  # the index's chunk table (read by the stages)
         self._linker = None
         self._lexical = None
@@ -223,13 +223,17 @@ class GraphRetriever:
         return self._matrices()[1]
 
     def _matrices(self) -> tuple[sp.csr_array, sp.csr_array]:
-        if self._mentions is None:
+        """Both graph blocks, built into locals and published as one pair, so a concurrent
+        cold caller builds its own pair rather than reading a half-built one."""
+        mats = self._mats
+        if mats is None:
             g = self.graph
             full = sp.csr_array((np.asarray(g.weights), np.asarray(g.indices),
                                  np.asarray(g.indptr)), shape=(g.n_nodes, g.n_nodes))
-            self._mentions = full[self.n_ent:, : self.n_ent].tocsr()
-            self._ent_adj = full[: self.n_ent, : self.n_ent].tocsr()
-        return self._mentions, self._ent_adj
+            mats = (full[self.n_ent:, : self.n_ent].tocsr(),
+                    full[: self.n_ent, : self.n_ent].tocsr())
+            self._mats = mats
+        return mats
 
     # -- seeds --------------------------------------------------------------------------
     def seed_hits(self, qvecs: np.ndarray, cfg: QueryConfig,

@@ -251,7 +251,8 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
                                 status_code=400)
         return questions
 
-    async def retrieve(body: QueryRequest) -> tuple[str, list] | JSONResponse:
+    async def retrieve(body: QueryRequest) -> tuple[str, list, Any] | JSONResponse:
+        """``(version, results, the index that ranked them)`` or the error response."""
         questions = check_limits(body)
         if isinstance(questions, JSONResponse):
             return questions
@@ -281,7 +282,7 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
         outcome = await retrieve(body)
         if isinstance(outcome, JSONResponse):
             return outcome
-        return respond(*outcome)
+        return respond(*outcome[:2])
 
     @app.post("/v1/answer", response_model=QueryResponse, dependencies=auth, responses=errors,
               summary="Retrieve, then answer with the configured LLM, citing passages")
@@ -293,10 +294,10 @@ def create_app(holder: IndexHolder, config: ServeConfig | None = None,
         outcome = await retrieve(body)
         if isinstance(outcome, JSONResponse):
             return outcome
-        version, results = outcome
+        # answer on the index that ranked: a reload meanwhile must not mix two versions
+        version, results, index = outcome
         from gpurag.query.generate import answer_results, global_answers
 
-        index = state.holder.current.index
         try:
             if body.mode == "global":  # lazy: only the ranked communities' reports
                 await asyncio.get_running_loop().run_in_executor(

@@ -28,6 +28,8 @@ from gpurag.serve.metrics import Metrics
 log = logging.getLogger(__name__)
 
 Settings = tuple[int, str | None, tuple[tuple[str, Any], ...]]
+# a job's results: (index version, its results, the index that ranked them: answer on that one)
+Outcome = tuple[str, list[QueryResult], Any]
 
 
 class OverloadedError(Exception):
@@ -152,10 +154,11 @@ class MicroBatcher:
         return batch
 
     def _execute(self, served: Any, settings: Settings,
-                 jobs: list[Job]) -> list[tuple[str, list[QueryResult]] | BaseException]:
+                 jobs: list[Job]) -> list[Outcome | BaseException]:
         """One ``query_batch`` for all jobs; on failure, each job alone (worker thread).
 
-        Each job's outcome is ``(index version, its results)`` or the exception it caused.
+        Each job's outcome is ``(index version, its results, the index that ranked them)``
+        or the exception it caused.
         """
         k, mode, options = settings
         questions = [q for job in jobs for q in job.questions]
@@ -173,9 +176,10 @@ class MicroBatcher:
         for result in results:
             result.resolve_deferred()
         self.metrics.batch(len(questions), time.perf_counter() - t0)
-        out: list[tuple[str, list[QueryResult]] | BaseException] = []
+        out: list[Outcome | BaseException] = []
         start = 0
         for job in jobs:
-            out.append((served.version, results[start:start + len(job.questions)]))
+            out.append((served.version, results[start:start + len(job.questions)],
+                        served.index))
             start += len(job.questions)
         return out

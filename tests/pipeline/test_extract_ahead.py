@@ -124,3 +124,116 @@ def test_kill_9_with_extraction_checkpoints_written_in_stage_1_resumes(
                "an extraction checkpoint")
     Index.build(corpus, out, **OPTS).close()
     assert files(out) == files(reference)
+
+
+def _children(pid: int) -> list[int]:
+    """The live (not zombie) processes whose parent is ``pid`` (Linux /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _left_behind(kids: list[int], timeout: float = 60) -> list[int]:
+    """Those of ``kids`` still alive after up to ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while any(map(_alive, kids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [k for k in kids if _alive(k)]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_extraction_workers_end_with_a_killed_build(tmp_path, corpus, sig):
+    """Each worker (and the resource tracker) exits once the build is killed: a worker left
+    waiting on its call queue would sleep forever, holding its memory."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "orphans" / "index"
+    script = tmp_path / "build.py"
+    script.write_text(KILLED_BUILD)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GPURAG_PROGRESS": "0",
+           "GPURAG_EXTRACT_WORKERS": "2"}
+    proc = subprocess.Popen([sys.executable, str(script), str(corpus), str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = out.parent / ".index.work" / "extract" / "mentions-00000.parquet"
+    deadline = time.monotonic() + 300
+    kids: list[int] = []
+    while len(kids) < 3:  # the resource tracker and both workers
+        assert proc.poll() is None, "the build ended before its workers started"
+        assert time.monotonic() < deadline, "timed out waiting for the extraction workers"
+        time.sleep(0.01)
+        kids = _children(proc.pid) if first.exists() else []
+    try:
+        os.kill(proc.pid, getattr(signal, sig))
+        proc.wait(timeout=60)
+        assert not _left_behind(kids), f"left behind after {sig}"
+    finally:
+        for k in kids:
+            if _alive(k):
+                os.kill(k, signal.SIGKILL)
+
+
+CLI_BUILD = r"""
+import sys
+import gpurag.pipeline.extract_ahead as extract_ahead
+import gpurag.pipeline.extract_pool as extract_pool
+import gpurag.pipeline.graph_stage as graph_stage
+from gpurag.cli import main
+
+if __name__ == "__main__":
+    graph_stage.EXTRACT_BATCH = 4
+    extract_pool.MIN_BATCHES_FOR_POOL = extract_ahead.MIN_BATCHES_FOR_POOL = 1
+    sys.exit(main(["--quiet", "index", sys.argv[1], "-o", sys.argv[2]]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_stops_gpurag_index_as_ctrl_c_does(tmp_path, corpus):
+    """``kill PID`` of ``gpurag index``: the workers stop, the work is kept, and the command
+    says that a rerun resumes (exit status 130, as for Ctrl-C)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "term" / "index"
+    script = tmp_path / "cli_build.py"
+    script.write_text(CLI_BUILD)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GPURAG_PROGRESS": "0",
+           "GPURAG_EXTRACT_WORKERS": "2"}
+    proc = subprocess.Popen([sys.executable, str(script), str(corpus), str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    work = out.parent / ".index.work"
+    deadline = time.monotonic() + 300
+    while not (work / "extract" / "mentions-00000.parquet").exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "timed out waiting for an extraction checkpoint"
+        time.sleep(0.01)
+    kids = _children(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted (a rerun of the same index command resumes)" in err
+    assert (work / "state.json").exists() and not out.exists()
+    assert not _left_behind(kids)

@@ -61,7 +61,7 @@ def test_same_settings_share_one_call_and_each_caller_gets_its_own(holder):
     subs = [([q], 3, None, {}) for q in QUESTIONS] + [(QUESTIONS[:2], 2, "dense", {})]
     outcomes = run_batch(rec, subs, window_s=0.05)
     assert sorted(len(c[0]) for c in rec.calls) == [2, 5]  # two groups, two calls
-    for (questions, k, mode, _), (version, results) in zip(subs, outcomes, strict=True):
+    for (questions, k, mode, _), (version, results, _) in zip(subs, outcomes, strict=True):
         assert version == "v1"
         direct = index.query_batch(questions, k=k, mode=mode)
         assert [comparable(r.to_dict()) for r in results] == \
@@ -150,7 +150,7 @@ def test_deferred_fields_are_filled_on_the_worker_thread(holder):
 
     index = holder.current.index
     outcomes = run_batch(index, [([q], 5, "graph", {}) for q in QUESTIONS[:3]])
-    results = [r for _, rs in outcomes for r in rs]
+    results = [r for _, rs, _ in outcomes for r in rs]
     assert len(results) == 3
     for r in results:
         assert not any(isinstance(v, Pending) for v in vars(r).values())
