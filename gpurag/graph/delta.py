@@ -21,9 +21,10 @@ merging is "the latest part's value wins", exact and in any grouping: the parts 
 table parts do (a binary counter, :func:`~gpurag.store.parts.merge_tail`; ``O(log n)`` parts
 after ``n`` inserts) and :func:`merge` gives the graph a whole rewrite after each insert gives,
 entry for entry and bit for bit. When the delta holds more than :data:`FOLD_FRACTION` of the
-base's entries the insert folds it: the merged graph is written as the new base, without a
-delta (so the cost of an insert, amortized, does not grow with the inserts before it, and a
-reader's merge stays a fraction of the base). A local delete writes its change the same way
+base's entries (:func:`folds`, the one rule of inserts and deletes) the insert folds it: the
+merged graph is written as the new base, without a delta (so the cost of an insert, amortized,
+does not grow with the inserts before it, and a reader's merge stays a fraction of the base). A
+local delete writes its change the same way
 (:func:`gpurag.pipeline.incremental_delete.write_graph`: the entries whose weight changed and
 the removed ones, folded past the same bound). A full write (build, compact, fold) writes the
 three CSR files alone, as before.
@@ -53,6 +54,13 @@ FOLD_FRACTION = 0.125
 REMOVED = np.float32(np.nan)
 _SHIFT = np.int64(32)
 _LOW = np.int64((1 << 32) - 1)
+
+
+def folds(stored_entries: int, new_entries: int, base_edges: int, fraction: float) -> bool:
+    """Whether a delta of ``stored_entries`` (its parts' entries now) plus a change of
+    ``new_entries`` outgrows ``fraction`` of a base CSR of ``base_edges`` entries: the one fold
+    rule of a local insert and a local delete (either then writes the merged graph whole)."""
+    return int(stored_entries) + int(new_entries) > fraction * max(int(base_edges), 1)
 
 
 def codes(nodes: np.ndarray, n_ent: int) -> np.ndarray:

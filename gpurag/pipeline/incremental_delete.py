@@ -166,7 +166,7 @@ def write_graph(writer: IndexWriter, d: IndexDir, stored: CSRGraph, shrunk: CSRG
     stored_rows = sum(int(d.manifest.files[p].get(ROWS, 0)) for p in parts)
     base_edges = int(np.load(d.file(layout.GRAPH_INDICES), mmap_mode="r").shape[0])
     entries = graph_entries(stored, shrunk, n_ent)
-    if stored_rows + entries.size > fraction * max(base_edges, 1):
+    if delta_mod.folds(stored_rows, entries.size, base_edges, fraction):  # the insert's rule
         csr_mod.save(shrunk, writer.path(layout.GRAPH_DIR))
         return "folded"
     local.write_graph_delta(writer, d, entries,

@@ -463,8 +463,11 @@ class GraphChange:
         return out[np.argsort(out["key"], kind="stable")]
 
     def folds(self, fraction: float) -> bool:
-        """Whether the delta, with this change, outgrows ``fraction`` of the base."""
-        return self.stored_delta_rows + self.rows.size > fraction * max(self.base_edges, 1)
+        """Whether the delta, with this change, outgrows ``fraction`` of the base
+        (:func:`gpurag.graph.delta.folds`, the delete's rule too)."""
+        from gpurag.graph import delta as delta_mod
+
+        return delta_mod.folds(self.stored_delta_rows, self.rows.size, self.base_edges, fraction)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -432,3 +432,32 @@ def test_a_bm25_delta_that_does_not_fit_its_base_is_a_format_error(split_index, 
     with pytest.raises(IndexFormatError, match="BM25 delta") as err:
         opened.query_batch(["Who founded it?"], mode="graph", k=3)
     assert str(tmp_path / "inc") in str(err.value)  # the user's path, not a pinned view
+
+
+def test_one_fold_rule_for_inserts_and_deletes(split_index, tmp_path, corpus, runtime,
+                                               monkeypatch):
+    """Inserts and deletes decide a fold by one function, gpurag.graph.delta.folds (the
+    thresholds unchanged: more than ``fraction`` of the base's entries, an empty base counted
+    as one): forcing it folds both, with the stored delta's and the change's entries."""
+    assert not delta_mod.folds(0, 12, 100, 0.125) and delta_mod.folds(0, 13, 100, 0.125)
+    assert not delta_mod.folds(10, 2, 100, 0.125) and delta_mod.folds(10, 3, 100, 0.125)
+    assert delta_mod.folds(0, 1, 0, 0.5) and not delta_mod.folds(0, 0, 0, 0.0)
+    from gpurag.pipeline import incremental_delete as delete_mod
+
+    calls = []
+
+    def forced(stored, new, base, fraction):
+        calls.append((stored, new, base, fraction))
+        return True
+
+    grown = split_index("A", tmp_path / "inc", runtime)
+    monkeypatch.setattr(delta_mod, "folds", forced)
+    grown = grown.insert(corpus["one0"], show_progress=False)
+    assert grown.manifest.extra["incremental"]["updated_locally"][-1] == local_mod.graph_note(
+        "folded")
+    grown = grown.delete([_records()[0]["id"]], show_progress=False)
+    assert grown.manifest.extra["incremental"]["updated_locally"][-1] == delete_mod.graph_note(
+        "folded")
+    assert len(calls) == 2 and all(c[3] == delta_mod.FOLD_FRACTION and c[1] > 0 and c[2] > 0
+                                   for c in calls)
+    assert GRAPH_META not in grown.manifest.files
