@@ -140,54 +140,109 @@ def load_parts(folder: Path, meta: dict[str, Any], shown: Path) -> list[np.ndarr
     return out
 
 
+# Base entries copied into the merged arrays per step of :func:`merge`: its temporaries are a
+# few arrays of this many entries, whatever the graph's size.
+MERGE_BLOCK = 1 << 16
+
+
 def merge(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray, meta: dict[str, Any],
           parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The CSR arrays of the base graph with the delta's entries applied (their weights
-    replace the base's for the same pair), in the node ids of now. ``O(E)``, vectorized."""
+    replace the base's for the same pair), in the node ids of now. ``O(E)``, vectorized.
+
+    The three output arrays are allocated once, at their final size, and the base's entries
+    (its arrays may be memory-mapped) are copied into them :data:`MERGE_BLOCK` at a time: a
+    reader holds the merged graph and, besides it, temporaries of the delta's size and of one
+    block (no full-size key, row or copy arrays)."""
     n_eb, n_e, n_p = meta["base_entities"], meta["entities"], meta["passages"]
     n = n_e + n_p
+    indptr = np.asarray(indptr)
     n_base = len(indptr) - 1
     shift = n_e - n_eb
-    counts = np.diff(np.asarray(indptr, np.int64))
-    rows = np.repeat(np.arange(n_base, dtype=np.int64), counts)
-    cols = np.asarray(indices, np.int64)
-    if shift:
-        rows[rows >= n_eb] += shift
-        cols = np.where(cols >= n_eb, cols + shift, cols)
-    base_keys = rows * n + cols  # sorted: the remap keeps the order
-    del rows, cols
-    w = np.array(weights, np.float32)  # a copy: the overrides land in it
+    n_stored = int(indptr[-1])
     d = union(parts)
-    if d.size:
-        code = d["key"]
-        u = nodes_of(code >> _SHIFT, n_e)
-        v = nodes_of(code & _LOW, n_e)
-        if (u >= n).any() or (v >= n).any() or (u == v).any():
-            from gpurag.errors import IndexFormatError
+    code = d["key"]
+    u = nodes_of(code >> _SHIFT, n_e)
+    v = nodes_of(code & _LOW, n_e)
+    if d.size and ((u >= n).any() or (v >= n).any() or (u == v).any()):
+        from gpurag.errors import IndexFormatError
 
-            raise IndexFormatError(f"corrupt graph delta: entries outside the {n} nodes")
-        dk = u * n + v
-        order = np.argsort(dk, kind="stable")
-        dk, dw = dk[order], d["weight"][order]
-        gone = np.isnan(dw)  # REMOVED: the pair leaves the graph
-        pos = np.searchsorted(base_keys, dk)
-        hit = pos < base_keys.size
-        hit[hit] = base_keys[pos[hit]] == dk[hit]
-        w[pos[hit]] = dw[hit]
-        if gone.any():
-            stay = np.ones(base_keys.size, bool)
-            stay[pos[hit & gone]] = False
-            base_keys, w = base_keys[stay], w[stay]
-            keep = ~gone
-            dk, dw, hit = dk[keep], dw[keep], hit[keep]
-            pos = np.searchsorted(base_keys, dk)
-        new = ~hit
-        base_keys = np.insert(base_keys, pos[new], dk[new])
-        w = np.insert(w, pos[new], dw[new])
-    out_rows = base_keys // n
+        raise IndexFormatError(f"corrupt graph delta: entries outside the {n} nodes")
+    order = np.argsort(u * n + v, kind="stable")
+    u, v, dw = u[order], v[order], d["weight"][order]
+    del d, code, order
+    gone = np.isnan(dw)  # REMOVED: the pair leaves the graph
+    # each entry's place among the base's (in the merged order): the base row of u (a new
+    # node: the empty run where its row goes), then a binary search of v's base id in it
+    bu = _base_node(u, n_e, n_eb, n_base)
+    bv = _base_node(v, n_e, n_eb, n_base)
+    ip = np.asarray(indptr, np.int64)
+    at_row = np.where(u < n_e, n_eb, n_base)  # a new node's row: after the base's rows before
+    lo = np.where(bu >= 0, ip[np.maximum(bu, 0)], ip[at_row])
+    hi = np.where(bu >= 0, ip[np.maximum(bu, 0) + 1], lo)
+    # in base ids: a new entity's column sorts before the base's passages, a new passage's
+    # after every base column
+    target = np.where(bv >= 0, bv, np.where(v < n_e, n_eb, n_base))
+    row_end = hi
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            break
+        mid = (lo + hi) // 2
+        less = np.zeros(lo.size, bool)
+        less[open_] = np.asarray(indices[mid[open_]], np.int64) < target[open_]
+        lo = np.where(open_ & less, mid + 1, lo)
+        hi = np.where(open_ & ~less, mid, hi)
+    pos = lo
+    hit = np.zeros(pos.size, bool)
+    can = (bu >= 0) & (bv >= 0) & (pos < row_end)  # in its row: the next row's is no hit
+    hit[can] = np.asarray(indices[pos[can]], np.int64) == bv[can]
+    removed = pos[hit & gone]  # sorted, distinct: base entries taken out
+    override = hit & ~gone
+    new = ~hit & ~gone
+    new_pos = pos[new]  # sorted: each goes before the base entry at its place
+    # the merged rows' counts: the base's, re-numbered, less the removed, plus the new
+    counts = np.zeros(n, np.int64)
+    base_rows = np.arange(n_base, dtype=np.int64)
+    base_rows[n_eb:] += shift
+    counts[base_rows] = np.diff(ip)
+    del base_rows
+    counts -= np.bincount(u[hit & gone], minlength=n)
+    counts += np.bincount(u[new], minlength=n)
     out_indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(out_rows, minlength=n), out=out_indptr[1:])
-    return out_indptr, (base_keys - out_rows * n).astype(np.int32), w
+    np.cumsum(counts, out=out_indptr[1:])
+    del counts
+    total = int(out_indptr[-1])
+    out_indices = np.empty(total, np.int32)
+    out_weights = np.empty(total, np.float32)
+
+    def out_of(at: np.ndarray) -> np.ndarray:
+        """The merged place of the kept base entries at ``at`` (sorted)."""
+        return (at - np.searchsorted(removed, at, "left")
+                + np.searchsorted(new_pos, at, "right"))
+
+    for start in range(0, n_stored, MERGE_BLOCK):
+        stop = min(start + MERGE_BLOCK, n_stored)
+        at = np.arange(start, stop, dtype=np.int64)
+        cols = np.array(indices[start:stop], np.int32)
+        if shift:
+            cols[cols >= n_eb] += shift
+        w = np.array(weights[start:stop], np.float32)
+        a, b = np.searchsorted(removed, [start, stop])
+        if b > a:
+            keep = np.ones(at.size, bool)
+            keep[removed[a:b] - start] = False
+            at, cols, w = at[keep], cols[keep], w[keep]
+        dst = out_of(at)
+        out_indices[dst] = cols
+        out_weights[dst] = w
+    if override.any():
+        out_weights[out_of(pos[override])] = dw[override]
+    if new.any():
+        dst = new_pos - np.searchsorted(removed, new_pos, "left") + np.arange(new_pos.size)
+        out_indices[dst] = v[new]
+        out_weights[dst] = dw[new]
+    return out_indptr, out_indices, out_weights
 
 
 def stored_weights(graph_dir: Path, n_base_entities: int, parts: list[Path],
