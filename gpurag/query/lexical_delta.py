@@ -38,6 +38,9 @@ from gpurag.errors import IndexFormatError
 META = "delta.json"
 PART_REL = "lexical/delta.npy"  # the parts' base name (:mod:`gpurag.store.parts`); never written
 ENTRY = np.dtype([("term", "<i8"), ("doc", "<i8"), ("tf", "<f4")])
+# Stored entries rescaled per step of :func:`with_delta` (a block of whole terms: one term
+# with more is a block of its own).
+RESCALE_BLOCK = 1 << 16
 KEYS = ("k1", "b", "base_docs", "base_terms", "base_len", "weighted_docs", "docs",
         "total_len", "words", "parts")
 
@@ -105,10 +108,8 @@ def with_delta(model, folder: str | Path) -> object:
     n_b, v_b = int(s["num_docs"]), len(indptr) - 1
     if (n_b, v_b) != (meta["base_docs"], meta["base_terms"]):
         raise DeltaFormatError(f"BM25 delta in {folder} was written over another base model")
-    vocab = dict(model.vocab_dict)
-    for i, word in enumerate(meta["words"]):
-        vocab[str(word)] = v_b + i
-    n_terms = v_b + len(meta["words"])
+    words = [str(word) for word in meta["words"]]
+    n_terms = v_b + len(words)
     e = sorted_entries(load_parts(folder, meta))
     term, doc, tf = e["term"], e["doc"], e["tf"].astype(np.float64)
     n = int(meta["docs"])
@@ -122,23 +123,56 @@ def with_delta(model, folder: str | Path) -> object:
     # the base's weights: idf_stored * g(tf, dl, avgdl_stored) -> idf_now * the same g
     idf_old = lucene_idf(base_df, n_b).astype(np.float64)
     scale = np.divide(idf[:v_b], idf_old, out=np.ones(v_b), where=idf_old > 0)
-    data = np.asarray(s["data"])
-    base = (data * np.repeat(scale, base_df)).astype(data.dtype)
+    data = s["data"]  # memory-mapped: read a block at a time
     # the delta's weights: Lucene's with the statistics of now (lucene_weights' arithmetic)
     dl = np.bincount(doc - n_b, weights=tf, minlength=n - n_b)
     k1, b = float(meta["k1"]), float(meta["b"])
     norm = k1 * ((1 - b) + b * dl[doc - n_b] / (float(meta["total_len"]) / n))
     weight = (idf[term] * (tf / (norm + tf))).astype(data.dtype)
+    indices = s["indices"]
+    # every term's new passages follow its stored ones: the merged arrays allocated once and
+    # filled a block of terms at a time (a block's base entries rescaled and placed, then the
+    # delta's), no whole-matrix temporaries
+    d_df = np.bincount(term, minlength=n_terms)
+    counts = np.concatenate([base_df, np.zeros(n_terms - v_b, np.int64)]) + d_df
+    out_indptr = np.zeros(n_terms + 1, np.int64)
+    np.cumsum(counts, out=out_indptr[1:])
+    del counts
+    out_data = np.empty(int(out_indptr[-1]), data.dtype)
+    out_indices = np.empty(int(out_indptr[-1]), indices.dtype)
+    before = np.zeros(n_terms + 1, np.int64)  # delta entries of the terms before each
+    np.cumsum(d_df, out=before[1:])
+    t0 = 0
+    while t0 < v_b:  # blocks of terms holding about RESCALE_BLOCK stored entries
+        t1 = int(np.searchsorted(indptr, indptr[t0] + RESCALE_BLOCK, "right")) - 1
+        t1 = min(max(t1, t0 + 1), v_b)
+        lo, hi = int(indptr[t0]), int(indptr[t1])
+        reps = base_df[t0:t1]
+        dst = np.arange(lo, hi, dtype=np.int64) + np.repeat(before[t0:t1], reps)
+        out_data[dst] = (np.asarray(data[lo:hi]) * np.repeat(scale[t0:t1], reps)
+                         ).astype(data.dtype)
+        out_indices[dst] = indices[lo:hi]
+        t0 = t1
     ends = np.concatenate([indptr[1:], np.full(n_terms - v_b, indptr[-1], np.int64)])
-    at = ends[term]  # each term's new passages follow its stored ones
-    counts = np.diff(np.concatenate([[0], ends])) + np.bincount(term, minlength=n_terms)
-    indices = np.asarray(s["indices"])
+    at = ends[term] + np.arange(term.size)  # the delta's places (np.insert's)
+    out_data[at] = weight
+    out_indices[at] = doc.astype(indices.dtype)
     model.scores = {
-        "data": np.insert(base, at, weight),
-        "indices": np.insert(indices, at, doc.astype(indices.dtype)),
-        "indptr": np.concatenate([[0], np.cumsum(counts)]).astype(indptr.dtype),
+        "data": out_data,
+        "indices": out_indices,
+        "indptr": out_indptr,  # int64, as np.asarray(indptr, np.int64) above
         "num_docs": n,
     }
-    model.vocab_dict = vocab
-    model.unique_token_ids_set = set(vocab.values())
+    # the vocabulary extended in place (a copy of it would be the model's size again); the
+    # token id set as bm25s makes it, set(vocab.values())
+    vocab = model.vocab_dict
+    ids = getattr(model, "unique_token_ids_set", None)
+    fresh = isinstance(ids, set) and len(ids) == len(vocab) and not any(
+        word in vocab for word in words)
+    for i, word in enumerate(words):
+        vocab[word] = v_b + i
+    if fresh:
+        ids.update(range(v_b, n_terms))
+    else:
+        model.unique_token_ids_set = set(vocab.values())
     return model
