@@ -461,3 +461,45 @@ def test_one_fold_rule_for_inserts_and_deletes(split_index, tmp_path, corpus, ru
     assert len(calls) == 2 and all(c[3] == delta_mod.FOLD_FRACTION and c[1] > 0 and c[2] > 0
                                    for c in calls)
     assert GRAPH_META not in grown.manifest.files
+
+
+def _mapped(arr) -> bool:
+    """Whether ``arr``'s memory is a mapped file (np.memmap or an mmap at the base of it)."""
+    import mmap
+
+    while arr is not None:
+        if isinstance(arr, (np.memmap, mmap.mmap)):
+            return True
+        arr = getattr(arr, "base", None)
+    return False
+
+
+def _reader_arrays(index: Index) -> dict[str, object]:
+    """The graph and BM25 arrays a reader of ``index`` holds (opened as queries open them)."""
+    g = index.retriever.graph
+    s = index.lexical.model.scores
+    return {"graph.indptr": g.indptr, "graph.indices": g.indices, "graph.weights": g.weights,
+            "bm25.indptr": s["indptr"], "bm25.indices": s["indices"], "bm25.data": s["data"]}
+
+
+def test_build_readers_map_delta_readers_hold_compact_maps_again(split_index, tmp_path,
+                                                                  corpus, runtime,
+                                                                  monkeypatch):
+    """A reader of a build memory-maps the graph's and the BM25 model's arrays; of an index
+    with deltas (a local insert's graph and BM25 deltas) it holds the merged arrays in memory
+    (owned, not mapped); after compact (`gpurag compact`: Index.compact) it maps them again."""
+    index = split_index("A", tmp_path / "inc", runtime)
+    assert all(_mapped(a) for a in _reader_arrays(index).values()), {
+        k: type(a) for k, a in _reader_arrays(index).items()}
+    with monkeypatch.context() as m:
+        _deltas(m, fold=100.0, growth=100.0)
+        grown = index.insert(corpus["one0"], show_progress=False)
+    assert GRAPH_META in grown.manifest.files and LEXICAL_META in grown.manifest.files
+    held = _reader_arrays(grown)
+    assert not any(_mapped(a) for a in held.values()), [k for k, a in held.items()
+                                                        if _mapped(a)]
+    assert all(isinstance(a, np.ndarray) and a.flags.owndata for a in held.values())
+    compacted = grown.compact(show_progress=False)
+    assert GRAPH_META not in compacted.manifest.files
+    assert LEXICAL_META not in compacted.manifest.files
+    assert all(_mapped(a) for a in _reader_arrays(compacted).values())
