@@ -29,7 +29,8 @@ local delete writes its change the same way
 the removed ones, folded past the same bound). A full write (build, compact, fold) writes the
 three CSR files alone, as before.
 
-:func:`gpurag.graph.csr.load` merges on read (vectorized, ``O(E)`` once per open; the merged
+:func:`gpurag.graph.csr.load` merges on read (vectorized, ``O(E)`` once per open, into arrays
+allocated once and filled block by block: :func:`merge`; the merged
 arrays are in memory, not mapped).
 """
 
