@@ -64,7 +64,7 @@ def two_cold_readers(get, slowed: Slowed) -> list:
         try:
             out[i] = get()
             after_build[i] = slowed.done.is_set()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:
             errors.append(exc)
 
     first = threading.Thread(target=reader, args=(0,))
