@@ -200,6 +200,18 @@ def test_community_view(graph, monkeypatch):
     assert_built_once(lambda: communities_mod.community_view(graph, 0), slowed)
 
 
+def test_rerank_auto_decided_once(graph, monkeypatch):
+    """``rerank="auto"`` on an index without a recorded decision decides it (synthetic
+    questions ranked twice) once per opened index, not once per cold thread."""
+    from gpurag.rerank import auto
+
+    assert auto.KEY not in (graph.manifest.extra or {})  # the sample index records none
+    slowed = Slowed(lambda index: {"rerank": "none", "reason": "stub"})
+    monkeypatch.setattr(auto, "decide", slowed)
+    two_cold_readers(lambda: auto.resolve(graph), slowed)
+    assert slowed.calls == 1, f"decided {slowed.calls} times by two cold threads"
+
+
 def test_bm25_matrix(graph, monkeypatch):
     lexical = graph.retriever.lexical
     lexical._matrix = None  # cold, whatever loading it did
