@@ -23,6 +23,7 @@ from gpurag.config import (
 )
 from gpurag.embed import DEFAULT_EMBEDDER
 from gpurag.errors import ConfigError, InputError
+from gpurag.once import built_once, once_property
 from gpurag.profile import get_profile
 from gpurag.query.results import Passage, QueryResult
 from gpurag.query.timing import Stages
@@ -232,21 +233,23 @@ class Index:
     # -- parts --------------------------------------------------------------------------
     @property
     def embedder(self):
-        if self._embedder is None:
-            spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
-            embedder = self.runtime.embedder_for(spec, cache=False)
-            if embedder.dim != self.passage_index.d:
-                raise ConfigError(f"embedder {spec or DEFAULT_EMBEDDER!r} gives {embedder.dim}-"
-                                  f"dimensional vectors, index {self.path} holds "
-                                  f"{self.passage_index.d}-dimensional ones")
-            self._embedder = embedder
-        return self._embedder
+        """The query embedder (loaded on first use, once however many threads ask)."""
+        return built_once(self, "_embedder", self._load_embedder)
+
+    def _load_embedder(self):
+        spec = trusted_embedder(self.config.embedder, self._embedder_given, self.path)
+        embedder = self.runtime.embedder_for(spec, cache=False)
+        if embedder.dim != self.passage_index.d:
+            raise ConfigError(f"embedder {spec or DEFAULT_EMBEDDER!r} gives {embedder.dim}-"
+                              f"dimensional vectors, index {self.path} holds "
+                              f"{self.passage_index.d}-dimensional ones")
+        return embedder
 
     def passage_vectors(self) -> np.ndarray:
         """``(chunks, d)`` float32 passage vectors as stored (decoded from the FAISS file)."""
         return decode_all(self.passage_index)
 
-    @functools.cached_property
+    @once_property
     def passage_search(self) -> Any:
         """What dense passage search runs on: the FAISS index on the CPU, a device searcher
         made once from it on cuda (the runtime's ``searcher``)."""
@@ -255,13 +258,16 @@ class Index:
     @property
     def retriever(self):
         """The knowledge-graph retriever (loaded on first use), or None for dense-only indexes."""
-        if self._retriever is None and self.dir.has(layout.ENTITIES):
-            checks.check_graph(self.dir, len(self.chunks))
-            from gpurag.query.graph import GraphRetriever
+        if self._retriever is None and not self.dir.has(layout.ENTITIES):
+            return None
+        return built_once(self, "_retriever", self._open_retriever)
 
-            self._retriever = GraphRetriever(self.dir, self.chunks, self.runtime,
-                                             passage_index=self.passage_index)
-        return self._retriever
+    def _open_retriever(self):
+        checks.check_graph(self.dir, len(self.chunks))
+        from gpurag.query.graph import GraphRetriever
+
+        return GraphRetriever(self.dir, self.chunks, self.runtime,
+                              passage_index=self.passage_index)
 
     @property
     def lexical(self):
@@ -269,11 +275,10 @@ class Index:
         built from the chunks on first use."""
         if self.retriever is not None:
             return self.retriever.lexical
-        if getattr(self, "_lexical", None) is None:
-            from gpurag.query.lexical import BM25Index
+        from gpurag.query.lexical import BM25Index
 
-            self._lexical = BM25Index.over_live(self.chunks, self.deleted)
-        return self._lexical
+        return built_once(self, "_lexical",
+                          lambda: BM25Index.over_live(self.chunks, self.deleted))
 
     @property
     def graph(self):
@@ -434,12 +439,11 @@ class Index:
     def _chunk_columns(self):
         """The shown columns of :attr:`chunks` (:class:`~gpurag.query.chunk_rows.ChunkColumns`),
         held while the table is the same object."""
-        held = getattr(self, "_chunk_cols", None)
-        if held is None or held.chunks is not self.chunks:
-            from gpurag.query.chunk_rows import ChunkColumns
+        from gpurag.query.chunk_rows import ChunkColumns
 
-            held = self._chunk_cols = ChunkColumns(self.chunks)
-        return held
+        chunks = self.chunks
+        return built_once(self, "_chunk_cols", lambda: ChunkColumns(chunks),
+                          fresh=lambda held: held.chunks is chunks)
 
     def _passages_batch(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Passage]]:
         """Per row of ``rows``/``scores`` (``(q, k)``, -1 padded), its passages: the chunks

@@ -14,6 +14,7 @@ from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
 from gpurag.ingest.readers import file_digest, source_fingerprint
 from gpurag.llm.config import LLMConfig
+from gpurag.pipeline import checkpoints
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.extract_ahead import extraction_alongside
 from gpurag.pipeline.progress import stage
@@ -131,6 +132,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
     work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm))
+    checkpoints.repair(work)
     if work.resumed:
         log.info("resuming the build in %s", work.root)
     record.record("embed", implementation_name(embedder))

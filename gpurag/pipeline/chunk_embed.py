@@ -23,6 +23,7 @@ from gpurag.ingest.formats import read_options
 from gpurag.ingest.parts import DocPart, iter_parts
 from gpurag.ingest.readers import Document
 from gpurag.pipeline.ahead import ahead
+from gpurag.pipeline.checkpoints import chunk_part, count_chunk_part, emb_part, write_durably
 from gpurag.pipeline.chunk_tokens import batch_windows, model_inputs_of_windows, tokenizes_once
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
@@ -153,7 +154,7 @@ def run_chunk_embed(
     report = IngestReport()
     seen: set[str] = set(seen_chunks or ())
     for i in range(stage["parts"]):
-        seen.update(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet"),
+        seen.update(pq.read_table(work.path(chunk_part(i)),
                                   columns=["chunk_id"]).column(0).to_pylist())
     was_done = stage["done"]
     if not stage["done"]:
@@ -180,10 +181,7 @@ def run_chunk_embed(
                 vectors = embed_chunks(chunks, inputs, batch, embedder, cfg, codec)
                 write_part(work, stage["parts"], chunks, vectors)
                 finished = sum(p.last for p in batch)
-                stage["parts"] += 1
-                stage["units"] += len(batch)
-                stage["docs"] += finished
-                stage["duplicates"] += dups
+                count_chunk_part(stage, len(batch), finished, dups)
                 work.save()
                 if on_part is not None:
                     on_part(chunks)
@@ -225,10 +223,10 @@ def write_part(work: WorkDir, i: int, chunks: pd.DataFrame, vectors: np.ndarray,
                prefix: str = "") -> None:
     """Checkpoint part ``i`` (``prefix``: a cluster's shard not yet in order, ``shards/``)."""
     where = (f"{prefix}emb-{i:05d}.npy", f"{prefix}chunks-{i:05d}.parquet") if prefix else (
-        f"emb/part-{i:05d}.npy", f"chunks/part-{i:05d}.parquet")
-    np.save(work.path(where[0]), vectors, allow_pickle=False)
-    pq.write_table(pa.Table.from_pandas(chunks, schema=CHUNK_SCHEMA, preserve_index=False),
-                   work.path(where[1]))
+        emb_part(i), chunk_part(i))
+    table = pa.Table.from_pandas(chunks, schema=CHUNK_SCHEMA, preserve_index=False)
+    write_durably(work, where[0], lambda fh: np.save(fh, vectors, allow_pickle=False))
+    write_durably(work, where[1], lambda fh: pq.write_table(table, fh))
 
 
 def read_chunk_embed(work: WorkDir, stage: dict, embedder: Embedder, report: IngestReport,
@@ -236,7 +234,7 @@ def read_chunk_embed(work: WorkDir, stage: dict, embedder: Embedder, report: Ing
     """The finished stage's chunks, vectors and report, from its checkpoints."""
     chunks = _read_parts(work, stage["parts"])
     vectors = (
-        np.concatenate([np.load(work.path(f"emb/part-{i:05d}.npy")) for i in range(stage["parts"])])
+        np.concatenate([np.load(work.path(emb_part(i))) for i in range(stage["parts"])])
         if stage["parts"] else np.zeros((0, embedder.dim), dtype=np.float32)
     )
     if was_done:  # finished by an earlier run: its report, as saved
@@ -251,7 +249,7 @@ def read_chunk_embed(work: WorkDir, stage: dict, embedder: Embedder, report: Ing
 def _read_parts(work: WorkDir, n_parts: int) -> pd.DataFrame:
     if not n_parts:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in CHUNK_COLUMNS})
-    tables = [_as_chunk_schema(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet")))
+    tables = [_as_chunk_schema(pq.read_table(work.path(chunk_part(i))))
               for i in range(n_parts)]
     return pa.concat_tables(tables).to_pandas()
 

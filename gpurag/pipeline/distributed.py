@@ -40,6 +40,7 @@ from gpurag.errors import ConfigError, GpuragError
 from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
 from gpurag.ingest.parts import DocPart, iter_parts
+from gpurag.pipeline.checkpoints import chunk_part, count_chunk_part
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
 
@@ -308,7 +309,7 @@ class _ChunkEmbedRun:
         stage, work = self.stage, self.work
         shards: dict[str, Any] = stage.setdefault("shards", {})
         for i in range(stage["parts"]):
-            self.seen.update(pq.read_table(work.path(f"chunks/part-{i:05d}.parquet"),
+            self.seen.update(pq.read_table(work.path(chunk_part(i)),
                                            columns=["chunk_id"]).column(0).to_pylist())
         if stage["parts"] or shards:
             log.info("resuming: %d chunk+embed shards already done",
@@ -380,10 +381,7 @@ class _ChunkEmbedRun:
             write_part(work, i, chunks, vectors)
             del shards[str(i)]
             del self.batches[i]
-            stage["parts"] += 1
-            stage["units"] += meta["units"]
-            stage["docs"] += meta["docs"]
-            stage["duplicates"] += dups
+            count_chunk_part(stage, meta["units"], meta["docs"], dups)
             work.save()
             raw.unlink(missing_ok=True)
             raw_emb.unlink(missing_ok=True)

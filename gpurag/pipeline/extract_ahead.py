@@ -37,6 +37,7 @@ from gpurag.pipeline.extract_pool import (
     _extract_in_worker,
     pool_workers,
     start_pool,
+    worker_result,
 )
 from gpurag.pipeline.workdir import WorkDir
 
@@ -144,7 +145,7 @@ class ExtractAhead:
         while self.pending and (block or self.pending[0][2].done()):
             start, rows, future = self.pending[0]
             t = time.perf_counter()
-            part = future.result()
+            part = worker_result(future)
             self.wait_s += time.perf_counter() - t
             self.pending.popleft()
             checkpoint_extraction(self.work, start, rows, part)

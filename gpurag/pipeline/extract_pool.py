@@ -21,17 +21,36 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pandas as pd
 
 from gpurag.config import bounded_workers
+from gpurag.errors import GpuragError
 from gpurag.extract.base import Extraction, Extractor
 
 MIN_BATCHES_FOR_POOL = 16  # 8k chunks, ~1.3 s on one core; a worker takes ~1 s to start
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PARENT_POLL_S = 0.5
 _worker_extractor: Extractor | None = None
+
+
+class ExtractionWorkerError(GpuragError):
+    """An extraction worker process ended without finishing its batch."""
+
+
+def worker_result(future: Future) -> Extraction:
+    """The extraction a worker returned; a worker that died (the operating system's
+    out-of-memory killer, a signal) is an :class:`ExtractionWorkerError` saying what to do."""
+    try:
+        return future.result()
+    except BrokenProcessPool as exc:
+        raise ExtractionWorkerError(
+            "an extraction worker process ended abruptly (killed by the operating system, "
+            "most often for lack of memory); the batches extracted so far are kept and the "
+            "same command resumes after them; GPURAG_EXTRACT_WORKERS=1 extracts in the "
+            "build's own process, with less memory") from exc
 
 
 def available_cores() -> int:
@@ -139,4 +158,4 @@ def extract_batches(chunks: pd.DataFrame, extractor: Extractor, start: int, batc
             if nxt is not None:
                 part = batch(nxt)
                 pending.append((nxt, len(part), pool.submit(_extract_in_worker, part, nxt)))
-            yield a, rows, future.result()
+            yield a, rows, worker_result(future)

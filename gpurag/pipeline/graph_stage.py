@@ -30,6 +30,7 @@ from gpurag.config import IndexConfig
 from gpurag.embed.base import Embedder
 from gpurag.extract.base import COOCCURS, Extraction, Extractor
 from gpurag.graph.csr import CSRGraph
+from gpurag.pipeline.checkpoints import extract_part, write_durably
 from gpurag.pipeline.facts import sentence_facts, triple_facts
 from gpurag.pipeline.progress import progress_bar
 from gpurag.pipeline.workdir import WorkDir
@@ -102,12 +103,13 @@ def run_extraction(chunks: pd.DataFrame, extractor: Extractor, work: WorkDir,
 
 def write_extraction_part(work: WorkDir, i: int, part: Extraction) -> None:
     """Checkpoint files of extraction part ``i`` (its state is :func:`add_extraction_part`)."""
-    pq.write_table(_to_arrow(part.mentions), work.path(f"extract/mentions-{i:05d}.parquet"))
-    pq.write_table(_to_arrow(part.relations), work.path(f"extract/relations-{i:05d}.parquet"))
+    tables = {"mentions": part.mentions, "relations": part.relations}
     descriptions = getattr(part, "descriptions", None)
     if descriptions is not None and len(descriptions):
-        pq.write_table(_to_arrow(descriptions),
-                       work.path(f"extract/descriptions-{i:05d}.parquet"))
+        tables["descriptions"] = descriptions
+    for kind, frame in tables.items():
+        table = _to_arrow(frame)
+        write_durably(work, extract_part(kind, i), lambda fh, t=table: pq.write_table(t, fh))
 
 
 def add_extraction_part(stage: dict[str, Any], start: int, rows: int,
@@ -129,9 +131,9 @@ def read_extraction(work: WorkDir, stage: dict[str, Any]) -> Extraction:
         ex.batch_stats = batch_stats_frame(stage.get("batch_stats", []))
         return ex
     ex = Extraction(
-        mentions=pd.concat([pq.read_table(work.path(f"extract/mentions-{i:05d}.parquet"))
+        mentions=pd.concat([pq.read_table(work.path(extract_part("mentions", i)))
                             .to_pandas() for i in range(parts)], ignore_index=True),
-        relations=pd.concat([pq.read_table(work.path(f"extract/relations-{i:05d}.parquet"))
+        relations=pd.concat([pq.read_table(work.path(extract_part("relations", i)))
                              .to_pandas() for i in range(parts)], ignore_index=True),
         stats=Counter(stage["stats"]),
     )

@@ -44,6 +44,7 @@ from gpurag.extract.base import Extraction, Extractor
 from gpurag.ingest import IngestReport, iter_documents
 from gpurag.ingest.formats import ReadOptions, read_options
 from gpurag.ingest.readers import Document, source_fingerprint
+from gpurag.pipeline import checkpoints
 from gpurag.pipeline.build import write_dense_part
 from gpurag.pipeline.chunk_embed import run_chunk_embed
 from gpurag.pipeline.graph_stage import (
@@ -453,6 +454,7 @@ def chunk_embed_new(out: Path, old: pd.DataFrame, cfg: IndexConfig, manifest: An
     base = runtime.embedder_for(spec, cache_dir=layout.sibling(out, layout.EMBED_CACHE_SUFFIX))
     record.record("embed", implementation_name(base))
     work = WorkDir(out, insert_key(sources, manifest))
+    checkpoints.repair(work)
     t0 = time.perf_counter()
     new_chunks, new_vectors, report = run_chunk_embed(
         sources[0], base, cfg, work, show,

@@ -20,7 +20,6 @@ Everything is a few sparse products over arrays read once per level
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ import scipy.sparse as sp
 
 from gpurag.arrays import isin_sorted
 from gpurag.errors import ConfigError
+from gpurag.once import built_once, once_property
 from gpurag.store import layout
 
 TEMPERATURE = 0.05  # of the soft mass, in cosine units
@@ -115,7 +115,7 @@ class CommunityView:
         self._fact_index = retriever.fact_index
         self._retriever = retriever
 
-    @functools.cached_property
+    @once_property
     def fact_vecs(self) -> np.ndarray:
         from gpurag.vectors.codec import decode_all
 
@@ -129,7 +129,7 @@ class CommunityView:
         x = np.exp((sim - sim.max(axis=1, keepdims=True)) / temperature)
         return x / x.sum(axis=1, keepdims=True)
 
-    @functools.cached_property
+    @once_property
     def entity_vecs(self) -> np.ndarray:
         return self._retriever.entity_vectors()
 
@@ -211,10 +211,9 @@ class CommunityView:
 
 def community_view(index: Any, level: int) -> CommunityView:
     """The index's :class:`CommunityView` of ``level``, made once per opened index."""
-    views = index.__dict__.setdefault("_community_views", {})
-    if level not in views:
-        views[level] = CommunityView(index, level)
-    return views[level]
+    # one view per level the index holds (CommunityView refuses any other): bounded
+    views = built_once(index, "_community_views", dict)
+    return built_once(index, level, lambda: CommunityView(index, level), store=views)
 
 
 def passage_rows(view: CommunityView, hits: list[CommunityHit], mass: np.ndarray, k: int

@@ -32,6 +32,7 @@ import pandas as pd
 
 from gpurag.arrays import isin_sorted, unique_sorted
 from gpurag.extract.sentences import sentence_spans
+from gpurag.once import built_once, once_property
 from gpurag.store import layout
 
 MAX_STEPS = 3  # entity-to-entity links in a chain
@@ -128,7 +129,7 @@ class EvidenceData:
 
         self.cooccurs = COOCCURS
 
-    @functools.cached_property
+    @once_property
     def types(self) -> np.ndarray:
         """Each entity's type from name patterns and its page (or "")."""
         from gpurag.extract.entity_types import entity_types
@@ -152,10 +153,7 @@ def _sentences_of(texts: np.ndarray, row: int) -> tuple[np.ndarray, np.ndarray]:
 
 def evidence_data(retriever: Any) -> EvidenceData:
     """The retriever's :class:`EvidenceData`, made on first use."""
-    data = retriever.__dict__.get("_evidence_data")
-    if data is None:
-        data = retriever.__dict__["_evidence_data"] = EvidenceData(retriever)
-    return data
+    return built_once(retriever, "_evidence_data", lambda: EvidenceData(retriever))
 
 
 def _seed_weights(seeds: list[Any]) -> dict[int, float]:

@@ -24,7 +24,6 @@ the top ranks while PPR fills in the rest of the chain.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 
 import numpy as np
@@ -34,6 +33,7 @@ import scipy.sparse as sp
 from gpurag.backends.part import implementation_name
 from gpurag.config import QueryConfig
 from gpurag.graph.ppr_local import DEFAULT_FANOUT
+from gpurag.once import built_once, once_property
 from gpurag.query import second_hop
 from gpurag.query.chain_rounds import chain_rounds
 from gpurag.query.fusion import (  # noqa: F401  (re-exported: the stages' functions)
@@ -128,9 +128,8 @@ class GraphRetriever:
     @property
     def passage_index(self):
         """The passage FAISS index: the opened index's, or read once from the folder."""
-        if self._passage_index is None:
-            self._passage_index = self.dir.searchable(layout.PASSAGES_FAISS)
-        return self._passage_index
+        return built_once(self, "_passage_index",
+                          lambda: self.dir.searchable(layout.PASSAGES_FAISS))
 
     def passage_vectors(self) -> np.ndarray:
         """``(n_psg, d)`` float32 passage vectors, decoded from the passage index."""
@@ -139,29 +138,26 @@ class GraphRetriever:
     @property
     def linker(self):
         """Question entity linker over the alias table (built on first use)."""
-        if self._linker is None:
-            from gpurag.query.linking import EntityLinker
+        from gpurag.query import linking
 
-            self._linker = EntityLinker(self.aliases)
-        return self._linker
+        return built_once(self, "_linker", lambda: linking.EntityLinker(self.aliases))
 
     @property
     def aliases(self) -> pd.DataFrame:
         """The alias table (``name``, ``entity_id``, ``key``: the normalized lookup key,
         stored since index builds of stop 13, computed here for older ones); read once."""
-        if getattr(self, "_aliases", None) is None:
-            from gpurag.resolve.normalize import alias_keys
+        from gpurag.resolve import normalize
 
+        def read() -> pd.DataFrame:
             table = self.dir.table(layout.ALIASES)
-            self._aliases = table.assign(key=alias_keys(table))
-        return self._aliases
+            return table.assign(key=normalize.alias_keys(table))
+
+        return built_once(self, "_aliases", read)
 
     @property
     def lexical(self):
         """BM25 over the passages (built on first use)."""
-        if self._lexical is None:
-            self._lexical = self._open_lexical()
-        return self._lexical
+        return built_once(self, "_lexical", self._open_lexical)
 
     def _open_lexical(self):
         """The BM25 model the build saved, or (an index without one, or a copy this bm25s
@@ -186,7 +182,7 @@ class GraphRetriever:
         return BM25Index.over_live(self.chunks, self.dir.deleted_chunks())
 
     # -- parts the stages read ------------------------------------------------------------
-    @functools.cached_property
+    @once_property
     def _searchers(self) -> dict[str, tuple[object, object]]:
         return {}
 
@@ -195,19 +191,17 @@ class GraphRetriever:
         CPU; on cuda a device searcher made once from the loaded index (the runtime's
         ``searcher``)."""
         index = getattr(self, f"{which}_index")
-        held = self._searchers.get(which)
-        if held is None or held[0] is not index:
-            held = (index, self.searcher(index))
-            self._searchers[which] = held
+        held = built_once(self, which, lambda: (index, self.searcher(index)),
+                          fresh=lambda held: held[0] is index, store=self._searchers)
         return search(held[1], qvecs, k)
 
-    @functools.cached_property
+    @once_property
     def seed_arrays(self) -> SeedArrays:
         """What the seeds stage reads: node counts, specificity, fact -> entities."""
         return SeedArrays(self.n_ent, self.n_psg, self.specificity, self.fact_indptr,
                           self.fact_entities)
 
-    @functools.cached_property
+    @once_property
     def title_pages(self) -> tuple[np.ndarray, np.ndarray]:
         """Entity -> the passages it titles (CSR, :func:`gpurag.query.seeds.title_pages`)."""
         return title_pages(self.title_entity, self.n_ent)
@@ -223,17 +217,16 @@ class GraphRetriever:
         return self._matrices()[1]
 
     def _matrices(self) -> tuple[sp.csr_array, sp.csr_array]:
-        """Both graph blocks, built into locals and published as one pair, so a concurrent
-        cold caller builds its own pair rather than reading a half-built one."""
-        mats = self._mats
-        if mats is None:
+        """Both graph blocks, built once and published as one pair: a concurrent cold caller
+        waits for that pair, never builds a second one nor reads a half-built one."""
+        def build() -> tuple[sp.csr_array, sp.csr_array]:
             g = self.graph
             full = sp.csr_array((np.asarray(g.weights), np.asarray(g.indices),
                                  np.asarray(g.indptr)), shape=(g.n_nodes, g.n_nodes))
-            mats = (full[self.n_ent:, : self.n_ent].tocsr(),
+            return (full[self.n_ent:, : self.n_ent].tocsr(),
                     full[: self.n_ent, : self.n_ent].tocsr())
-            self._mats = mats
-        return mats
+
+        return built_once(self, "_mats", build)
 
     # -- seeds --------------------------------------------------------------------------
     def seed_hits(self, qvecs: np.ndarray, cfg: QueryConfig,
@@ -401,20 +394,19 @@ class GraphRetriever:
     @property
     def title_entity(self) -> np.ndarray:
         """Per passage row, the entity its title names (-1 when none)."""
-        if getattr(self, "_title_entity", None) is None:
+        def read() -> np.ndarray:
             m = self.dir.table(layout.MENTIONS, columns=["entity", "chunk", "label"])
             m = m[m["label"] == "TITLE"]
             out = np.full(self.n_psg, -1, np.int64)
             out[m["chunk"].to_numpy(np.int64)] = m["entity"].to_numpy(np.int64)
-            self._title_entity = out
-        return self._title_entity
+            return out
+
+        return built_once(self, "_title_entity", read)
 
     @property
     def bridge_pages(self) -> second_hop.BridgePages:
         """The second hop's bridge pages (built on first use)."""
-        if getattr(self, "_bridge_pages", None) is None:
-            self._bridge_pages = second_hop.BridgePages(self)
-        return self._bridge_pages
+        return built_once(self, "_bridge_pages", lambda: second_hop.BridgePages(self))
 
     def _reranker(self, cfg: QueryConfig):
         """The reranker ``cfg.rerank`` names (e.g. ``"gat"``), or None."""

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from gpurag.once import built_once
 from gpurag.query.lexical_delta import lucene_idf, with_delta
 
 
@@ -139,26 +140,26 @@ class BM25Index:
     @property
     def matrix(self) -> sp.csr_array:
         """bm25s' precomputed term-passage scores as a ``(V, n)`` CSR array (no copy)."""
-        if self._matrix is None:
+        def build() -> sp.csr_array:
             s = self.model.scores
             indptr = np.asarray(s["indptr"])
             indices, n = np.asarray(s["indices"]), int(s["num_docs"])
             if self.doc_ids is not None:  # model passages -> chunk ids (increasing: in order)
                 indices, n = self.doc_ids[indices].astype(indices.dtype), self.n
-            self._matrix = sp.csr_array(
-                (np.asarray(s["data"]), indices, indptr),
-                shape=(len(indptr) - 1, n), copy=False)
-        return self._matrix
+            return sp.csr_array((np.asarray(s["data"]), indices, indptr),
+                                shape=(len(indptr) - 1, n), copy=False)
+
+        return built_once(self, "_matrix", build)
 
     def tokens(self, texts: list[str]) -> Tokens:
         """The texts' token ids as bm25s' tokenizer and vocabulary give them (lower case, its
         word pattern, English stopwords dropped, words outside the vocabulary dropped)."""
-        if self._lookup is None:
+        def lookup() -> dict[str, int]:
             stop = set(self._bm25s.stopwords.STOPWORDS_EN)
-            self._lookup = {t: int(i) for t, i in self.model.vocab_dict.items()
-                            if t not in stop}
+            return {t: int(i) for t, i in self.model.vocab_dict.items() if t not in stop}
+
+        get = built_once(self, "_lookup", lookup).get
         words = list(map(_TOKEN.findall, map(str.lower, texts)))
-        get = self._lookup.get
         ids = np.fromiter((get(w, -1) for w in chain.from_iterable(words)), np.int64)
         owner = np.repeat(np.arange(len(texts)), list(map(len, words)))
         keep = ids >= 0

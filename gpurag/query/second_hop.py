@@ -32,6 +32,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from gpurag.arrays import isin_sorted, sorted_lookup, unique_sorted
+from gpurag.once import Memo, built_once
 from gpurag.query.sparse_rows import cosine_ranking, csr_rows, pack_rows, reached
 from gpurag.resolve.normalize import alias_keys, normalize_name
 
@@ -42,6 +43,8 @@ FIRST_DEPTH = 40  # first-round ranks fused with the bridge ranking
 BRIDGE_DEPTH = 20  # bridge pages kept per question
 EXPANSION_HITS = 5  # BM25 passages per expanded question
 _HEAD = 1e6  # fusion weight that keeps the head rows first, in order
+MATRICES_KEPT = 4  # bridge matrices kept per opened index (distinct second_hop_max_pages)
+REACHED_KEPT = 64  # their reached shares (a float each)
 _DISAMBIGUATION = r"\s*\([^()]*\)\s*$"
 _QUALIFIER = r"\s*,.*$"
 _ASPECT = r"^[A-Z][a-z]+ (?:of|in) (?:the )?(.+)$"
@@ -301,44 +304,48 @@ class BridgePages:
 
     def __init__(self, retriever) -> None:
         self.retriever = retriever
-        self._matrices: dict[int, sp.csr_array] = {}
-        self._reached: dict[int, float] = {}
+        # keyed by the client's second_hop_max_pages: bounded, so distinct values sent to a
+        # service cannot grow the index's memory without limit (a bridge matrix is (n, n))
+        self._matrices: Memo[sp.csr_array] = Memo(MATRICES_KEPT)
+        self._reached: Memo[float] = Memo(REACHED_KEPT)
         self._emb: PassageVectors | None = None
         self._entity_pages: tuple[sp.csr_array, sp.csr_array, np.ndarray] | None = None
-        self._lock = threading.Lock()  # guards the lazy shared-entity tables
+        self._lock = threading.Lock()  # guards the entity name tokens (name_tokens)
         chunks = retriever.chunks
         self.doc_codes = (pd.factorize(chunks["doc_id"])[0] if "doc_id" in chunks
                           else np.arange(retriever.n_psg))
 
     def matrix(self, max_pages: int) -> sp.csr_array:
-        if max_pages not in self._matrices:
+        """The bridge matrix of ``max_pages`` (:func:`bridge_matrix`), built once per value
+        and kept for the :data:`MATRICES_KEPT` values used last."""
+        def build() -> sp.csr_array:
             from gpurag.store import layout
 
             r = self.retriever
             titles = r.chunks["title"] if "title" in r.chunks else pd.Series([""] * r.n_psg)
-            self._matrices[max_pages] = bridge_matrix(
+            return bridge_matrix(
                 r.dir.table(layout.MENTIONS, columns=["entity", "chunk"]), r.title_entity,
                 titles, r.aliases, r.n_ent, max_pages)
-        return self._matrices[max_pages]
+
+        return self._matrices.get(max_pages, build)
 
     def reached_share(self, max_pages: int) -> float:
         """Share of passages that are the bridge page of some other passage: near 0 where no
         passage mentions another's title (chat logs, notes), so the graph has no second hop
         to offer. Passages that share a title (the parts of one page, one chat log's
         messages) do not count as each other's bridges."""
-        if max_pages not in self._reached:  # asked on every query: computed once
+        def share() -> float:  # asked on every query: computed once per value
             m = sp.coo_array(self.matrix(max_pages))
             title = self.retriever.title_entity
             other = (title[m.row] != title[m.col]) | (title[m.row] < 0)
-            self._reached[max_pages] = float(unique_sorted(m.col[other]).size / max(m.shape[1], 1))
-        return self._reached[max_pages]
+            return float(unique_sorted(m.col[other]).size / max(m.shape[1], 1))
+
+        return self._reached.get(max_pages, share)
 
     @property
     def passage_emb(self) -> PassageVectors:
         """The passage vectors, decoded from the passage index for the rows asked."""
-        if self._emb is None:
-            self._emb = PassageVectors(self.retriever.passage_index)
-        return self._emb
+        return built_once(self, "_emb", lambda: PassageVectors(self.retriever.passage_index))
 
     def rerank(self, first: np.ndarray, first_scores: np.ndarray, qvecs: np.ndarray,
                questions: list[str], cfg, k: int, head: np.ndarray | None = None, *,
@@ -385,15 +392,13 @@ class BridgePages:
         from gpurag.query.shared_entity import entity_pages, shared_entity_ranking
 
         r = self.retriever
-        if self._entity_pages is None:  # built once, by one thread (the service shares it)
-            with self._lock:
-                if self._entity_pages is None:
-                    self._entity_pages = entity_pages(r.mentions)
+        # built once, by one thread (the service shares it)
+        pages = built_once(self, "_entity_pages", lambda: entity_pages(r.mentions))
         if linked is None:
             linked = r.linker.link_batch(questions)
         elif not isinstance(linked, LinkedBatch):
             linked = LinkedBatch.from_lists(linked)
-        ment, by_entity, df = self._entity_pages
+        ment, by_entity, df = pages
         found = shared_entity_ranking(
             rows[:, :cfg.shared_entity_from], ment, by_entity, df, (linked.q, linked.entity),
             qvecs, self.passage_emb, max_df=cfg.shared_entity_max_df,
@@ -406,21 +411,23 @@ class BridgePages:
         """(indptr, fact ids) of each passage's labelled triples (the facts the ``typed``
         column marks), or None where the index has none (rule-based extraction, or built
         before facts were marked). Read on first use."""
-        if not hasattr(self, "_chunk_triples"):
-            from gpurag.store import checks, layout
+        # held in a 1-tuple: None is an answer, read once too
+        return built_once(self, "_chunk_triples", lambda: (self._read_chunk_triples(),))[0]
 
-            r = self.retriever
-            self._chunk_triples = None
-            if "typed" not in checks.table_columns(r.dir, layout.FACTS):
-                return None
-            facts = r.dir.table(layout.FACTS, columns=["chunk", "typed"])
-            if facts["typed"].any():
-                ids = np.flatnonzero(facts["typed"].to_numpy(bool))
-                chunk = facts["chunk"].to_numpy(np.int64)[ids]
-                order = np.argsort(chunk, kind="stable")
-                indptr = np.searchsorted(chunk[order], np.arange(r.n_psg + 1))
-                self._chunk_triples = (indptr.astype(np.int64), ids[order])
-        return self._chunk_triples
+    def _read_chunk_triples(self) -> tuple[np.ndarray, np.ndarray] | None:
+        from gpurag.store import checks, layout
+
+        r = self.retriever
+        if "typed" not in checks.table_columns(r.dir, layout.FACTS):
+            return None
+        facts = r.dir.table(layout.FACTS, columns=["chunk", "typed"])
+        if not facts["typed"].any():
+            return None
+        ids = np.flatnonzero(facts["typed"].to_numpy(bool))
+        chunk = facts["chunk"].to_numpy(np.int64)[ids]
+        order = np.argsort(chunk, kind="stable")
+        indptr = np.searchsorted(chunk[order], np.arange(r.n_psg + 1))
+        return (indptr.astype(np.int64), ids[order])
 
     def name_tokens(self, names: np.ndarray) -> Tokens:
         """The BM25 tokens of the entities ``names`` (ids) as ``lexical.tokens`` of their names

@@ -154,13 +154,15 @@ def resolve(index) -> str:
     if isinstance(recorded, dict) and isinstance(recorded.get("rerank"), str) and (
             recorded["rerank"] == "none" or recorded["rerank"].startswith("gat")):
         return str(recorded["rerank"])
-    held = getattr(index, "_rerank_auto", None)
-    if held is None:
+    def decided() -> str:  # once per opened index, however many threads ask (it costs)
         decision = decide(index)
         log.info("index %s: rerank=auto decided now (record it with `gpurag decide-rerank`): "
                  "%s", index.path, decision["reason"])
-        held = index._rerank_auto = decision["rerank"]
-    return held
+        return decision["rerank"]
+
+    from gpurag.once import built_once
+
+    return built_once(index, "_rerank_auto", decided)
 
 
 def settle(index, plan, mode: str):

@@ -120,8 +120,10 @@ class MicroBatcher:
             groups: dict[Settings, list[Job]] = {}
             for job in batch:
                 groups.setdefault(job.settings, []).append(job)
+            # once per batch, before its first group: a reload lands between batches, never
+            # between two groups of one batch (which would answer it from two versions)
+            served = self._current()
             for settings, jobs in groups.items():
-                served = self._current()  # once per batch: reloads land in between
                 try:
                     outcomes = await loop.run_in_executor(self._executor, self._execute, served,
                                                           settings, jobs)

@@ -1,4 +1,5 @@
-"""A cold ``GraphRetriever`` publishes its two graph blocks together (review Q, bug 1)."""
+"""A cold ``GraphRetriever`` publishes its two graph blocks together (review Q, bug 1), and
+builds them once however many cold threads ask (a second caller waits for the first's pair)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from gpurag.query import graph as graph_mod
 
 
 def test_a_concurrent_cold_caller_never_gets_a_half_built_pair(graph_index_path, monkeypatch):
-    """Thread ``held`` waits between its two slices of the graph; the main thread's own call
-    to ``_matrices`` in that gap must return both blocks, not ``(mentions, None)``."""
+    """Thread ``held`` waits between its two slices of the graph; a second thread's call to
+    ``_matrices`` in that gap must return both blocks, not ``(mentions, None)``: the very pair
+    ``held`` built."""
     gap, go = threading.Event(), threading.Event()
     slices: list[int] = []
 
@@ -39,9 +41,14 @@ def test_a_concurrent_cold_caller_never_gets_a_half_built_pair(graph_index_path,
         held = threading.Thread(target=lambda: out.append(r._matrices()), name="held")
         held.start()
         assert gap.wait(30), "thread held never reached its second slice"
-        seen = r._matrices()
+        late: list[tuple] = []
+        second = threading.Thread(target=lambda: late.append(r._matrices()), name="second")
+        second.start()
         go.set()
         held.join(30)
+        second.join(30)
+        seen = late[0]
+        assert seen is out[0]
         assert seen[0] is not None and seen[1] is not None
         assert out and out[0][0] is not None and out[0][1] is not None
         assert (seen[0] != out[0][0]).nnz == 0 and (seen[1] != out[0][1]).nnz == 0

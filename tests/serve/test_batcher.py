@@ -155,3 +155,34 @@ def test_deferred_fields_are_filled_on_the_worker_thread(holder):
     for r in results:
         assert not any(isinstance(v, Pending) for v in vars(r).values())
     assert any(r.chains for r in results) and all(r.confidence is not None for r in results)
+
+
+def test_a_reload_between_settings_groups_does_not_split_one_batch():
+    """A batch of two settings groups reads the served index once: a reload that lands while
+    its first group runs (here: swapped in by that group's own query) is seen by the next
+    batch, not by the batch's second group."""
+
+    class Swapping:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def query_batch(self, questions, k=5, mode=None, **options):
+            holder["current"] = new  # a hot reload lands while this group runs
+            return [SimpleNamespace(resolve_deferred=lambda: None) for _ in questions]
+
+    old = SimpleNamespace(index=Swapping("old"), version="v1")
+    new = SimpleNamespace(index=Swapping("new"), version="v2")
+    holder = {"current": old}
+
+    async def main():
+        batcher = MicroBatcher(lambda: holder["current"], Metrics(), window_s=0.05)
+        batcher.start()
+        try:
+            futures = [batcher.submit(["a"], 3, None, {}), batcher.submit(["b"], 2, None, {})]
+            return await asyncio.gather(*futures)
+        finally:
+            await batcher.stop()
+
+    outcomes = asyncio.run(main())
+    assert [o[0] for o in outcomes] == ["v1", "v1"]  # one batch, one index version
+    assert [o[2].name for o in outcomes] == ["old", "old"]
