@@ -81,7 +81,8 @@ for name in ("graph", "bm25_model", "bm25_delta"):
 tracemalloc.stop()
 out["process"] = {"rss_growth_mb": round((rss() - rss_start) / 2**20, 2),
                   "rss_start_mb": round(rss_start / 2**20, 2),
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 2)}
+                  "peak_rss_mb": round(
+                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 2)}
 print(json.dumps(out))
 """
 
