@@ -14,7 +14,7 @@ import gzip
 import hashlib
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gpurag.errors import InputError
@@ -206,7 +206,8 @@ def _read_parquet(path: Path, root: Path, report: IngestReport,
 
 def iter_documents(source: str | Path, report: IngestReport | None = None,
                    follow_outside_links: bool = False, *,
-                   options: ReadOptions | None = None) -> Iterator[Document]:
+                   options: ReadOptions | None = None,
+                   on_file: Callable[[int], None] | None = None) -> Iterator[Document]:
     """Yield every good document under ``source``, streaming (no file is loaded whole except
     one-document files: text, PDF, HTML, DOCX). A document whose id was already used is
     skipped (the first one is kept); a link leading outside a source folder is skipped unless
@@ -223,7 +224,9 @@ def iter_documents(source: str | Path, report: IngestReport | None = None,
                None: read_unsupported}
     files, _ = scan_inputs(src, report, follow_outside_links)
     seen: set[str] = set()
-    for path in files:
+    for i, path in enumerate(files):
+        if on_file is not None:
+            on_file(i)
         report.files += 1
         for doc in readers[_suffix_kind(path)](path, root, report):
             if doc.doc_id in seen:
@@ -239,11 +242,22 @@ def source_fingerprint(source: str | Path, follow_outside_links: bool = False) -
     """What a resume must read again: each input file's name under ``source``, size and
     content digest. Content, not modification times: a corpus copied, restored or checked out
     again (new mtimes, same bytes) still resumes; one byte changed does not."""
+    return fingerprint_of_files(source_files(source, follow_outside_links))
+
+
+def source_files(source: str | Path, follow_outside_links: bool = False) -> list[list[str]]:
+    """Each input file under ``source``, in reading order: ``[name, content digest]``."""
     src = Path(source)
     root = src if src.is_dir() else src.parent
+    return [[_doc_id_for_path(path, root), file_digest(path)]
+            for path in list_input_files(src, follow_outside_links)]
+
+
+def fingerprint_of_files(files: list[list[str]]) -> str:
+    """:func:`source_fingerprint` of the :func:`source_files` list ``files``."""
     h = hashlib.sha256()
-    for path in list_input_files(src, follow_outside_links):
-        h.update(f"{_doc_id_for_path(path, root)}\0{file_digest(path)}\n".encode())
+    for name, digest in files:
+        h.update(f"{name}\0{digest}\n".encode())
     return h.hexdigest()[:16]
 
 

@@ -12,7 +12,7 @@ from gpurag.backends.part import BuildRecord, implementation_name
 from gpurag.config import IndexConfig, build_plan
 from gpurag.device import package_version
 from gpurag.errors import ConfigError, IndexFormatError, InputError
-from gpurag.ingest.readers import file_digest, source_fingerprint
+from gpurag.ingest.readers import file_digest, fingerprint_of_files, source_files
 from gpurag.llm.config import LLMConfig
 from gpurag.pipeline import checkpoints
 from gpurag.pipeline.chunk_embed import run_chunk_embed
@@ -39,12 +39,15 @@ CHUNK_EMBED_SETTINGS = ("embedder", "chunk_tokens", "chunk_overlap", "max_part_c
 EXTRACT_SETTINGS = ("extractor", "triples", "llm_model", "llm_url")
 
 
-def build_stage_inputs(source: str | Path, cfg: IndexConfig, llm: LLMConfig | None = None
-                       ) -> dict[str, dict[str, Any]]:
+def build_stage_inputs(source: str | Path, cfg: IndexConfig, llm: LLMConfig | None = None,
+                       files: list[list[str]] | None = None) -> dict[str, dict[str, Any]]:
     """Per checkpointed stage, in pipeline order, what its checkpoints were made from
-    (``llm``: the runtime's LLM settings, whose sampling changes an LLM extraction)."""
+    (``llm``: the runtime's LLM settings, whose sampling changes an LLM extraction;
+    ``files``: :func:`~gpurag.ingest.readers.source_files` of ``source``, if known)."""
     settings = dataclasses.asdict(cfg)
-    chunk_embed = {"source": source_fingerprint(source, cfg.follow_outside_links),
+    if files is None:
+        files = source_files(source, cfg.follow_outside_links)
+    chunk_embed = {"source": fingerprint_of_files(files),
                    **{k: settings[k] for k in CHUNK_EMBED_SETTINGS}}
     extract = {k: settings[k] for k in EXTRACT_SETTINGS}
     if cfg.triples and Path(cfg.triples).is_file():
@@ -131,7 +134,9 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
     if cfg.chunk_tokens + 16 > embedder.max_tokens:  # checked before any folder is made
         raise ConfigError(f"chunk_tokens={cfg.chunk_tokens} does not fit the embedder's "
                           f"{embedder.max_tokens} tokens (with the title line)")
-    work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm))
+    files = source_files(source, cfg.follow_outside_links)
+    work = WorkDir(out, build_stage_inputs(source, cfg, runtime.llm, files),
+                   partial={"chunk_embed": checkpoints.keep_unchanged_files(files)})
     checkpoints.repair(work)
     if work.resumed:
         log.info("resuming the build in %s", work.root)
@@ -144,7 +149,7 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
                 return _build_stages(source, out, cfg, show, lock, runtime, record, embedder,
                                      work, source_label, on)
         return _build_stages(source, out, cfg, show, lock, runtime, record, embedder, work,
-                             source_label)
+                             source_label, files=files)
     except BaseException:
         if not work.has_progress():  # nothing a rerun would reuse: leave no hidden folder
             work.remove()
@@ -156,7 +161,8 @@ def _build_locked(source: str | Path, out: Path, cfg: IndexConfig, show_progress
 
 def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | None,
                   lock: WriteLock, runtime: Runtime, record: BuildRecord, embedder,
-                  work: WorkDir, source_label: str, cluster: Any = None) -> Path:
+                  work: WorkDir, source_label: str, cluster: Any = None,
+                  files: list[list[str]] | None = None) -> Path:
     """The stages after the checks, in this process or (``cluster``) on a cluster."""
     timings: dict[str, float] = {}
 
@@ -165,7 +171,7 @@ def _build_stages(source: str | Path, out: Path, cfg: IndexConfig, show: bool | 
     if cluster is None:
         with extraction_alongside(cfg, work, show, timings) as on_part:  # overlaps stage 1
             chunks, vectors, report = run_chunk_embed(source, embedder, cfg, work, show,
-                                                      on_part=on_part)
+                                                      on_part=on_part, source_files=files)
             timings["chunk_embed_s"] = time.perf_counter() - t0
     else:
         chunks, vectors, report = cluster.run_chunk_embed(source, embedder, cfg, work, show)

@@ -84,14 +84,62 @@ def npy_rows(path: Path) -> int | None:
         return None
 
 
-def count_chunk_part(stage: dict[str, Any], units: int, docs: int, duplicates: int) -> None:
+def count_chunk_part(stage: dict[str, Any], units: int, docs: int, duplicates: int,
+                     reach: int | None = None) -> None:
     """Count the next chunk+embed part in ``stage``, with the totals after it (``marks``),
-    so a resume can cut the stage back to any part."""
+    so a resume can cut the stage back to any part, and the last input file the part depends
+    on (``reach``: kept only while every part has one)."""
     stage["parts"] += 1
     stage["units"] += units
     stage["docs"] += docs
     stage["duplicates"] += duplicates
     stage.setdefault("marks", []).append([stage["units"], stage["docs"], stage["duplicates"]])
+    reached = stage.get("reach", [])
+    if reach is None or len(reached) != stage["parts"] - 1:
+        stage.pop("reach", None)
+    else:
+        stage["reach"] = [*reached, int(reach)]
+
+
+def keep_unchanged_files(files: list[list[str]]):
+    """For :class:`WorkDir`'s ``partial``: when only the input files changed, the
+    chunk+embed stage cut back to its parts made from the files before the first changed,
+    added or removed one (None: not possible, the stage is redone)."""
+    new_files = [list(f) for f in files]
+
+    def cut(work: WorkDir, stage: dict[str, Any], old: dict[str, Any],
+            new: dict[str, Any]) -> dict[str, Any] | None:
+        if {k for k in set(old) | set(new) if old.get(k) != new.get(k)} != {"source"}:
+            return None
+        old_files, reach = stage.get("source_files"), stage.get("reach")
+        n = int(stage.get("parts") or 0)
+        if (not isinstance(old_files, list) or not isinstance(reach, list)
+                or len(reach) != n or len(stage.get("marks") or []) != n):
+            return None  # an older build's folder
+        first = 0
+        while (first < min(len(old_files), len(new_files))
+               and list(old_files[first]) == new_files[first]):
+            first += 1
+        keep = 0
+        while keep < n and int(reach[keep]) < first:
+            keep += 1
+        if not keep:
+            return None
+        if first < len(new_files) and first < len(old_files) and \
+                old_files[first][0] == new_files[first][0]:
+            what = f"{new_files[first][0]} changed"
+        elif first < len(new_files):
+            what = f"{new_files[first][0]} was added"
+        else:
+            what = f"{old_files[first][0]} was removed"
+        _cut_chunk_parts(work, stage, keep)
+        stage["source_files"] = new_files
+        log.warning("resuming the build in %s after %d unchanged files (%d parts); %s, so "
+                    "chunk+embed redoes from there (and extraction from the start)",
+                    work.root, first, keep, what)
+        return stage
+
+    return cut
 
 
 def first_bad_chunk_part(work: WorkDir, n: int) -> int | None:
@@ -137,17 +185,25 @@ def repair(work: WorkDir) -> list[str]:
 
 
 def _cut_chunk_embed(work: WorkDir, stage: dict[str, Any], bad: int) -> str:
-    n = int(stage["parts"])
     marks = stage.get("marks") or []
     keep = bad if len(marks) >= bad else 0  # a folder of an older build has no marks
+    _cut_chunk_parts(work, stage, keep)
+    return (f"chunk+embed checkpoint {work.root / chunk_part(bad)} is damaged (cut short or "
+            f"unreadable): resuming after the {keep} whole parts before it")
+
+
+def _cut_chunk_parts(work: WorkDir, stage: dict[str, Any], keep: int) -> None:
+    """Cut the chunk+embed ``stage`` back to its first ``keep`` parts (0 without marks)."""
+    n = int(stage["parts"])
+    marks = stage.get("marks") or []
     units, docs, dups = marks[keep - 1] if keep else (0, 0, 0)
     _remove(work, (rel for i in range(keep, n) for rel in (chunk_part(i), emb_part(i))))
     _remove(work, (str(p.relative_to(work.root)) for p in work.root.glob("shards/*")))
     stage.update(parts=keep, units=units, docs=docs, duplicates=dups, done=False, report=None,
                  marks=marks[:keep])
+    if isinstance(stage.get("reach"), list):
+        stage["reach"] = stage["reach"][:keep]
     stage.pop("shards", None)
-    return (f"chunk+embed checkpoint {work.root / chunk_part(bad)} is damaged (cut short or "
-            f"unreadable): resuming after the {keep} whole parts before it")
 
 
 def _cut_extract(work: WorkDir, stage: dict[str, Any], bad: int) -> str:

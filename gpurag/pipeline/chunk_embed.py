@@ -8,6 +8,7 @@ characters, so memory and the work a kill loses stay bounded even for one huge d
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -140,6 +141,7 @@ def run_chunk_embed(
     documents: Callable[[IngestReport], Iterator[Document]] | None = None,
     seen_chunks: set[str] | None = None,
     on_part: Callable[[pd.DataFrame], None] | None = None,
+    source_files: list[list[str]] | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray, IngestReport]:
     """Chunk and embed everything under ``source``; resumes from ``work`` checkpoints.
 
@@ -147,7 +149,11 @@ def run_chunk_embed(
     to fill; chunks whose id is in ``seen_chunks`` (an index's existing chunks) are duplicates.
     ``parts`` counts checkpoint files, ``units`` the document parts they hold (a resume skips
     that many), ``docs`` the documents finished. ``on_part`` is given each new checkpoint's
-    chunks once it is saved (:mod:`gpurag.pipeline.extract_ahead`)."""
+    chunks once it is saved (:mod:`gpurag.pipeline.extract_ahead`). ``source_files``
+    (:func:`gpurag.ingest.readers.source_files` of ``source``) is kept in the stage with, per
+    part, the last input file it depends on (``reach``), so a rerun after one file changed
+    keeps the parts made before it (:func:`gpurag.pipeline.checkpoints.keep_unchanged_files`).
+    """
     stage = work.state.setdefault("chunk_embed", {"parts": 0, "units": 0, "docs": 0,
                                                    "duplicates": 0, "report": None,
                                                    "done": False})
@@ -157,10 +163,15 @@ def run_chunk_embed(
         seen.update(pq.read_table(work.path(chunk_part(i)),
                                   columns=["chunk_id"]).column(0).to_pylist())
     was_done = stage["done"]
+    track = documents is None and source_files is not None
+    if track:
+        stage["source_files"] = [list(f) for f in source_files]
     if not stage["done"]:
+        file_at = [-1]  # the input file whose documents are being read
         docs = (documents(report) if documents is not None else
                 iter_documents(source, report, cfg.follow_outside_links,
-                               options=read_options(cfg)))
+                               options=read_options(cfg),
+                               on_file=lambda i: file_at.__setitem__(0, i)))
         parts = iter_parts(docs, cfg.max_part_chars)
         skip = stage["units"]
         if skip:
@@ -174,14 +185,17 @@ def run_chunk_embed(
         codec = codec_for(cfg.vector_precision, embedder.dim)  # vectors as they will be stored
         # Batch i + 1 is read, cut and tokenized on a thread while batch i embeds; only this
         # thread embeds and checkpoints, in order (the producer alone updates ``seen``).
-        prepared = ((batch, *chunk_batch(batch, embedder, cfg, seen)) for batch in
-                    _batches(parts, max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars))
+        reach = _Reach(parts, file_at, len(source_files or ()))
+        prepared = ((batch, reach.of(batch) if track else None,
+                     *chunk_batch(batch, embedder, cfg, seen)) for batch in
+                    _batches(reach.tagged(), max(1, cfg.ingest_batch_chunks // 2),
+                             cfg.max_part_chars))
         with ahead(prepared, depth=PREPARE_AHEAD, name="gpurag-chunk") as ready:
-            for batch, chunks, dups, inputs in ready:
+            for batch, reached, chunks, dups, inputs in ready:
                 vectors = embed_chunks(chunks, inputs, batch, embedder, cfg, codec)
                 write_part(work, stage["parts"], chunks, vectors)
                 finished = sum(p.last for p in batch)
-                count_chunk_part(stage, len(batch), finished, dups)
+                count_chunk_part(stage, len(batch), finished, dups, reach=reached)
                 work.save()
                 if on_part is not None:
                     on_part(chunks)
@@ -193,6 +207,32 @@ def run_chunk_embed(
         stage["report"] = report.as_dict()
         work.save()
     return read_chunk_embed(work, stage, embedder, report, was_done)
+
+
+class _Reach:
+    """The input file index of each part ``_batches`` takes, so each batch knows the last
+    input file it depends on: its last part's, or, where the batch was closed because the
+    next part did not fit, that next part's; ``n_files`` (every file) for the final batch,
+    closed by the end of the input."""
+
+    def __init__(self, parts: Iterator[DocPart], file_at: list[int], n_files: int) -> None:
+        self.parts, self.file_at, self.n_files = parts, file_at, n_files
+        self.files: deque[int] = deque()
+        self.ended = False
+
+    def tagged(self) -> Iterator[DocPart]:
+        for part in self.parts:
+            self.files.append(self.file_at[0])
+            yield part
+        self.ended = True
+
+    def of(self, batch: Sequence[DocPart]) -> int:
+        last = -1
+        for _ in batch:
+            last = self.files.popleft()
+        if self.files:  # closed by the next part, already taken
+            return max(last, self.files[0])
+        return self.n_files if self.ended else last
 
 
 def embed_batch(batch: Sequence[DocPart], embedder: Embedder, cfg: IndexConfig,

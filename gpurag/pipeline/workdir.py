@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,13 @@ class WorkDir:
     extraction; what is discarded, and why, is logged.
     """
 
-    def __init__(self, target: Path, key: str | Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, target: Path, key: str | Mapping[str, Mapping[str, Any]],
+                 partial: Mapping[str, Callable[..., dict[str, Any] | None]] | None = None
+                 ) -> None:
         self.root = sibling(target, WORK_SUFFIX)
+        # per stage: ``f(work, stage_state, old_inputs, new_inputs)``, that stage's state cut
+        # to what its changed inputs leave valid (None: redo it); later stages are redone
+        self.partial = dict(partial or {})
         self.stage_inputs = {} if isinstance(key, str) else {s: dict(v) for s, v in key.items()}
         self.key = key if isinstance(key, str) else fingerprint(self.stage_inputs)
         self.state: dict[str, Any] = {}
@@ -82,6 +87,14 @@ class WorkDir:
                 if stage in state:
                     kept[stage] = state[stage]
                 continue
+            if changed is None and stage in self.partial and isinstance(state.get(stage), dict):
+                old = old_inputs.get(stage)
+                cut = self.partial[stage](self, state[stage], old if isinstance(old, dict)
+                                          else {}, inputs)
+                if cut is not None:
+                    kept[stage] = cut
+                    changed = stage
+                    continue
             if changed is None:
                 changed = stage
                 old = old_inputs.get(stage)
