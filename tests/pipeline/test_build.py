@@ -347,3 +347,123 @@ def test_the_graph_steps_after_extraction_show_progress(tmp_path, sample_records
         assert step in err
     Index.build(src, tmp_path / "quiet", show_progress=False)
     assert "graph:" not in capsys.readouterr().err
+
+
+def _three_files(folder, records):
+    """A folder corpus of three JSONL files, four documents each (two documents a part)."""
+    for i, name in enumerate(("a.jsonl", "b.jsonl", "c.jsonl")):
+        write_jsonl(folder / name, records[4 * i:4 * i + 4])
+    return folder
+
+
+def _same_index(index, ref) -> None:
+    assert index.chunks["chunk_id"].tolist() == ref.chunks["chunk_id"].tolist()
+    assert index.manifest.counts == ref.manifest.counts
+    assert index.manifest.extra["ingest"] == ref.manifest.extra["ingest"]
+    np.testing.assert_array_equal(index.passage_vectors(), ref.passage_vectors())
+
+
+def _edited_resume(tmp_path, sample_records, monkeypatch, edit, crash):
+    """Build killed by ``crash`` (a context manager), ``edit`` the corpus, rerun: the
+    rerun's embed calls, a fresh build's embed calls, and both indexes."""
+    opts = dict(graph=False, show_progress=False, ingest_batch_chunks=4)
+    src = _three_files(tmp_path / "src", sample_records)
+    out = tmp_path / "out" / "index"
+    with monkeypatch.context() as m:
+        crash(m)
+        with pytest.raises(BoomError):
+            Index.build(src, out, **opts)
+    edit(src)
+    with monkeypatch.context() as m:
+        fresh_calls = _count_encodes(m)
+        ref = Index.build(src, tmp_path / "ref" / "index", **opts)
+    with monkeypatch.context() as m:
+        calls = _count_encodes(m)
+        index = Index.build(src, out, **opts)
+    _same_index(index, ref)
+    assert _leftovers(out) == set()
+    return calls, fresh_calls
+
+
+def _kill_after(n):
+    return lambda m: _count_encodes(m, fail_after=n)
+
+
+def test_editing_the_last_file_keeps_the_parts_of_the_files_before(
+        tmp_path, sample_records, monkeypatch, caplog):
+    def edit(src):
+        write_jsonl(src / "c.jsonl", sample_records[20:24])
+
+    with caplog.at_level("WARNING"):
+        calls, fresh = _edited_resume(tmp_path, sample_records, monkeypatch, edit,
+                                      _kill_after(5))
+    assert len(fresh) == 6, "two documents a part, three files of four"
+    assert calls == fresh[4:], "only the two parts of the edited file are embedded again"
+    assert "after 2 unchanged files (4 parts); c.jsonl changed" in caplog.text
+
+
+def test_editing_the_first_file_redoes_everything(tmp_path, sample_records, monkeypatch):
+    def edit(src):
+        write_jsonl(src / "a.jsonl", sample_records[20:24])
+
+    calls, fresh = _edited_resume(tmp_path, sample_records, monkeypatch, edit,
+                                  _kill_after(5))
+    assert calls == fresh
+
+
+def test_a_file_added_after_stage_one_keeps_its_parts(tmp_path, sample_records, monkeypatch):
+    """Stage 1 finished, the build failed later; a new last file: only its parts are embedded
+    (the final part before it was full, so it did not depend on the end of the input)."""
+    def fail_later(m):
+        def boom(*a, **k):
+            raise BoomError("simulated failure after stage 1")
+        m.setattr(build_mod, "write_dense_part", boom)
+
+    def edit(src):
+        write_jsonl(src / "d.jsonl", sample_records[20:24])
+
+    calls, fresh = _edited_resume(tmp_path, sample_records, monkeypatch, edit, fail_later)
+    assert len(fresh) == 8
+    assert calls == fresh[6:]
+
+
+def test_a_final_part_closed_by_the_end_of_input_is_redone(tmp_path, sample_records,
+                                                           monkeypatch):
+    """Five documents in the last file: the final part holds one, closed by the end of the
+    input, so a file added after it may extend it: it is redone."""
+    def fail_later(m):
+        write_jsonl(tmp_path / "src" / "c.jsonl", sample_records[8:13])
+
+        def boom(*a, **k):
+            raise BoomError("simulated failure after stage 1")
+        m.setattr(build_mod, "write_dense_part", boom)
+
+    def edit(src):
+        write_jsonl(src / "d.jsonl", sample_records[20:24])
+
+    calls, fresh = _edited_resume(tmp_path, sample_records, monkeypatch, edit, fail_later)
+    assert len(fresh) == 9, "two parts each for a, b and d (shifted by one); three for c"
+    assert calls == fresh[6:]
+
+
+def test_an_older_work_folder_without_file_digests_redoes_stage_one(
+        tmp_path, sample_records, monkeypatch):
+    import json
+
+    opts = dict(graph=False, show_progress=False, ingest_batch_chunks=4)
+    src = _three_files(tmp_path / "src", sample_records)
+    out = tmp_path / "out" / "index"
+    with monkeypatch.context() as m:
+        _count_encodes(m, fail_after=5)
+        with pytest.raises(BoomError):
+            Index.build(src, out, **opts)
+    state_path = out.parent / ".index.work" / "state.json"
+    state = json.loads(state_path.read_text())
+    for key in ("reach", "source_files"):  # what an older build did not record
+        state["chunk_embed"].pop(key, None)
+    state_path.write_text(json.dumps(state))
+    write_jsonl(src / "c.jsonl", sample_records[20:24])
+    with monkeypatch.context() as m:
+        calls = _count_encodes(m)
+        index = Index.build(src, out, **opts)
+    assert sum(calls) == len(index.chunks)
