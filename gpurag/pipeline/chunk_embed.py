@@ -188,8 +188,8 @@ def run_chunk_embed(
         reach = _Reach(parts, file_at, len(source_files or ()))
         prepared = ((batch, reach.of(batch) if track else None,
                      *chunk_batch(batch, embedder, cfg, seen)) for batch in
-                    _batches(reach.tagged(), max(1, cfg.ingest_batch_chunks // 2),
-                             cfg.max_part_chars))
+                    _batches(reach.tagged() if track else parts,
+                             max(1, cfg.ingest_batch_chunks // 2), cfg.max_part_chars))
         with ahead(prepared, depth=PREPARE_AHEAD, name="gpurag-chunk") as ready:
             for batch, reached, chunks, dups, inputs in ready:
                 vectors = embed_chunks(chunks, inputs, batch, embedder, cfg, codec)
