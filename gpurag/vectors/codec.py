@@ -17,6 +17,7 @@ update that decodes the stored vectors computes exactly what a full build comput
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ from gpurag.vectors.faiss_setup import configured_faiss as _faiss
 PRECISIONS = ("int8", "fp16", "fp32")
 INT8_RANGE_SIGMAS = 6.0  # components of unit vectors have sd 1/sqrt(dim)
 _DECODE_ROWS = 65_536
+_DIRECT_MAP_LOCK = threading.Lock()  # FAISS builds an IVF's id -> list map without one
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,17 @@ def codec_for(precision: str, dim: int) -> VectorCodec:
     return VectorCodec(precision, int(dim))
 
 
+def ensure_direct_map(index) -> None:
+    """Give an IVF index its id -> (list, offset) map once: threads decoding from one opened
+    index (the service's) must not build it at the same time, nor rebuild it under a reader."""
+    faiss = _faiss()
+    if index.direct_map.type == faiss.DirectMap.Array:
+        return
+    with _DIRECT_MAP_LOCK:
+        if index.direct_map.type != faiss.DirectMap.Array:
+            index.make_direct_map()
+
+
 def decode_all(index, rows: np.ndarray | None = None) -> np.ndarray:
     """Float32 vectors of a FAISS index built by :func:`~gpurag.vectors.build_index` (flat,
     scalar-quantized, IVF or HNSW): all of them, or the given ``rows`` (ids)."""
@@ -93,7 +106,7 @@ def decode_all(index, rows: np.ndarray | None = None) -> np.ndarray:
     if not len(want):
         return out
     if isinstance(index, faiss.IndexIVF):
-        index.make_direct_map()
+        ensure_direct_map(index)
     for start in range(0, len(want), _DECODE_ROWS):
         block = want[start : start + _DECODE_ROWS]
         if rows is None:
