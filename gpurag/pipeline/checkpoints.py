@@ -217,11 +217,11 @@ def _cut_extract(work: WorkDir, stage: dict[str, Any], bad: int) -> str:
     for b in batches[:keep]:
         for key, value in b["stats"].items():
             stats[key] = stats.get(key, 0) + int(value)
-    stage.update(parts=keep, done_rows=int(batches[keep]["start"]) if keep < len(batches)
-                 and keep else 0, stats=stats, batch_stats=batches[:keep])
-    return (f"extraction checkpoint {work.root / extract_part('mentions', bad)} (part {bad}) "
-            f"is damaged (cut short or unreadable): resuming after the {keep} whole parts "
-            "before it")
+    # part ``keep`` starts where the kept ones end (keep <= bad < n <= len(batches))
+    stage.update(parts=keep, done_rows=int(batches[keep]["start"]) if keep else 0,
+                 stats=stats, batch_stats=batches[:keep])
+    return (f"extraction checkpoint part {bad} in {work.root / 'extract'} is damaged (cut "
+            f"short or unreadable): resuming after the {keep} whole parts before it")
 
 
 def _remove(work: WorkDir, rels: Iterable[str]) -> None:
